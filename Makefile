@@ -1,0 +1,46 @@
+# swarmcrawl: a decentralized web crawler.
+GO       ?= go
+BIN      := bin/swarmcrawl
+PKGS     := ./...
+# Packages whose tests run with the race detector: everything that starts
+# goroutines. protocol is pure encoding and stays fast without it.
+RACE_PKGS := ./p2p/... ./crawl/... ./store/... ./cmd/...
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build test test-short run bench lint proto clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/swarmcrawl
+
+# The whole suite: vet, unit tests, in-process swarms and the multi-process
+# test that builds the binary itself. Must stay under 15 minutes on 2 cores.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 5m ./protocol/...
+	$(GO) test -race -count=1 -timeout 14m $(RACE_PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+# A local demo: a swarm of real libp2p peers on loopback crawls a
+# synthetic web, no setup and no traffic off the machine.
+run: build
+	./$(BIN) demo
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 20m $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+# Regenerate the wire messages after editing protocol/pb/swarmcrawl.proto
+# (needs protoc and protoc-gen-go).
+proto:
+	cd protocol && protoc --go_out=. --go_opt=paths=source_relative pb/swarmcrawl.proto
+
+clean:
+	rm -rf bin

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
+)
+
+// runDemo starts a synthetic web and a swarm of real libp2p peers on
+// loopback, seeds the swarm and shows the crawl until every reachable,
+// robots-allowed page is fetched. Nothing leaves the machine: every fetch
+// goes through the synthetic web's proxy, and NAT traversal is off.
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", stderr)
+	nodes := fs.Int("nodes", 5, "peers in the swarm")
+	hosts := fs.Int("hosts", 50, "virtual hosts in the synthetic web")
+	delay := fs.Duration("delay", 200*time.Millisecond, "minimum time between two requests to one host")
+	seed := fs.Int64("seed", 1, "seed of the synthetic web's link graph")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	data := fs.String("data", "", "parent directory for the nodes' data (default: a temporary directory, removed at exit)")
+	logLevel := fs.String("log-level", "warn", "node log level: debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *nodes < 1 || *hosts < 1 {
+		return usageErr("--nodes and --hosts must be at least 1")
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	dir := *data
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "swarmcrawl-demo-"); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+
+	webCfg := synthweb.DefaultConfig()
+	webCfg.Seed = *seed
+	webCfg.Hosts = *hosts
+	web, err := synthweb.Start(webCfg)
+	if err != nil {
+		return fmt.Errorf("demo: synthetic web: %w", err)
+	}
+	defer web.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	cc := crawl.DefaultConfig()
+	cc.Delay = *delay
+	token := "swarmcrawl"
+	truth := web.GroundTruth(token)
+	fmt.Fprintf(stdout, "synthetic web: %d hosts at %s, %d reachable robots-allowed pages from %d seeds\n",
+		len(web.Hosts()), web.URL(), len(truth), len(web.Seeds()))
+
+	swarm, err := localswarm.Start(ctx, localswarm.Options{Nodes: *nodes, Dir: dir, Crawl: cc, Proxy: web.Proxy(), Logger: log})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer swarm.Close()
+	for i, n := range swarm.Nodes {
+		fmt.Fprintf(stdout, "node %d  ring %s  %s\n", i, n.Ring().Self().ID, n.Addrs()[0])
+	}
+	if err := swarm.WaitConverged(ctx); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	res := swarm.Nodes[0].Seed(ctx, web.Seeds())
+	fmt.Fprintf(stdout, "seeded %d URLs through node 0 (%d accepted, %d pending)\n", len(web.Seeds()), res.Accepted, res.Pending)
+
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		missing := len(web.Missing(token))
+		done := len(truth) - missing
+		t := swarm.Totals()
+		fmt.Fprintf(stdout, "[%5.1fs] %d/%d pages (%3.0f%%)  queued %d  in flight %d  routing %d  errors %d\n",
+			time.Since(start).Seconds(), done, len(truth), 100*float64(done)/float64(max(1, len(truth))), t.Queued, t.InFlight, t.Outbox, t.Errors)
+		if missing == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: stopped with %d of %d pages fetched: %w", done, len(truth), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "\ncrawl complete: %d pages in %s (%.1f pages/s) across %d nodes\n",
+		len(truth), elapsed.Round(100*time.Millisecond), float64(len(truth))/elapsed.Seconds(), len(swarm.Nodes))
+	report := func(name string, problems []string) {
+		if len(problems) == 0 {
+			fmt.Fprintf(stdout, "  %-28s ok\n", name)
+			return
+		}
+		fmt.Fprintf(stdout, "  %-28s %d problems, first: %s\n", name, len(problems), problems[0])
+	}
+	report("pages fetched twice", web.Duplicates())
+	report("robots.txt violations", web.CheckRobots(token))
+	report(fmt.Sprintf("requests closer than %s", *delay), web.CheckPoliteness(*delay))
+	return nil
+}

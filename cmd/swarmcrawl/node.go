@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+)
+
+// nodeOptions are the options of `swarmcrawl node`, shared with the config file.
+type nodeOptions struct {
+	data, api, userAgent, keyMode, logLevel, config string
+	listen, bootstrap, relays                       listFlag
+	delay, maxCrawlDelay                            time.Duration
+	workers, maxDepth                               int
+	nat, discovery                                  bool
+}
+
+func (o *nodeOptions) register(fs *flag.FlagSet) {
+	def := crawl.DefaultConfig()
+	fs.StringVar(&o.data, "data", "", "data directory: identity key, store, addrs and api files (required)")
+	fs.Var(&o.listen, "listen", "multiaddrs to listen on, comma-separated (default /ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1)")
+	fs.Var(&o.bootstrap, "bootstrap", "full multiaddrs (/ip4/.../tcp/.../p2p/<id>) of swarm members to join through; empty starts a new swarm")
+	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT")
+	fs.StringVar(&o.api, "api", "127.0.0.1:0", "HOST:PORT of the HTTP status API")
+	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins)")
+	fs.DurationVar(&o.maxCrawlDelay, "max-crawl-delay", def.MaxCrawlDelay, "cap on a robots.txt Crawl-delay")
+	fs.StringVar(&o.userAgent, "user-agent", def.UserAgent, "User-Agent sent on every request; its first product token is matched against robots.txt")
+	fs.IntVar(&o.workers, "workers", def.Workers, "concurrent fetches across hosts")
+	fs.IntVar(&o.maxDepth, "max-depth", def.MaxDepth, "links further than this from a seed are not followed")
+	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
+	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
+	fs.BoolVar(&o.discovery, "discovery", true, "find swarm members through the Kademlia DHT")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.config, "config", "", "file of `name = value` lines with the same names as these options; flags override it")
+}
+
+func runNode(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node", stderr)
+	var o nodeOptions
+	o.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if o.config != "" {
+		if err := applyConfigFile(fs, o.config); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	cfg, err := o.nodeConfig(stderr)
+	if err != nil {
+		return err
+	}
+	n, err := p2p.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := n.Start(ctx); err != nil {
+		_ = n.Close()
+		return err
+	}
+	for _, a := range n.Addrs() {
+		fmt.Fprintf(stdout, "listening: %s\n", a)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "swarmcrawl node: leaving the ring")
+	return n.Close()
+}
+
+func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
+	if o.data == "" {
+		return p2p.Config{}, usageErr("--data is required")
+	}
+	log, err := newLogger(stderr, o.logLevel)
+	if err != nil {
+		return p2p.Config{}, err
+	}
+	mode, err := crawl.ParseKeyMode(o.keyMode)
+	if err != nil {
+		return p2p.Config{}, usageErr("--key: %v", err)
+	}
+	if _, err := p2p.ParseAddrInfos(o.bootstrap); err != nil {
+		return p2p.Config{}, usageErr("--bootstrap: %v", err)
+	}
+	if _, err := p2p.ParseAddrInfos(o.relays); err != nil {
+		return p2p.Config{}, usageErr("--relay: %v", err)
+	}
+	if o.delay < 0 {
+		return p2p.Config{}, usageErr("--delay must not be negative")
+	}
+	cfg := p2p.DefaultConfig()
+	cfg.DataDir = o.data
+	cfg.Host.Listen = o.listen
+	if len(cfg.Host.Listen) == 0 {
+		cfg.Host.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+	}
+	cfg.Host.NAT = o.nat
+	cfg.Host.Relays = o.relays
+	cfg.Bootstrap = o.bootstrap
+	cfg.APIAddr = o.api
+	cfg.Discovery = o.discovery
+	cfg.KeyMode = mode
+	cfg.Crawl.Delay = o.delay
+	cfg.Crawl.MaxCrawlDelay = o.maxCrawlDelay
+	cfg.Crawl.UserAgent = o.userAgent
+	cfg.Crawl.Workers = o.workers
+	cfg.Crawl.MaxDepth = o.maxDepth
+	cfg.Logger = log
+	return cfg, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+)
+
+func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("seed", stderr)
+	peerAddr := fs.String("peer", "", "full multiaddr (/ip4/.../tcp/.../p2p/<id>) of any swarm member (required)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *peerAddr == "" {
+		return usageErr("--peer is required")
+	}
+	if _, err := p2p.ParseAddrInfos([]string{*peerAddr}); err != nil {
+		return usageErr("--peer: %v", err)
+	}
+	urls := fs.Args()
+	if len(urls) == 0 {
+		var err error
+		if urls, err = readLines(stdin); err != nil {
+			return fmt.Errorf("read seeds from stdin: %w", err)
+		}
+	}
+	if len(urls) == 0 {
+		return usageErr("no seed URLs: give them as arguments or one a line on stdin")
+	}
+	// A throwaway identity: the seed client is not a swarm member and
+	// listens nowhere.
+	h, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		return fmt.Errorf("client host: %w", err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	res, err := p2p.SubmitSeeds(ctx, h, *peerAddr, urls)
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Rejected {
+		fmt.Fprintf(stderr, "rejected %s: %s\n", r.URL, r.Reason)
+	}
+	fmt.Fprintf(stdout, "accepted %d of %d seeds (%d new, %d already seen, %d pending delivery, %d rejected)\n",
+		res.Accepted+res.Duplicates+res.Pending, len(urls), res.Accepted, res.Duplicates, res.Pending, len(res.Rejected))
+	if len(res.Rejected) == len(urls) {
+		return fmt.Errorf("every seed was rejected")
+	}
+	return nil
+}
+
+// readLines reads non-empty, non-comment lines.
+func readLines(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out, sc.Err()
+}

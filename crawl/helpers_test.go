@@ -1,0 +1,146 @@
+package crawl
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hit is one request a test server saw.
+type hit struct {
+	path string // path plus query
+	ua   string
+	at   time.Time
+}
+
+// logServer is an httptest server that records every request's arrival.
+type logServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	hits []hit
+}
+
+func newLogServer(t *testing.T, h http.HandlerFunc) *logServer {
+	t.Helper()
+	s := &logServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits = append(s.hits, hit{path: r.URL.RequestURI(), ua: r.UserAgent(), at: time.Now()})
+		s.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *logServer) log() []hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]hit(nil), s.hits...)
+}
+
+func (s *logServer) count(path string) int {
+	n := 0
+	for _, h := range s.log() {
+		if h.path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// recorder is a PageSink and LinkSink that keeps everything it is given.
+type recorder struct {
+	mu    sync.Mutex
+	pages map[string]*Page // by Task.URL
+	links map[string][]Task
+}
+
+func newRecorder() *recorder {
+	return &recorder{pages: map[string]*Page{}, links: map[string][]Task{}}
+}
+
+func (r *recorder) StorePage(_ context.Context, p *Page) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pages[p.Task.URL] = p
+	return nil
+}
+
+func (r *recorder) Discovered(_ context.Context, from Task, links []Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.links[from.URL] = append(r.links[from.URL], links...)
+}
+
+func (r *recorder) page(u string) *Page {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pages[u]
+}
+
+func (r *recorder) pageURLs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for u := range r.pages {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// testConfig is a fast, polite configuration for loopback servers.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.UserAgent = "ExampleBot/1.0 (+http://bot.example/about)"
+	cfg.Delay = 10 * time.Millisecond
+	cfg.Workers = 4
+	cfg.Timeout = 5 * time.Second
+	cfg.Proxy = nil
+	return cfg
+}
+
+func newTestCrawler(t *testing.T, cfg Config, pages PageSink, links LinkSink) *Crawler {
+	t.Helper()
+	c, err := New(cfg, pages, links)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+// crawlUntilIdle runs c until it is idle (or timeout passes, which fails the
+// test) and returns after Run has returned.
+func crawlUntilIdle(t testing.TB, c *Crawler, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	deadline := time.Now().Add(timeout)
+	for !c.Idle() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("crawler not idle after %v: %+v", timeout, c.Stats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// gaps returns the time between consecutive hits.
+func gaps(hits []hit) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(hits); i++ {
+		out = append(out, hits[i].at.Sub(hits[i-1].at))
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+// Package localswarm runs a swarm of real swarmcrawl nodes inside one
+// process, on loopback: the demo, the integration tests and the benchmarks
+// all use it. Nodes are full libp2p peers talking over TCP on 127.0.0.1;
+// only their number and placement are chosen here.
+package localswarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// Options configures a local swarm.
+type Options struct {
+	// Nodes is the number of peers. Default 5.
+	Nodes int
+	// Dir holds one data dir per node (Dir/node-00, ...). Required.
+	Dir string
+	// Crawl is the crawl configuration of every node. Default crawl.DefaultConfig().
+	Crawl crawl.Config
+	// Proxy routes every node's HTTP fetches (e.g. to a synthetic web).
+	Proxy func(*http.Request) (*url.URL, error)
+	// KeyMode is the crawl task key mode. Default host.
+	KeyMode crawl.KeyMode
+	// Ring tunes ring maintenance. Default: ring.DefaultConfig() with
+	// faster stabilization, which a swarm on loopback can afford.
+	Ring *ring.Config
+	// Discovery runs the DHT on every node. Default false: nodes join
+	// through node 0 directly.
+	Discovery bool
+	// Logger receives every node's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Swarm is a running local swarm.
+type Swarm struct {
+	// Nodes are the peers, node 0 first: it created the ring and the others
+	// joined through it.
+	Nodes []*p2p.Node
+}
+
+// Start launches opts.Nodes peers: the first creates the ring and the
+// others join through it, one at a time as real peers would.
+func Start(ctx context.Context, opts Options) (*Swarm, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("local swarm: Dir is required")
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 5
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Crawl.UserAgent == "" {
+		opts.Crawl = crawl.DefaultConfig()
+	}
+	rc := ring.DefaultConfig()
+	rc.StabilizeInterval = 100 * time.Millisecond
+	rc.CheckPredecessorInterval = 200 * time.Millisecond
+	rc.FixFingersInterval = 500 * time.Millisecond
+	if opts.Ring != nil {
+		rc = *opts.Ring
+	}
+	s := &Swarm{}
+	for i := 0; i < opts.Nodes; i++ {
+		cfg := p2p.DefaultConfig()
+		cfg.DataDir = filepath.Join(opts.Dir, fmt.Sprintf("node-%02d", i))
+		cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NAT: false}
+		cfg.Discovery = opts.Discovery
+		cfg.KeyMode = opts.KeyMode
+		cfg.Crawl = opts.Crawl
+		cfg.Crawl.Proxy = opts.Proxy
+		cfg.Ring = rc
+		cfg.Logger = opts.Logger.With("i", i)
+		if i > 0 {
+			cfg.Bootstrap = s.Nodes[0].Addrs()
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("local swarm: %w", err)
+		}
+		n, err := p2p.New(cfg)
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("local swarm node %d: %w", i, err)
+		}
+		if err := n.Start(ctx); err != nil {
+			_ = n.Close()
+			_ = s.Close()
+			return nil, fmt.Errorf("local swarm node %d: %w", i, err)
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	return s, nil
+}
+
+// Converged reports whether every node's predecessor and first successor
+// are its true neighbours on the ring of all live nodes.
+func (s *Swarm) Converged() bool {
+	ids := make([]ring.ID, len(s.Nodes))
+	for i, n := range s.Nodes {
+		ids[i] = n.Ring().Self().ID
+	}
+	slices.Sort(ids)
+	for _, n := range s.Nodes {
+		self := n.Ring().Self().ID
+		i, _ := slices.BinarySearch(ids, self)
+		wantSucc := ids[(i+1)%len(ids)]
+		wantPred := ids[(i+len(ids)-1)%len(ids)]
+		succ := n.Ring().Successors()
+		if len(succ) == 0 || succ[0].ID != wantSucc {
+			return false
+		}
+		if len(ids) > 1 && n.Ring().Predecessor().ID != wantPred {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitConverged polls until the ring has converged or ctx ends.
+func (s *Swarm) WaitConverged(ctx context.Context) error {
+	for !s.Converged() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ring of %d nodes did not converge: %w", len(s.Nodes), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Totals sums the nodes' counters.
+type Totals struct {
+	Fetched, Queued, InFlight, Errors, RobotsDenied, Seen int64
+	Outbox                                               int
+}
+
+// Totals sums every node's counters.
+func (s *Swarm) Totals() Totals {
+	var t Totals
+	for _, n := range s.Nodes {
+		st := n.Status()
+		t.Fetched += st.Crawl.Fetched
+		t.Queued += st.Crawl.Queued
+		t.InFlight += st.Crawl.InFlight
+		t.Errors += st.Crawl.Errors
+		t.RobotsDenied += st.Crawl.RobotsDenied
+		t.Seen += st.Seen
+		t.Outbox += st.Outbox
+	}
+	return t
+}
+
+// Idle reports whether no node has queued, in-flight or undelivered work.
+func (s *Swarm) Idle() bool {
+	for _, n := range s.Nodes {
+		if !n.Idle() {
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops every node, last first; each leaves the ring gracefully.
+func (s *Swarm) Close() error {
+	var errs []error
+	for i := len(s.Nodes) - 1; i >= 0; i-- {
+		if err := s.Nodes[i].Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}

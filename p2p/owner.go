@@ -1,0 +1,85 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// acceptResult tells a sender what an owner did with its tasks.
+type acceptResult struct {
+	accepted   int          // new URLs queued here
+	duplicates int          // already in the seen set
+	notOwned   []crawl.Task // keys outside this node's range: the sender must look again
+	rejected   []rejection  // malformed URLs, refused for good
+}
+
+// rejection is a URL refused for good, with the reason.
+type rejection struct {
+	url, reason string
+}
+
+// owner is the receiving side of routing: it deduplicates tasks whose keys
+// fall in this node's range against the seen set and queues the new ones.
+type owner struct {
+	ring    *ring.Node
+	db      *store.DB
+	crawler *crawl.Crawler
+	keyMode crawl.KeyMode
+	// maxDepth refuses tasks deeper than the crawl would follow, so a
+	// broken peer cannot push unbounded-depth work.
+	maxDepth int
+}
+
+// Accept takes tasks routed to this node. Every task ends up in exactly
+// one of accepted, duplicates, notOwned or rejected.
+func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, error) {
+	var res acceptResult
+	entries := make([]store.SeenEntry, 0, len(tasks))
+	queued := make([]crawl.Task, 0, len(tasks))
+	for _, t := range tasks {
+		// Normalise again: the sender may be buggy or hostile, and the
+		// seen set is only as good as the canonical form it stores.
+		u, err := crawl.Normalize(nil, t.URL)
+		if err != nil {
+			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
+			continue
+		}
+		if t.Depth < 0 || t.Depth > o.maxDepth {
+			res.rejected = append(res.rejected, rejection{t.URL, fmt.Sprintf("depth %d outside 0..%d", t.Depth, o.maxDepth)})
+			continue
+		}
+		key, err := crawl.TaskKey(u, o.keyMode)
+		if err != nil {
+			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
+			continue
+		}
+		if !o.ring.Owns(ring.ID(key)) {
+			res.notOwned = append(res.notOwned, t)
+			continue
+		}
+		entries = append(entries, store.SeenEntry{Key: key, URLHash: crawl.URLHash(u), URL: u, Depth: t.Depth})
+		queued = append(queued, crawl.Task{URL: u, Depth: t.Depth})
+	}
+	if len(entries) == 0 {
+		return res, nil
+	}
+	isNew, err := o.db.MarkSeen(entries)
+	if err != nil {
+		return res, fmt.Errorf("accept %d tasks: %w", len(entries), err)
+	}
+	fresh := queued[:0]
+	for i, n := range isNew {
+		if n {
+			fresh = append(fresh, queued[i])
+		} else {
+			res.duplicates++
+		}
+	}
+	res.accepted = len(fresh)
+	o.crawler.Enqueue(fresh...)
+	return res, nil
+}

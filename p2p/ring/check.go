@@ -1,0 +1,66 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// OwnerOf returns the member that owns key under consistent hashing: the
+// first one clockwise at or after key. It is the ground truth that lookups
+// are checked against. It returns the zero Peer if members is empty.
+func OwnerOf(members []Peer, key ID) Peer {
+	var best Peer
+	var bestDist uint64
+	for _, m := range members {
+		if d := key.dist(m.ID); best.IsZero() || d < bestDist {
+			best, bestDist = m, d
+		}
+	}
+	return best
+}
+
+// CheckRing verifies the ring invariants over nodes, which must be exactly
+// the live members of one ring: every node's predecessor and successor list
+// match the sorted membership. It returns nil when the ring has converged,
+// otherwise an error listing each violation.
+func CheckRing(nodes []*Node) error {
+	members := make([]Peer, len(nodes))
+	for i, n := range nodes {
+		members[i] = n.Self()
+	}
+	slices.SortFunc(members, func(a, b Peer) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	pos := make(map[Peer]int, len(members))
+	for i, m := range members {
+		pos[m] = i
+	}
+	var errs []error
+	for _, n := range nodes {
+		st := n.State()
+		i, total := pos[st.Self], len(members)
+		want := []Peer{st.Self}
+		wantPred := Peer{}
+		if total > 1 {
+			want = want[:0]
+			for k := 1; k < total && len(want) < n.cfg.SuccessorListLen; k++ {
+				want = append(want, members[(i+k)%total])
+			}
+			wantPred = members[(i+total-1)%total]
+		}
+		if !slices.Equal(st.Successors, want) {
+			errs = append(errs, fmt.Errorf("%s: successors %v, want %v", st.Self, st.Successors, want))
+		}
+		if st.Predecessor != wantPred {
+			errs = append(errs, fmt.Errorf("%s: predecessor %s, want %s", st.Self, st.Predecessor, wantPred))
+		}
+	}
+	return errors.Join(errs...)
+}

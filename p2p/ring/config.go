@@ -1,0 +1,99 @@
+package ring
+
+import "time"
+
+// Config tunes a Node. Zero fields take the defaults noted on each field.
+type Config struct {
+	// SuccessorListLen is how many successors a node tracks; the ring
+	// survives up to SuccessorListLen-1 consecutive crashes. Default 8.
+	SuccessorListLen int
+	// MaxHops bounds the remote calls of one lookup; beyond it Lookup fails
+	// with ErrTooManyHops. Default 32.
+	MaxHops int
+	// StabilizeInterval is how often Run calls Stabilize. Default 500ms.
+	StabilizeInterval time.Duration
+	// FixFingersInterval is how often Run calls FixFingers. Default 2s.
+	FixFingersInterval time.Duration
+	// CheckPredecessorInterval is how often Run calls CheckPredecessor.
+	// Default 1s.
+	CheckPredecessorInterval time.Duration
+	// RPCTimeout bounds each Transport call. Default 2s.
+	RPCTimeout time.Duration
+	// SuspectRetention is how long a peer that stopped answering is
+	// remembered and re-probed (one probe per CheckPredecessor). Re-probing
+	// is what lets two rings formed during a network partition merge after
+	// it heals. Default 10m.
+	SuspectRetention time.Duration
+	// Clock drives the maintenance loops and suspicion timestamps.
+	// Default RealClock().
+	Clock Clock
+	// OnChange, if set, is called outside the node's lock whenever its
+	// predecessor or first successor changes, with a snapshot taken right
+	// after the change. Calls may come from RPC handlers and maintenance
+	// loops concurrently, so snapshots can arrive out of order: compare
+	// State.Version and ignore older ones. It must not block for long.
+	OnChange func(State)
+}
+
+// DefaultConfig returns the defaults described on Config's fields.
+func DefaultConfig() Config {
+	return Config{
+		SuccessorListLen:         8,
+		MaxHops:                  32,
+		StabilizeInterval:        500 * time.Millisecond,
+		FixFingersInterval:       2 * time.Second,
+		CheckPredecessorInterval: time.Second,
+		RPCTimeout:               2 * time.Second,
+		SuspectRetention:         10 * time.Minute,
+		Clock:                    RealClock(),
+	}
+}
+
+// withDefaults fills zero (or nonsensical negative) fields from
+// DefaultConfig so callers may set only what they care about.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.SuccessorListLen <= 0 {
+		c.SuccessorListLen = d.SuccessorListLen
+	}
+	if c.MaxHops <= 0 {
+		c.MaxHops = d.MaxHops
+	}
+	if c.StabilizeInterval <= 0 {
+		c.StabilizeInterval = d.StabilizeInterval
+	}
+	if c.FixFingersInterval <= 0 {
+		c.FixFingersInterval = d.FixFingersInterval
+	}
+	if c.CheckPredecessorInterval <= 0 {
+		c.CheckPredecessorInterval = d.CheckPredecessorInterval
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = d.RPCTimeout
+	}
+	if c.SuspectRetention <= 0 {
+		c.SuspectRetention = d.SuspectRetention
+	}
+	if c.Clock == nil {
+		c.Clock = d.Clock
+	}
+	return c
+}
+
+// State is a snapshot of a node's routing state, for status pages,
+// invariant checks and OnChange.
+type State struct {
+	// Self is the node itself.
+	Self Peer
+	// Predecessor is zero when unknown.
+	Predecessor Peer
+	// Successors is the successor list, nearest first; [Self] when alone.
+	Successors []Peer
+	// Fingers lists the distinct finger-table peers, nearest first.
+	Fingers []Peer
+	// Suspects lists peers that recently failed to answer; lookups route
+	// around them until they answer again.
+	Suspects []Peer
+	// Version increases whenever Predecessor or Successors[0] changes.
+	Version uint64
+}

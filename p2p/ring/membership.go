@@ -1,0 +1,84 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Join enters the ring that bootstrap belongs to: it looks up its own
+// successor through bootstrap, takes that successor's list as its own, and
+// notifies the successor. The predecessor is learnt later, when it
+// stabilizes and notifies this node. A failed notify is not an error:
+// Stabilize repeats it.
+func (n *Node) Join(ctx context.Context, bootstrap Peer) error {
+	if bootstrap.IsZero() || bootstrap == n.self {
+		return fmt.Errorf("join via %s: bootstrap must be another peer", bootstrap)
+	}
+	r, err := n.walk(ctx, n.self.ID, Peer{}, nil, bootstrap, false)
+	if err != nil {
+		return fmt.Errorf("join via %s: find successor: %w", bootstrap, err)
+	}
+	if r.owner == n.self {
+		// The ring still lists us from an earlier life; the peer after our
+		// position is our successor.
+		if r, err = n.walk(ctx, n.self.ID+1, Peer{}, nil, bootstrap, false); err != nil {
+			return fmt.Errorf("join via %s: find successor: %w", bootstrap, err)
+		}
+	}
+	succ := r.owner
+	if succ.ID == n.self.ID && succ != n.self {
+		return fmt.Errorf("join via %s: %s: %w", bootstrap, succ, ErrIDTaken)
+	}
+	if succ == n.self {
+		return fmt.Errorf("join via %s: ring has no member but us", bootstrap)
+	}
+	nb, err := n.neighbours(ctx, succ)
+	if err != nil {
+		return fmt.Errorf("join via %s: fetch successor list from %s: %w", bootstrap, succ, err)
+	}
+	// Peers that joined just before us may already sit between us and the
+	// answer we got.
+	succ, nb = n.closerSuccessor(ctx, succ, nb)
+
+	n.mu.Lock()
+	w := n.watchLocked()
+	n.resetLocked()
+	n.succs = n.buildSuccessorsLocked(append([]Peer{succ}, nb.Successors...))
+	snap := n.commitLocked(w)
+	n.mu.Unlock()
+	n.emit(snap)
+
+	_ = n.notify(ctx, succ)
+	return nil
+}
+
+// Leave departs gracefully: the successor learns our predecessor and the
+// predecessor learns our successor list, so the ring closes at once instead
+// of after a failure timeout. The node is left alone; stop Run and
+// unregister the node from its transport afterwards. Leave returns an error
+// if a neighbour could not be told, in which case stabilization repairs the
+// ring as it would after a crash.
+func (n *Node) Leave(ctx context.Context) error {
+	n.mu.Lock()
+	notice := LeaveNotice{Leaving: n.self, Predecessor: n.pred, Successors: slices.Clone(n.succs)}
+	n.mu.Unlock()
+
+	var targets []Peer
+	if s := notice.Successors[0]; s != n.self {
+		targets = append(targets, s)
+	}
+	if p := notice.Predecessor; !p.IsZero() && p != n.self && !slices.Contains(targets, p) {
+		targets = append(targets, p)
+	}
+	var errs []error
+	for _, to := range targets {
+		err := n.call(ctx, to, func(c context.Context) error { return n.tr.Leave(c, to, notice) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("leave: notify %s: %w", to, err))
+		}
+	}
+	n.Create()
+	return errors.Join(errs...)
+}

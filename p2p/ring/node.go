@@ -1,0 +1,369 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Node is one member of a Chord ring. It serves ring RPCs through its
+// Handler methods, answers Lookup for local callers and keeps its pointers
+// fresh through Stabilize, FixFingers and CheckPredecessor (driven by Run or
+// called directly by a simulator).
+//
+// All state sits behind one mutex that is never held across a Transport
+// call, so a node may talk to itself through an in-process transport and
+// RPC handlers never wait on the network.
+type Node struct {
+	self    Peer
+	tr      Transport
+	cfg     Config
+	running atomic.Bool
+
+	mu   sync.Mutex
+	pred Peer
+	// succs is never empty; it is [self] when the node is alone, and never
+	// contains self otherwise.
+	succs []Peer
+	// succGen increases on every change to succs so that Stabilize, which
+	// reads succs, calls out and then writes, can tell that someone else
+	// (a LeaveNotice, a revived suspect) changed the list meanwhile.
+	succGen  uint64
+	fingers  [idBits]Peer
+	suspects suspects
+	version  uint64
+	// positionChecks rotates the finger checkPosition starts from.
+	positionChecks int
+}
+
+var _ Handler = (*Node)(nil)
+
+// NewNode returns a node at self that talks through tr. The node starts as
+// a ring of one; call Create or Join before serving traffic, and Run to
+// keep it healthy.
+func NewNode(self Peer, tr Transport, cfg Config) *Node {
+	n := &Node{self: self, tr: tr, cfg: cfg.withDefaults()}
+	n.resetLocked()
+	return n
+}
+
+// Self returns the node's own Peer.
+func (n *Node) Self() Peer { return n.self }
+
+// Create starts a new ring with this node as its only member, forgetting
+// any previous routing state.
+func (n *Node) Create() {
+	n.mu.Lock()
+	w := n.watchLocked()
+	n.resetLocked()
+	snap := n.commitLocked(w)
+	n.mu.Unlock()
+	n.emit(snap)
+}
+
+func (n *Node) resetLocked() {
+	n.pred = Peer{}
+	n.succs = []Peer{n.self}
+	n.succGen++
+	n.fingers = [idBits]Peer{}
+	n.suspects = newSuspects(4 * n.cfg.SuccessorListLen)
+}
+
+// Owns reports whether key lies in (predecessor, self], the arc this node
+// is responsible for. With no known predecessor the node claims every key:
+// alone, that is right, and otherwise stabilization soon supplies one.
+func (n *Node) Owns(key ID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pred.IsZero() || key.Between(n.pred.ID, n.self.ID)
+}
+
+// Predecessor returns the node's predecessor, zero if unknown.
+func (n *Node) Predecessor() Peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pred
+}
+
+// Successors returns a copy of the successor list, nearest first; [Self()]
+// when the node is alone.
+func (n *Node) Successors() []Peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.succs)
+}
+
+// State returns a snapshot of the node's routing state.
+func (n *Node) State() State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stateLocked()
+}
+
+func (n *Node) stateLocked() State {
+	st := State{
+		Self:        n.self,
+		Predecessor: n.pred,
+		Successors:  slices.Clone(n.succs),
+		Suspects:    n.suspects.list(),
+		Version:     n.version,
+	}
+	seen := make(map[Peer]bool)
+	for _, f := range n.fingers {
+		if f.IsZero() || f == n.self || seen[f] {
+			continue
+		}
+		seen[f] = true
+		st.Fingers = append(st.Fingers, f)
+	}
+	// Fingers are filled by increasing start, but a stale entry may sit out
+	// of place; sort so status pages read clockwise from self.
+	slices.SortFunc(st.Fingers, func(a, b Peer) int {
+		da, db := n.self.ID.dist(a.ID), n.self.ID.dist(b.ID)
+		switch {
+		case da < db:
+			return -1
+		case da > db:
+			return 1
+		}
+		return 0
+	})
+	return st
+}
+
+// HandleFindSuccessorStep answers one step of an iterative lookup: the
+// owner if key falls between this node and its successor, otherwise the
+// closest preceding peer this node knows that it has no reason to distrust.
+func (n *Node) HandleFindSuccessorStep(key ID) Step {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	succs := slices.Clone(n.succs)
+	if key.Between(n.self.ID, succs[0].ID) {
+		return Step{Done: true, Next: succs[0], Successors: succs}
+	}
+	next := n.closestPrecedingLocked(n.self.ID, key, nil)
+	if next.IsZero() {
+		// Every candidate is suspect. The successor still makes progress
+		// (key lies beyond it) and the asker will route around it if it
+		// really is dead.
+		next = succs[0]
+	}
+	return Step{Next: next, Successors: succs}
+}
+
+// HandleNeighbours reports the predecessor and successor list.
+func (n *Node) HandleNeighbours() Neighbours {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return Neighbours{Predecessor: n.pred, Successors: slices.Clone(n.succs)}
+}
+
+// HandleNotify adopts candidate as predecessor if there is none, if it lies
+// between the current one and self, or if the current one is suspect.
+//
+// A candidate that lies between self and our successor also becomes our
+// successor: it is alive (it just called) and our successor pointer skips
+// it. Plain Chord ignores this, and so a node alone when many others join
+// through it takes its predecessor as successor, skips every newcomer and
+// answers almost every lookup with that one peer; the ring then unwinds
+// one node per stabilize round.
+func (n *Node) HandleNotify(candidate Peer) {
+	if candidate.IsZero() || candidate == n.self {
+		return
+	}
+	n.mu.Lock()
+	w := n.watchLocked()
+	// The candidate just spoke to us, so it is alive whatever we thought.
+	n.suspects.clear(candidate.Addr)
+	if n.pred.IsZero() || candidate.ID.inOpen(n.pred.ID, n.self.ID) || n.suspects.has(n.pred.Addr) {
+		n.pred = candidate
+	}
+	if dbgRuleA && candidate.ID.inOpen(n.self.ID, n.succs[0].ID) {
+		n.succs = n.buildSuccessorsLocked(append([]Peer{candidate}, n.succs...))
+		n.succGen++
+	}
+	snap := n.commitLocked(w)
+	n.mu.Unlock()
+	n.emit(snap)
+}
+
+// HandlePing answers a liveness check; reaching it is the whole answer.
+func (n *Node) HandlePing() {}
+
+// HandleLeave repairs pointers around a gracefully departing peer: as its
+// successor, adopt its predecessor; as its predecessor (or anyone listing
+// it), splice its successor list in where it stood. The leaver is forgotten
+// rather than suspected, since re-probing it would be wasted.
+func (n *Node) HandleLeave(notice LeaveNotice) {
+	gone := notice.Leaving
+	if gone.IsZero() || gone == n.self {
+		return
+	}
+	n.mu.Lock()
+	w := n.watchLocked()
+	if n.pred == gone {
+		n.pred = Peer{}
+		if p := notice.Predecessor; !p.IsZero() && p != n.self && p != gone {
+			n.pred = p
+		}
+	}
+	if i := slices.Index(n.succs, gone); i >= 0 {
+		rest := make([]Peer, 0, len(n.succs)+len(notice.Successors))
+		rest = append(rest, n.succs[i+1:]...)
+		if i == 0 || len(rest) == 0 {
+			// The leaver's list is fresher than the tail we hold.
+			rest = append(slices.Clone(notice.Successors), rest...)
+		}
+		rest = slices.DeleteFunc(rest, func(p Peer) bool { return p == gone })
+		n.succs = n.buildSuccessorsLocked(append(slices.Clone(n.succs[:i]), rest...))
+		n.succGen++
+	}
+	for i := range n.fingers {
+		if n.fingers[i] == gone {
+			n.fingers[i] = Peer{}
+		}
+	}
+	n.suspects.clear(gone.Addr)
+	snap := n.commitLocked(w)
+	n.mu.Unlock()
+	n.emit(snap)
+}
+
+// buildSuccessorsLocked turns a clockwise candidate list into a successor
+// list: zero peers and duplicates dropped, cut at self (everything after
+// self has wrapped around the ring) and at SuccessorListLen. An empty
+// result means the node is alone.
+func (n *Node) buildSuccessorsLocked(cands []Peer) []Peer {
+	out := make([]Peer, 0, n.cfg.SuccessorListLen)
+	for _, p := range cands {
+		if len(out) == n.cfg.SuccessorListLen || p == n.self {
+			break
+		}
+		if p.IsZero() || slices.Contains(out, p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		out = append(out, n.self)
+	}
+	return out
+}
+
+// closestPrecedingLocked returns the known peer in the open arc (from, key)
+// nearest to key, from the finger table and successor list, skipping self,
+// suspects and anything in skip. Zero if there is none.
+func (n *Node) closestPrecedingLocked(from, key ID, skip map[string]bool) Peer {
+	var best Peer
+	var bestDist uint64
+	consider := func(p Peer) {
+		if p.IsZero() || p == n.self || skip[p.Addr] || n.suspects.has(p.Addr) || !p.ID.inOpen(from, key) {
+			return
+		}
+		if d := from.dist(p.ID); best.IsZero() || d > bestDist {
+			best, bestDist = p, d
+		}
+	}
+	for _, f := range n.fingers {
+		consider(f)
+	}
+	for _, s := range n.succs {
+		consider(s)
+	}
+	return best
+}
+
+// watch records the pointers OnChange reports on, before a mutation.
+type watch struct{ pred, succ Peer }
+
+func (n *Node) watchLocked() watch { return watch{n.pred, n.succs[0]} }
+
+// commitLocked bumps the version if the watched pointers changed and
+// returns the snapshot to hand to OnChange, or nil if there is nothing to
+// report. Taking the snapshot under the same lock as the change means each
+// callback sees exactly the state its change produced.
+func (n *Node) commitLocked(w watch) *State {
+	if w == n.watchLocked() {
+		return nil
+	}
+	n.version++
+	if n.cfg.OnChange == nil {
+		return nil
+	}
+	st := n.stateLocked()
+	return &st
+}
+
+// emit calls OnChange outside the lock so the callback may use the node.
+func (n *Node) emit(st *State) {
+	if st != nil {
+		n.cfg.OnChange(*st)
+	}
+}
+
+// call runs one RPC to peer under the per-call deadline and keeps the
+// suspicion overlay honest: an answer clears suspicion, a failure sets it
+// unless it was the caller's own context that ended.
+func (n *Node) call(ctx context.Context, to Peer, rpc func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+	err := rpc(cctx)
+	cancel()
+	n.mu.Lock()
+	if err == nil {
+		n.suspects.clear(to.Addr)
+	} else if ctx.Err() == nil && to != n.self {
+		n.suspects.mark(to, n.cfg.Clock.Now())
+	}
+	n.mu.Unlock()
+	return err
+}
+
+func (n *Node) ping(ctx context.Context, to Peer) error {
+	return n.call(ctx, to, func(c context.Context) error { return n.tr.Ping(c, to) })
+}
+
+func (n *Node) notify(ctx context.Context, to Peer) error {
+	return n.call(ctx, to, func(c context.Context) error { return n.tr.Notify(c, to, n.self) })
+}
+
+func (n *Node) neighbours(ctx context.Context, to Peer) (Neighbours, error) {
+	var nb Neighbours
+	err := n.call(ctx, to, func(c context.Context) error {
+		var err error
+		nb, err = n.tr.Neighbours(c, to)
+		return err
+	})
+	return nb, err
+}
+
+// probeAttempts is how many consecutive failures declare a neighbour dead.
+// One lost message must not cut a live successor out of the ring.
+const probeAttempts = 2
+
+// probeNeighbours is neighbours with a retry, for decisions that drop a
+// peer from the ring.
+func (n *Node) probeNeighbours(ctx context.Context, to Peer) (Neighbours, error) {
+	var err error
+	for range probeAttempts {
+		var nb Neighbours
+		if nb, err = n.neighbours(ctx, to); err == nil || ctx.Err() != nil {
+			return nb, err
+		}
+	}
+	return Neighbours{}, fmt.Errorf("neighbours of %s: %w", to, err)
+}
+
+// probePing is ping with a retry, for decisions that drop a peer.
+func (n *Node) probePing(ctx context.Context, to Peer) error {
+	var err error
+	for range probeAttempts {
+		if err = n.ping(ctx, to); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("ping %s: %w", to, err)
+}
+
+var dbgRuleA, dbgWalk, dbgList = true, true, true

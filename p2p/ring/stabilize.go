@@ -1,0 +1,282 @@
+package ring
+
+import (
+	"context"
+	"slices"
+)
+
+// Stabilize is Chord's periodic successor check. It asks the successor for
+// its neighbours, dropping successors that do not answer (falling back to
+// the first live finger when the whole list is dead); adopts the
+// successor's predecessor if that peer sits between us; rebuilds the
+// successor list as [successor] + successor's list; and notifies the
+// successor that we may be its predecessor.
+func (n *Node) Stabilize(ctx context.Context) {
+	// Each failed successor costs one iteration; the bound stops a node
+	// whose every contact is dead from spinning.
+	for range n.cfg.SuccessorListLen + 2 {
+		if ctx.Err() != nil {
+			return
+		}
+		n.mu.Lock()
+		succ, gen := n.succs[0], n.succGen
+		n.mu.Unlock()
+
+		var nb Neighbours
+		if succ == n.self {
+			nb = n.HandleNeighbours()
+		} else {
+			var err error
+			if nb, err = n.probeNeighbours(ctx, succ); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n.dropSuccessor(ctx, succ)
+				continue
+			}
+		}
+
+		succ, nb = n.closerSuccessor(ctx, succ, nb)
+
+		n.mu.Lock()
+		w := n.watchLocked()
+		if n.succGen == gen {
+			list := n.buildSuccessorsLocked(append([]Peer{succ}, nb.Successors...))
+			if !slices.Equal(list, n.succs) {
+				n.succs = list
+				n.succGen++
+			}
+		} // else someone changed the list meanwhile; the next round redoes this
+		snap := n.commitLocked(w)
+		n.mu.Unlock()
+		n.emit(snap)
+
+		if succ != n.self {
+			// Best effort: the next round notifies again.
+			_ = n.notify(ctx, succ)
+		}
+		return
+	}
+}
+
+// closerSuccessor looks for a live peer between us and succ among what
+// succ reported: its predecessor (Chord's rule: a peer that joined between
+// us and succ has notified succ) and also its successor list, which shows
+// us peers our pointer skips when it wraps too far round the ring. The
+// nearest such peer is asked directly before it is adopted, so a dead
+// pointer cannot pull us off the ring, and the search repeats from it.
+// When alone (succ == self) the arc is everything but self, which is how
+// the first two nodes find each other.
+//
+// Chord takes one step per stabilize round; walking on makes a burst of
+// joins into one gap converge in a few rounds instead of one per joiner.
+// The walk is bounded so a misbehaving peer cannot keep us busy.
+func (n *Node) closerSuccessor(ctx context.Context, succ Peer, nb Neighbours) (Peer, Neighbours) {
+	for i := range n.cfg.SuccessorListLen {
+		if i > 0 && !dbgWalk {
+			break
+		}
+		var best Peer
+		cands := []Peer{nb.Predecessor}
+		if dbgList {
+			cands = append(cands, nb.Successors...)
+		}
+		for _, x := range cands {
+			if x.IsZero() || x == n.self || !x.ID.inOpen(n.self.ID, succ.ID) {
+				continue
+			}
+			if best.IsZero() || n.self.ID.dist(x.ID) < n.self.ID.dist(best.ID) {
+				best = x
+			}
+		}
+		if best.IsZero() {
+			break
+		}
+		xnb, err := n.probeNeighbours(ctx, best)
+		if err != nil {
+			break
+		}
+		succ, nb = best, xnb
+	}
+	return succ, nb
+}
+
+// dropSuccessor removes a dead first successor. If that empties the list,
+// the nearest finger that answers a ping takes its place; failing that the
+// node is alone until someone notifies it.
+func (n *Node) dropSuccessor(ctx context.Context, dead Peer) {
+	n.mu.Lock()
+	if n.succs[0] != dead {
+		n.mu.Unlock()
+		return
+	}
+	w := n.watchLocked()
+	rest := slices.Clone(n.succs[1:])
+	n.succs = n.buildSuccessorsLocked(rest)
+	n.succGen++
+	gen := n.succGen
+	var fingers []Peer
+	if len(rest) == 0 {
+		fingers = n.stateLocked().Fingers // distinct, nearest first
+		fingers = slices.DeleteFunc(fingers, func(p Peer) bool {
+			return p == dead || n.suspects.has(p.Addr)
+		})
+	}
+	snap := n.commitLocked(w)
+	n.mu.Unlock()
+	n.emit(snap)
+
+	for _, f := range fingers {
+		if n.ping(ctx, f) != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		n.mu.Lock()
+		w := n.watchLocked()
+		if n.succGen == gen {
+			n.succs = []Peer{f}
+			n.succGen++
+		}
+		snap := n.commitLocked(w)
+		n.mu.Unlock()
+		n.emit(snap)
+		return
+	}
+}
+
+// FixFingers refreshes the whole finger table; finger i is the owner of
+// self + 2^i. Most fingers need no lookup: starts within the successor list
+// are read from it, and a start that lies before the previous finger's node
+// has that node as its owner too. Failed lookups keep the old entry, which
+// is only a routing hint.
+func (n *Node) FixFingers(ctx context.Context) {
+	n.mu.Lock()
+	succs := slices.Clone(n.succs)
+	old := n.fingers
+	n.mu.Unlock()
+
+	if succs[0] == n.self {
+		n.mu.Lock()
+		n.fingers = [idBits]Peer{}
+		n.mu.Unlock()
+		return
+	}
+	n.checkPosition(ctx, old)
+
+	var fresh [idBits]Peer
+	{
+		var prev Peer
+		for i := range idBits {
+			start := n.self.ID + ID(1)<<i
+			f, ok := ownerFromList(n.self.ID, start, succs)
+			switch {
+			case ok:
+			case !prev.IsZero() && start.Between(n.self.ID, prev.ID):
+				f = prev
+			default:
+				if ctx.Err() != nil {
+					return
+				}
+				owner, _, err := n.Lookup(ctx, start)
+				if err != nil {
+					owner = old[i]
+				}
+				f = owner
+			}
+			if f == n.self {
+				// start wrapped past every other node: no finger needed,
+				// and every later start wraps too.
+				break
+			}
+			fresh[i] = f
+			prev = f
+		}
+	}
+	n.mu.Lock()
+	n.fingers = fresh
+	n.mu.Unlock()
+}
+
+// checkPosition asks the ring, from one of our fingers and without using
+// our own tables, who owns our own ID. In a healthy ring the answer is us.
+// Anything else shows the ring is not one clean cycle where we stand, which
+// stabilize alone can never repair: a burst of joins through an unsettled
+// ring can leave two interleaved cycles that are each locally consistent.
+// If the answer lies between us and our successor, our pointer skips it
+// and we adopt it; otherwise the peer that answered skips us, and a notify
+// makes it adopt us (see HandleNotify). Rotating the starting finger makes
+// a cross-cycle start likely within a few rounds. This is Chord's "strong
+// stabilization" in spirit, at the cost of one lookup per FixFingers.
+func (n *Node) checkPosition(ctx context.Context, fingers [idBits]Peer) {
+	n.mu.Lock()
+	succ := n.succs[0]
+	var starts []Peer
+	for _, f := range n.stateLocked().Fingers {
+		if f != succ && !n.suspects.has(f.Addr) {
+			starts = append(starts, f)
+		}
+	}
+	if len(starts) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	start := starts[n.positionChecks%len(starts)]
+	n.positionChecks++
+	n.mu.Unlock()
+
+	r, err := n.walk(ctx, n.self.ID, Peer{}, nil, start, false)
+	if err != nil || r.owner == n.self || r.owner.IsZero() {
+		return
+	}
+	if r.owner.ID.inOpen(n.self.ID, succ.ID) {
+		n.mu.Lock()
+		w := n.watchLocked()
+		if r.owner.ID.inOpen(n.self.ID, n.succs[0].ID) {
+			n.succs = n.buildSuccessorsLocked(append([]Peer{r.owner}, n.succs...))
+			n.succGen++
+		}
+		snap := n.commitLocked(w)
+		n.mu.Unlock()
+		n.emit(snap)
+		return
+	}
+	if !r.via.IsZero() && r.via != n.self {
+		_ = n.notify(ctx, r.via)
+	}
+}
+
+// ownerFromList returns the owner of key according to a successor list of
+// self, if key falls within the arc the list covers.
+func ownerFromList(self, key ID, succs []Peer) (Peer, bool) {
+	lo := self
+	for _, s := range succs {
+		if key.Between(lo, s.ID) {
+			return s, true
+		}
+		lo = s.ID
+	}
+	return Peer{}, false
+}
+
+// CheckPredecessor clears the predecessor if it no longer answers, so that
+// the next notifier can take its place, and re-probes one suspect.
+func (n *Node) CheckPredecessor(ctx context.Context) {
+	n.mu.Lock()
+	pred := n.pred
+	n.mu.Unlock()
+	if !pred.IsZero() && n.probePing(ctx, pred) != nil && ctx.Err() == nil {
+		n.mu.Lock()
+		w := n.watchLocked()
+		if n.pred == pred {
+			n.pred = Peer{}
+		}
+		snap := n.commitLocked(w)
+		n.mu.Unlock()
+		n.emit(snap)
+	}
+	if ctx.Err() == nil {
+		n.reviveSuspect(ctx)
+	}
+}

@@ -1,0 +1,266 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+)
+
+// learnedAddrTTL is how long addresses of peers learned from ring
+// often than this.
+const learnedAddrTTL = 30 * time.Minute
+
+// maxAddrsPerPeer bounds the addresses accepted per peer in a message.
+const maxAddrsPerPeer = 16
+
+// RingTransport carries ring RPCs over libp2p streams. It implements
+// ring.Transport. Peers travel with their multiaddrs, so a node can dial
+// successors and fingers it has only heard of.
+type RingTransport struct {
+	host    host.Host
+	streams *Streams
+}
+
+var _ ring.Transport = (*RingTransport)(nil)
+
+// NewRingTransport returns the ring transport of h.
+func NewRingTransport(h host.Host, s *Streams) *RingTransport {
+	return &RingTransport{host: h, streams: s}
+}
+
+// Serve answers ring RPCs for node h.
+func (t *RingTransport) Serve(h ring.Handler) {
+	t.streams.Handle(protocol.RingID, protocol.MaxRingMsgBytes,
+		func() proto.Message { return &pb.RingRequest{} },
+		func(_ context.Context, _ peer.ID, m proto.Message) proto.Message {
+			return t.serve(h, m.(*pb.RingRequest))
+		})
+}
+
+func (t *RingTransport) serve(h ring.Handler, req *pb.RingRequest) *pb.RingResponse {
+	fail := func(err error) *pb.RingResponse { return &pb.RingResponse{Error: err.Error()} }
+	ack := &pb.RingResponse{Body: &pb.RingResponse_Ack{Ack: &pb.Ack{}}}
+	switch b := req.Body.(type) {
+	case *pb.RingRequest_FindSuccessorStep:
+		if b.FindSuccessorStep == nil {
+			return fail(errors.New("find successor step: empty"))
+		}
+		st := h.HandleFindSuccessorStep(ring.ID(b.FindSuccessorStep.Key))
+		return &pb.RingResponse{Body: &pb.RingResponse_Step{Step: &pb.StepResult{
+			Done: st.Done, Next: t.encodePeer(st.Next), Successors: t.encodePeers(st.Successors),
+		}}}
+	case *pb.RingRequest_GetNeighbours:
+		nb := h.HandleNeighbours()
+		return &pb.RingResponse{Body: &pb.RingResponse_Neighbours{Neighbours: &pb.Neighbours{
+			Predecessor: t.encodePeer(nb.Predecessor), Successors: t.encodePeers(nb.Successors),
+		}}}
+	case *pb.RingRequest_Notify:
+		cand, err := t.decodePeer(b.Notify.GetCandidate())
+		if err != nil || cand.IsZero() {
+			return fail(fmt.Errorf("notify: bad candidate: %v", err))
+		}
+		h.HandleNotify(cand)
+		return ack
+	case *pb.RingRequest_Ping:
+		h.HandlePing()
+		return ack
+	case *pb.RingRequest_Leave:
+		notice, err := t.decodeLeave(b.Leave)
+		if err != nil {
+			return fail(err)
+		}
+		h.HandleLeave(notice)
+		return ack
+	default:
+		return fail(errors.New("unknown ring request"))
+	}
+}
+
+func (t *RingTransport) call(ctx context.Context, to ring.Peer, req *pb.RingRequest) (*pb.RingResponse, error) {
+	id, err := peer.Decode(to.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("ring peer %q: %w", to.Addr, err)
+	}
+	resp := &pb.RingResponse{}
+	if err := t.streams.Call(ctx, id, protocol.RingID, req, resp, protocol.MaxRingMsgBytes); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("ring peer %s: %s", shortID(id), resp.Error)
+	}
+	return resp, nil
+}
+
+// FindSuccessorStep implements ring.Transport.
+func (t *RingTransport) FindSuccessorStep(ctx context.Context, to ring.Peer, key ring.ID) (ring.Step, error) {
+	resp, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_FindSuccessorStep{
+		FindSuccessorStep: &pb.FindSuccessorStep{Key: uint64(key)}}})
+	if err != nil {
+		return ring.Step{}, err
+	}
+	st := resp.GetStep()
+	if st == nil {
+		return ring.Step{}, errors.New("find successor step: response has no step")
+	}
+	next, err := t.decodePeer(st.Next)
+	if err != nil || next.IsZero() {
+		return ring.Step{}, fmt.Errorf("find successor step: bad next hop: %v", err)
+	}
+	succs, err := t.decodePeers(st.Successors)
+	if err != nil {
+		return ring.Step{}, fmt.Errorf("find successor step: %w", err)
+	}
+	return ring.Step{Done: st.Done, Next: next, Successors: succs}, nil
+}
+
+// Neighbours implements ring.Transport.
+func (t *RingTransport) Neighbours(ctx context.Context, to ring.Peer) (ring.Neighbours, error) {
+	resp, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_GetNeighbours{GetNeighbours: &pb.GetNeighbours{}}})
+	if err != nil {
+		return ring.Neighbours{}, err
+	}
+	nb := resp.GetNeighbours()
+	if nb == nil {
+		return ring.Neighbours{}, errors.New("neighbours: response has no neighbours")
+	}
+	pred, err := t.decodePeer(nb.Predecessor)
+	if err != nil {
+		return ring.Neighbours{}, fmt.Errorf("neighbours: predecessor: %w", err)
+	}
+	succs, err := t.decodePeers(nb.Successors)
+	if err != nil {
+		return ring.Neighbours{}, fmt.Errorf("neighbours: %w", err)
+	}
+	return ring.Neighbours{Predecessor: pred, Successors: succs}, nil
+}
+
+// Notify implements ring.Transport.
+func (t *RingTransport) Notify(ctx context.Context, to ring.Peer, candidate ring.Peer) error {
+	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: t.encodePeer(candidate)}}})
+	return err
+}
+
+// Ping implements ring.Transport.
+func (t *RingTransport) Ping(ctx context.Context, to ring.Peer) error {
+	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}})
+	return err
+}
+
+// Leave implements ring.Transport.
+func (t *RingTransport) Leave(ctx context.Context, to ring.Peer, n ring.LeaveNotice) error {
+	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Leave{Leave: &pb.Leave{
+		Leaving: t.encodePeer(n.Leaving), Predecessor: t.encodePeer(n.Predecessor), Successors: t.encodePeers(n.Successors),
+	}}})
+	return err
+}
+
+func (t *RingTransport) decodeLeave(l *pb.Leave) (ring.LeaveNotice, error) {
+	if l == nil {
+		return ring.LeaveNotice{}, errors.New("leave: empty")
+	}
+	leaving, err := t.decodePeer(l.Leaving)
+	if err != nil || leaving.IsZero() {
+		return ring.LeaveNotice{}, fmt.Errorf("leave: bad leaving peer: %v", err)
+	}
+	pred, err := t.decodePeer(l.Predecessor)
+	if err != nil {
+		return ring.LeaveNotice{}, fmt.Errorf("leave: predecessor: %w", err)
+	}
+	succs, err := t.decodePeers(l.Successors)
+	if err != nil {
+		return ring.LeaveNotice{}, fmt.Errorf("leave: %w", err)
+	}
+	return ring.LeaveNotice{Leaving: leaving, Predecessor: pred, Successors: succs}, nil
+}
+
+// encodePeer puts a ring peer on the wire with the addresses this host
+// knows for it. The zero peer encodes as nil.
+func (t *RingTransport) encodePeer(p ring.Peer) *pb.Peer {
+	if p.IsZero() {
+		return nil
+	}
+	id, err := peer.Decode(p.Addr)
+	if err != nil {
+		return nil
+	}
+	var addrs []ma.Multiaddr
+	if id == t.host.ID() {
+		addrs = t.host.Addrs()
+	} else {
+		addrs = t.host.Peerstore().Addrs(id)
+	}
+	out := &pb.Peer{RingId: uint64(p.ID), PeerId: []byte(id)}
+	for i, a := range addrs {
+		if i == maxAddrsPerPeer {
+			break
+		}
+		out.Addrs = append(out.Addrs, a.Bytes())
+	}
+	return out
+}
+
+func (t *RingTransport) encodePeers(ps []ring.Peer) []*pb.Peer {
+	out := make([]*pb.Peer, 0, len(ps))
+	for _, p := range ps {
+		if e := t.encodePeer(p); e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// decodePeer checks a peer from the wire and records its addresses. The
+// ring position must be the one derived from the peer ID: a message that
+// claims another position is refused, so no node can place itself (or
+// anyone else) at a chosen point of the ring.
+func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
+	if p == nil {
+		return ring.Peer{}, nil
+	}
+	id, err := peer.IDFromBytes(p.PeerId)
+	if err != nil {
+		return ring.Peer{}, fmt.Errorf("peer id: %w", err)
+	}
+	rp := RingPeer(id)
+	if uint64(rp.ID) != p.RingId {
+		return ring.Peer{}, fmt.Errorf("peer %s claims ring position %016x, its id gives %s", shortID(id), p.RingId, rp.ID)
+	}
+	if id != t.host.ID() && len(p.Addrs) > 0 {
+		addrs := make([]ma.Multiaddr, 0, len(p.Addrs))
+		for i, raw := range p.Addrs {
+			if i == maxAddrsPerPeer {
+				break
+			}
+			if a, err := ma.NewMultiaddrBytes(raw); err == nil {
+				addrs = append(addrs, a)
+			}
+		}
+		t.host.Peerstore().AddAddrs(id, addrs, learnedAddrTTL)
+	}
+	return rp, nil
+}
+
+func (t *RingTransport) decodePeers(ps []*pb.Peer) ([]ring.Peer, error) {
+	out := make([]ring.Peer, 0, len(ps))
+	for _, p := range ps {
+		rp, err := t.decodePeer(p)
+		if err != nil {
+			return nil, err
+		}
+		if !rp.IsZero() {
+			out = append(out, rp)
+		}
+	}
+	return out, nil
+}
+

@@ -1,0 +1,104 @@
+package p2p
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// Status is a node's view of itself and its neighbourhood, served as JSON
+// at /status and printed by `swarmcrawl status`.
+type Status struct {
+	PeerID      string     `json:"peer_id"`
+	RingID      string     `json:"ring_id"`
+	Addrs       []string   `json:"addrs"`
+	API         string     `json:"api"`
+	Uptime      string     `json:"uptime"`
+	Predecessor *PeerInfo  `json:"predecessor,omitempty"`
+	Successors  []PeerInfo `json:"successors"`
+	Fingers     int        `json:"fingers"`
+	// Range is the arc of task keys this node owns: (From, To].
+	Range RangeInfo `json:"range"`
+	// Seen counts URLs in the seen set; Pages fetched pages in the store.
+	Seen  int64 `json:"seen"`
+	Pages int64 `json:"pages"`
+	// Outbox counts discovered links waiting for delivery to their owner.
+	Outbox         int         `json:"outbox"`
+	Routed         int64       `json:"routed"`
+	Lookups        int64       `json:"lookups"`
+	MeanLookupHops float64     `json:"mean_lookup_hops"`
+	SendErrors     int64       `json:"send_errors"`
+	Crawl          crawl.Stats `json:"crawl"`
+}
+
+// PeerInfo names a ring neighbour.
+type PeerInfo struct {
+	PeerID string `json:"peer_id"`
+	RingID string `json:"ring_id"`
+}
+
+// RangeInfo is an owned arc of the ring and its share of the whole ring.
+type RangeInfo struct {
+	From  string  `json:"from"`
+	To    string  `json:"to"`
+	Share float64 `json:"share"`
+}
+
+func peerInfo(p ring.Peer) PeerInfo { return PeerInfo{PeerID: p.Addr, RingID: p.ID.String()} }
+
+// Status reports the node's current view.
+func (n *Node) Status() Status {
+	st := n.ring.State()
+	self := st.Self
+	s := Status{
+		PeerID:  n.host.ID().String(),
+		RingID:  self.ID.String(),
+		Addrs:   n.Addrs(),
+		API:     n.apiAddr,
+		Uptime:  time.Since(n.started).Round(time.Second).String(),
+		Fingers: len(st.Fingers),
+		Seen:    n.db.SeenCount(),
+		Pages:   n.db.PageCount(),
+		Outbox:  n.router.Pending(),
+		Routed:  n.router.routed.Load(),
+		Lookups: n.router.lookups.Load(),
+		Crawl:   n.crawler.Stats(),
+	}
+	s.SendErrors = n.router.sendErrors.Load()
+	if s.Lookups > 0 {
+		s.MeanLookupHops = float64(n.router.lookupHops.Load()) / float64(s.Lookups)
+	}
+	for _, p := range st.Successors {
+		s.Successors = append(s.Successors, peerInfo(p))
+	}
+	from := self.ID
+	if !st.Predecessor.IsZero() {
+		pi := peerInfo(st.Predecessor)
+		s.Predecessor = &pi
+		from = st.Predecessor.ID
+	}
+	share := 1.0
+	if from != self.ID {
+		share = float64(uint64(self.ID-from)) / math.Exp2(64)
+	}
+	s.Range = RangeInfo{From: from.String(), To: self.ID.String(), Share: share}
+	return s
+}
+
+func (n *Node) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.Status())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,195 @@
+package store
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// splitmix64 is a fast deterministic generator of well-spread uint64s.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// fillBatch fills batch with the URLs numbered first, first+1, ...
+func fillBatch(batch []SeenEntry, first uint64) {
+	var buf []byte
+	for i := range batch {
+		n := first + uint64(i)
+		buf = append(buf[:0], "https://example.com/page/"...)
+		buf = strconv.AppendUint(buf, n, 10)
+		batch[i] = SeenEntry{
+			Key:     splitmix64(n),
+			URLHash: splitmix64(n ^ 0x5555555555555555),
+			URL:     string(buf),
+			Depth:   int(n % 5),
+		}
+	}
+}
+
+const benchBatch = 100
+
+// BenchmarkMarkSeenNew measures MarkSeen of batches of 100 URLs that were
+// never seen (one op = one batch), with the default options.
+func BenchmarkMarkSeenNew(b *testing.B) {
+	db := openTest(b, b.TempDir(), DefaultOptions())
+	batch := make([]SeenEntry, benchBatch)
+	next := uint64(0)
+	for b.Loop() {
+		fillBatch(batch, next)
+		next += benchBatch
+		got, err := db.MarkSeen(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !got[0] {
+			b.Fatal("new URL reported seen")
+		}
+	}
+	b.ReportMetric(float64(next)/b.Elapsed().Seconds(), "urls/s")
+}
+
+// BenchmarkMarkSeenDuplicate measures MarkSeen of batches of 100 URLs that
+// were all seen before (one op = one batch): every entry passes the Bloom
+// filter and is confirmed with a leveldb read.
+func BenchmarkMarkSeenDuplicate(b *testing.B) {
+	const stored = 200_000
+	db := openTest(b, b.TempDir(), DefaultOptions())
+	load := make([]SeenEntry, 1000)
+	for i := uint64(0); i < stored; i += 1000 {
+		fillBatch(load, i)
+		if _, err := db.MarkSeen(load); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch := make([]SeenEntry, benchBatch)
+	urls := 0
+	x := uint64(1)
+	for b.Loop() {
+		for i := range batch {
+			x = splitmix64(x)
+			fillBatch(batch[i:i+1], x%stored)
+		}
+		got, err := db.MarkSeen(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got[0] {
+			b.Fatal("duplicate reported new")
+		}
+		urls += benchBatch
+	}
+	b.ReportMetric(float64(urls)/b.Elapsed().Seconds(), "urls/s")
+}
+
+// BenchmarkSeen measures Seen of URLs that were never seen (Bloom filter
+// answers alone).
+func BenchmarkSeenNew(b *testing.B) {
+	db := openTest(b, b.TempDir(), DefaultOptions())
+	x := uint64(0)
+	for b.Loop() {
+		x++
+		if ok, err := db.Seen(splitmix64(x), x); err != nil || ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+// BenchmarkPutPage measures PutPage of a 20 KB HTML page.
+func BenchmarkPutPage(b *testing.B) {
+	db := openTest(b, b.TempDir(), DefaultOptions())
+	body := bytes.Repeat([]byte(`<div class="item"><a href="/item/1234">Item title</a> some text</div>`+"\n"), 300)
+	p := testPage(0, 0, body)
+	x := uint64(0)
+	for b.Loop() {
+		x++
+		p.Key, p.URLHash = splitmix64(x), x
+		if err := db.PutPage(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(body)))
+}
+
+// heapInUse returns the live Go heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// seenHeap is the result of measureSeenHeap.
+type seenHeap struct {
+	urls       int
+	heapBytes  int64 // live Go heap of the open DB holding urls URLs
+	openBytes  int64 // live Go heap of the DB right after Open (incl. Bloom filter)
+	bloomBytes int64 // size of the Bloom filter's bit set
+	insert     time.Duration
+}
+
+// measureSeenHeap opens a DB sized for n URLs in the given mode, marks n new
+// URLs and measures the live Go heap the DB then holds (Bloom filter,
+// leveldb memtables and cache, store state), from before Open.
+func measureSeenHeap(tb testing.TB, mode SeenMode, n int) seenHeap {
+	tb.Helper()
+	opts := DefaultOptions()
+	opts.SeenMode = mode
+	opts.BloomExpected = uint(max(n, 1))
+	batch := make([]SeenEntry, 1000)
+	dir := tb.TempDir()
+	before := heapInUse()
+	db, err := Open(dir, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	opened := heapInUse()
+	start := time.Now()
+	for i := 0; i < n; i += len(batch) {
+		b := batch[:min(len(batch), n-i)]
+		fillBatch(b, uint64(i))
+		if _, err := db.MarkSeen(b); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	insert := time.Since(start)
+	after := heapInUse()
+	res := seenHeap{
+		urls:       n,
+		heapBytes:  int64(after) - int64(before),
+		openBytes:  int64(opened) - int64(before),
+		bloomBytes: int64(db.bloom.Cap() / 8),
+		insert:     insert,
+	}
+	runtime.KeepAlive(db)
+	return res
+}
+
+// BenchmarkSeenHeap reports the Go heap held per million seen URLs in each
+// mode, with the Bloom filter sized for the number of URLs inserted. One op
+// is one URL, so the default -benchtime measures about a second's worth of
+// URLs; use e.g. -benchtime=2000000x for 2M. heapB/1Murls is the whole heap
+// of the open DB divided by the URL count, so it includes costs that do not
+// grow with the URL count (leveldb memtables, block cache, buffers: the
+// absolute number of such bytes is reported as otherB) and so overstates the
+// per-URL cost at small op counts; bloomB/1Murls is the part that grows
+// linearly.
+func BenchmarkSeenHeap(b *testing.B) {
+	for _, mode := range []SeenMode{SeenExact, SeenBloomOnly} {
+		b.Run(mode.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			r := measureSeenHeap(b, mode, b.N)
+			perM := 1e6 / float64(r.urls)
+			b.ReportMetric(float64(r.heapBytes)*perM, "heapB/1Murls")
+			b.ReportMetric(float64(r.bloomBytes)*perM, "bloomB/1Murls")
+			b.ReportMetric(float64(r.heapBytes-r.bloomBytes), "otherB")
+		})
+	}
+}

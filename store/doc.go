@@ -1,0 +1,102 @@
+// Package store is the persistent state of one swarmcrawl node: the set of
+// URLs it has seen (for deduplication), the pages it has fetched, and small
+// named metadata values. It is backed by a goleveldb database plus an
+// in-memory Bloom filter in front of the seen set.
+//
+// # Identifiers
+//
+// Every URL is identified by two opaque 64-bit numbers computed by the caller:
+// the ring key (which node on the Chord ring owns the URL, by default a hash
+// of the hostname) and the URL hash (a hash of the normalised URL). The pair
+// (ring key, URL hash) is the identity of a URL inside the store; the URL
+// text is stored only as payload.
+//
+// # On-disk layout
+//
+// A database directory holds:
+//
+//	<dir>/leveldb/     the goleveldb database
+//	<dir>/seen.bloom   the persisted Bloom filter (SeenBloomOnly mode only)
+//
+// Every leveldb key starts with a one-byte table prefix. Tables that hold
+// per-URL data are laid out by ring key, so that all records of a range of
+// ring keys form one contiguous leveldb key range per table (two ranges when
+// the ring range wraps around 0). This is what lets a range of the ring be
+// scanned, handed off or replicated cheaply.
+//
+//	table     prefix  key                                         value
+//	seen      's'     's' | ring key (8, BE) | URL hash (8, BE)   seen record
+//	pages     'p'     'p' | ring key (8, BE) | URL hash (8, BE)   page record
+//	journal   'j'     'j' | ring key (8, BE) | URL hash (8, BE)   empty
+//	meta      'm'     'm' | name (UTF-8 bytes, any length)         raw bytes
+//
+// BE means big-endian, so lexicographic key order equals numeric order of
+// (ring key, URL hash). The seen table is used in SeenExact mode only; the
+// journal table is used in SeenBloomOnly mode only.
+//
+// # Record formats
+//
+// All records start with a format version byte (currently 1) so that fields
+// can be added later: a new layout gets a new version number and decoders keep
+// reading the old ones. A decoder rejects unknown versions, truncated records
+// and trailing bytes with an error wrapping [ErrCorrupt]. Integers are
+// encoded with encoding/binary: "uvarint" is an unsigned and "varint" a
+// zig-zag signed LEB128 varint; "bytes" is a uvarint length followed by that
+// many bytes.
+//
+// Seen record, version 1:
+//
+//	version   byte = 1
+//	depth     varint
+//	url       bytes
+//
+// Page record, version 1 (ring key and URL hash come from the key):
+//
+//	version       byte = 1
+//	url           bytes
+//	final url     bytes
+//	status        varint
+//	content type  bytes
+//	header        uvarint count of names, then per name (in sorted order):
+//	              name bytes, uvarint count of values, value bytes...
+//	fetched at    varint Unix seconds, uvarint nanoseconds (< 1e9)
+//	duration      varint nanoseconds
+//	depth         varint
+//	links         varint
+//	body codec    byte: 0 = stored raw, 1 = raw DEFLATE (compress/flate)
+//	body length   uvarint length of the uncompressed body
+//	body          bytes (compressed with the codec above)
+//
+// The body is stored raw when compression would not make it smaller.
+//
+// Journal records (SeenBloomOnly mode) have an empty value: the key alone
+// says that the URL was added to the Bloom filter after the filter was last
+// written to seen.bloom. Open replays the journal into the filter, and each
+// checkpoint (on Close, and whenever the journal grows past a limit) writes
+// seen.bloom and then empties the journal, so a crash loses no seen URLs.
+//
+// Meta table: names beginning with "store/" are reserved for the store
+// itself and cannot be written with [DB.PutMeta]:
+//
+//	store/schema      uvarint schema version (currently 1)
+//	store/seen_mode   one byte, the SeenMode the database was created with
+//	store/seen_count  8-byte big-endian count of seen URLs
+//	store/page_count  8-byte big-endian count of stored pages
+//
+// The counters are written in the same leveldb batch as the records they
+// count, so they never disagree with the tables after a crash.
+//
+// # seen.bloom
+//
+//	magic     8 bytes "SWCBLOOM"
+//	version   byte = 1
+//	m         uint64 BE, number of bits
+//	k         uint64 BE, number of hash functions
+//	words     ceil(m/64) uint64 little-endian words of the bit set
+//	crc       uint32 BE, CRC-32C (Castagnoli) of everything before it
+//
+// The file is written to a temporary name, synced, and renamed into place.
+//
+// The Bloom filter hashes the 16 bytes ring key (BE) | URL hash (BE) with the
+// hashing of github.com/bits-and-blooms/bloom/v3.
+package store
