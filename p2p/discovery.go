@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
@@ -30,9 +31,14 @@ func (n *Node) discover(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		wait = discoveryInterval
+		// Advertising fails while the routing table is empty (a first
+		// node waiting for company): retry soon, backing off to the
+		// normal interval, so a newcomer is found in seconds.
 		if _, err := rd.Advertise(ctx, protocol.Rendezvous); err != nil {
 			n.log.Debug("advertise", "err", err)
+			wait = min(2*wait, discoveryInterval)
+		} else {
+			wait = discoveryInterval
 		}
 		findCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		peers, err := rd.FindPeers(findCtx, protocol.Rendezvous, discovery.Limit(32))
@@ -53,7 +59,7 @@ func (n *Node) found(ctx context.Context, p peer.AddrInfo) {
 		return
 	}
 	n.host.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.RecentlyConnectedAddrTTL)
-	if !n.alone() {
+	if !alone(n.ring) {
 		return
 	}
 	if err := n.ring.Join(ctx, RingPeer(p.ID)); err != nil {
@@ -63,10 +69,10 @@ func (n *Node) found(ctx context.Context, p peer.AddrInfo) {
 	n.log.Info("joined discovered member", "peer", shortID(p.ID))
 }
 
-// alone reports whether the node is the only member of its ring.
-func (n *Node) alone() bool {
-	self := n.ring.Self()
-	for _, s := range n.ring.Successors() {
+// alone reports whether r is the only member of its ring.
+func alone(r *ring.Node) bool {
+	self := r.Self()
+	for _, s := range r.Successors() {
 		if s != self {
 			return false
 		}

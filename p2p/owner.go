@@ -57,7 +57,7 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
 			continue
 		}
-		if !o.ring.Owns(ring.ID(key)) {
+		if !o.owns(ring.ID(key)) {
 			res.notOwned = append(res.notOwned, t)
 			continue
 		}
@@ -82,4 +82,17 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 	res.accepted = len(fresh)
 	o.crawler.Enqueue(fresh...)
 	return res, nil
+}
+
+// owns is ring ownership made strict for accepting work. Chord treats a
+// node with no known predecessor as owning every key; right after a join
+// or a predecessor crash that would let two nodes accept the same host.
+// Refusing instead is safe: the sender keeps the task and asks again once
+// stabilization has told this node its predecessor, a fraction of a second
+// later. A node alone on its ring owns everything.
+func (o *owner) owns(key ring.ID) bool {
+	if o.ring.Predecessor().IsZero() {
+		return alone(o.ring)
+	}
+	return o.ring.Owns(key)
 }

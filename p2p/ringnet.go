@@ -263,4 +263,3 @@ func (t *RingTransport) decodePeers(ps []*pb.Peer) ([]ring.Peer, error) {
 	}
 	return out, nil
 }
-

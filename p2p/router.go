@@ -40,8 +40,8 @@ type router struct {
 	mu         sync.Mutex
 	outbox     []pending
 	delivering int // tasks taken from the outbox and not yet settled
-	cache  map[ring.ID]cachedOwner
-	wake   chan struct{}
+	cache      map[ring.ID]cachedOwner
+	wake       chan struct{}
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
 	lookups    atomic.Int64

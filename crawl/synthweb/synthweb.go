@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -154,6 +155,11 @@ type Web struct {
 	closed   bool
 	inflight sync.WaitGroup
 	log      []*Request
+
+	// truth caches GroundTruth per robots token: the graph never changes,
+	// and tests poll Missing in tight loops.
+	truthMu sync.Mutex
+	truth   map[string][]string
 }
 
 // New generates the web for cfg without starting a server; Handler can then
@@ -315,6 +321,20 @@ func (w *Web) Allowed(token, rawURL string) bool {
 // included, since a crawler cannot know they are broken before fetching.
 // robots.txt itself is not included.
 func (w *Web) GroundTruth(token string) []string {
+	w.truthMu.Lock()
+	defer w.truthMu.Unlock()
+	if t, ok := w.truth[token]; ok {
+		return slices.Clone(t)
+	}
+	t := w.groundTruth(token)
+	if w.truth == nil {
+		w.truth = map[string][]string{}
+	}
+	w.truth[token] = t
+	return slices.Clone(t)
+}
+
+func (w *Web) groundTruth(token string) []string {
 	g := w.g
 	seen := make([]bool, len(g.pages))
 	var queue []int

@@ -144,7 +144,7 @@ func (s *Swarm) WaitConverged(ctx context.Context) error {
 // Totals sums the nodes' counters.
 type Totals struct {
 	Fetched, Queued, InFlight, Errors, RobotsDenied, Seen int64
-	Outbox                                               int
+	Outbox                                                int
 }
 
 // Totals sums every node's counters.

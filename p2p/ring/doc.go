@@ -11,4 +11,24 @@
 // Correctness rests on successor pointers, which Stabilize repairs with a
 // successor list; finger tables only make lookups fast (O(log N) hops) and
 // may be stale without making answers wrong.
+//
+// # Beyond the Chord paper
+//
+// Plain Chord converges slowly, or never, in situations a crawler swarm
+// meets: many nodes starting at once through one bootstrap peer, and
+// network partitions. Each addition below only ever adopts, as a node's
+// successor, a peer that is known to be alive and lies strictly between
+// the node and its current successor, so none can make a correct ring
+// wrong:
+//
+//   - Stabilize walks back through predecessor pointers (and looks at the
+//     successor's list) instead of taking one step per round.
+//   - A Notify from a peer between a node and its successor makes that
+//     peer the successor: the notifier is alive and was being skipped.
+//   - FixFingers also looks up the node's own ID starting from a finger
+//     (rotating), which finds and merges interleaved cycles that
+//     stabilization alone leaves in place.
+//   - Peers that fail to answer become suspects: routing avoids them, and
+//     CheckPredecessor re-probes one per call, so rings that formed on
+//     either side of a partition merge once it heals.
 package ring

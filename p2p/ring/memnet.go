@@ -198,6 +198,7 @@ func (t *memTransport) do(ctx context.Context, to Peer, handle func(Handler)) er
 	return nil
 }
 
+// FindSuccessorStep implements Transport.
 func (t *memTransport) FindSuccessorStep(ctx context.Context, to Peer, key ID) (Step, error) {
 	var st Step
 	err := t.do(ctx, to, func(h Handler) { st = h.HandleFindSuccessorStep(key) })
@@ -207,6 +208,7 @@ func (t *memTransport) FindSuccessorStep(ctx context.Context, to Peer, key ID) (
 	return st, nil
 }
 
+// Neighbours implements Transport.
 func (t *memTransport) Neighbours(ctx context.Context, to Peer) (Neighbours, error) {
 	var nb Neighbours
 	err := t.do(ctx, to, func(h Handler) { nb = h.HandleNeighbours() })
@@ -216,14 +218,17 @@ func (t *memTransport) Neighbours(ctx context.Context, to Peer) (Neighbours, err
 	return nb, nil
 }
 
+// Notify implements Transport.
 func (t *memTransport) Notify(ctx context.Context, to Peer, candidate Peer) error {
 	return t.do(ctx, to, func(h Handler) { h.HandleNotify(candidate) })
 }
 
+// Ping implements Transport.
 func (t *memTransport) Ping(ctx context.Context, to Peer) error {
 	return t.do(ctx, to, func(h Handler) { h.HandlePing() })
 }
 
+// Leave implements Transport.
 func (t *memTransport) Leave(ctx context.Context, to Peer, notice LeaveNotice) error {
 	return t.do(ctx, to, func(h Handler) { h.HandleLeave(notice) })
 }

@@ -180,10 +180,7 @@ func (n *Node) HandleNotify(candidate Peer) {
 	if n.pred.IsZero() || candidate.ID.inOpen(n.pred.ID, n.self.ID) || n.suspects.has(n.pred.Addr) {
 		n.pred = candidate
 	}
-	if dbgRuleA && candidate.ID.inOpen(n.self.ID, n.succs[0].ID) {
-		n.succs = n.buildSuccessorsLocked(append([]Peer{candidate}, n.succs...))
-		n.succGen++
-	}
+	n.offerSuccessorLocked(candidate)
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
@@ -229,6 +226,17 @@ func (n *Node) HandleLeave(notice LeaveNotice) {
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
+}
+
+// offerSuccessorLocked makes p the first successor if it lies between self
+// and the current one. Callers offer only peers they have evidence are
+// alive; the next Stabilize checks p properly and drops it if it is dead.
+func (n *Node) offerSuccessorLocked(p Peer) {
+	if p.IsZero() || p == n.self || !p.ID.inOpen(n.self.ID, n.succs[0].ID) {
+		return
+	}
+	n.succs = n.buildSuccessorsLocked(append([]Peer{p}, n.succs...))
+	n.succGen++
 }
 
 // buildSuccessorsLocked turns a clockwise candidate list into a successor
@@ -365,5 +373,3 @@ func (n *Node) probePing(ctx context.Context, to Peer) error {
 	}
 	return fmt.Errorf("ping %s: %w", to, err)
 }
-
-var dbgRuleA, dbgWalk, dbgList = true, true, true

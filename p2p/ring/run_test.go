@@ -3,7 +3,9 @@ package ring
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +46,10 @@ func settle(clock *FakeClock, tickers int) {
 func TestRunWithFakeClock(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const size = 32
-	c := newCluster(t, size, 41, nil)
+	var changes atomic.Int64
+	c := newCluster(t, size, 41, func(cfg *Config) {
+		cfg.OnChange = func(State) { changes.Add(1) }
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -94,6 +99,30 @@ func TestRunWithFakeClock(t *testing.T) {
 	c.requireLookups(ctx, 50, 41)
 	<-lookupsDone
 
+	// Chaos while the loops run: a quarter of the nodes crash (their loops
+	// keep running, cut off, like a partitioned process) and fake time
+	// alone must repair the ring around them.
+	for _, n := range pick(rand.New(rand.NewPCG(41, 41)), c.nodes[1:], size/4) {
+		c.crash(n)
+	}
+	elapsed = 0
+	for {
+		settle(c.clock, 3*size)
+		if CheckRing(c.live()) == nil && c.fingersOK() == nil {
+			break
+		}
+		if elapsed > 2*time.Minute {
+			t.Fatalf("not repaired after %v of fake time: %v", elapsed, firstLines(CheckRing(c.live()), 3))
+		}
+		c.clock.Advance(step)
+		elapsed += step
+	}
+	c.requireLookups(ctx, 50, 42)
+	t.Logf("%d crashes repaired by the Run loops in %v of fake time", size/4, elapsed)
+	if changes.Load() == 0 {
+		t.Error("OnChange never fired")
+	}
+
 	cancel()
 	for range size {
 		if err := <-done; err != nil {
@@ -103,4 +132,29 @@ func TestRunWithFakeClock(t *testing.T) {
 	if n := c.clock.Tickers(); n != 0 {
 		t.Fatalf("%d tickers still live after Run returned", n)
 	}
+}
+
+// A peer slower than RPCTimeout counts as failed: the lookup gives up on
+// it within the timeout and reports why, instead of hanging.
+func TestRPCTimeout(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 8, 43, func(cfg *Config) { cfg.RPCTimeout = 20 * time.Millisecond })
+	c.joinAll(ctx, 1, false)
+	c.converge(ctx, 10, true)
+	n := c.nodes[0]
+	far := n.Self().ID - 1 // owned by n itself, but only a walk round the ring can tell
+	c.net.SetDelay(time.Hour)
+	defer c.net.SetDelay(0)
+	start := time.Now()
+	_, hops, err := n.Lookup(ctx, far)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("err = %v, want ErrNoRoute wrapping a deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("lookup took %v with a 20ms RPC timeout", took)
+	}
+	if len(n.State().Suspects) == 0 {
+		t.Fatal("timed-out peers not marked suspect")
+	}
+	t.Logf("gave up after %d timed-out hops: %v", hops, err)
 }

@@ -105,10 +105,7 @@ func (n *Node) reviveSuspect(ctx context.Context) {
 	}
 	n.mu.Lock()
 	w := n.watchLocked()
-	if p.ID.inOpen(n.self.ID, n.succs[0].ID) && p.ID != n.self.ID {
-		n.succs = n.buildSuccessorsLocked(append([]Peer{p}, n.succs...))
-		n.succGen++
-	}
+	n.offerSuccessorLocked(p)
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)

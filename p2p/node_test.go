@@ -1,0 +1,292 @@
+package p2p_test
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+)
+
+// noWeb is a crawl configuration whose fetches never leave the process.
+func noWeb() crawl.Config {
+	cc := crawl.DefaultConfig()
+	cc.Proxy = nil
+	cc.Transport = failingTransport{}
+	return cc
+}
+
+func startSwarm(t *testing.T, n int) *localswarm.Swarm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := localswarm.Start(ctx, localswarm.Options{Nodes: n, Dir: t.TempDir(), Crawl: noWeb()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newClient(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func connect(t *testing.T, h host.Host, n *p2p.Node) peer.ID {
+	t.Helper()
+	infos, err := p2p.ParseAddrInfos(n.Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	return infos[0].ID
+}
+
+func TestIdentitySurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := p2p.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
+	cfg.Crawl = noWeb()
+	first, err := p2p.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.ID()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "identity.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("identity key mode %o, want 600", mode)
+	}
+	second, err := p2p.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if second.ID() != id {
+		t.Fatalf("peer ID changed across restart: %s then %s", id, second.ID())
+	}
+	if p2p.RingID(id) != second.Ring().Self().ID {
+		t.Fatal("ring position is not derived from the peer ID")
+	}
+}
+
+func TestCorruptIdentityIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "identity.key"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := p2p.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
+	if _, err := p2p.New(cfg); err == nil || !strings.Contains(err.Error(), "identity") {
+		t.Fatalf("corrupt identity: got %v, want an identity error (a silent new key would move the node on the ring)", err)
+	}
+}
+
+// TestLookupsOverLibp2p: on a ring of real hosts, every node resolves
+// every key to its true successor through the wire protocol.
+func TestLookupsOverLibp2p(t *testing.T) {
+	s := startSwarm(t, 6)
+	var members []ring.Peer
+	for _, n := range s.Nodes {
+		members = append(members, n.Ring().Self())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ctx := context.Background()
+	for _, n := range s.Nodes {
+		for i := 0; i < 30; i++ {
+			key := ring.ID(rng.Uint64())
+			got, _, err := n.Ring().Lookup(ctx, key)
+			if err != nil {
+				t.Fatalf("lookup %s from %s: %v", key, n.Ring().Self(), err)
+			}
+			if want := ring.OwnerOf(members, key); got != want {
+				t.Fatalf("lookup %s from %s = %s, want %s", key, n.Ring().Self(), got, want)
+			}
+		}
+	}
+}
+
+// TestForgedRingPositionRefused: a peer cannot claim a ring position other
+// than the one its peer ID gives, and so cannot make itself predecessor
+// of (and owner of keys just before) a node of its choosing.
+func TestForgedRingPositionRefused(t *testing.T) {
+	s := startSwarm(t, 2)
+	target := s.Nodes[0]
+	client := newClient(t)
+	id := connect(t, client, target)
+	before := target.Ring().Predecessor()
+	forged := &pb.Peer{RingId: uint64(target.Ring().Self().ID - 1), PeerId: []byte(client.ID())}
+	resp := &pb.RingResponse{}
+	err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
+		&pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: forged}}}, resp, protocol.MaxRingMsgBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resp.Error, "claims ring position") {
+		t.Fatalf("forged notify answered %q, want a refusal", resp.Error)
+	}
+	if after := target.Ring().Predecessor(); after != before {
+		t.Fatalf("forged notify changed the predecessor from %s to %s", before, after)
+	}
+}
+
+// TestHostileStreamsDoNotHurtNode sends garbage, oversized frames and
+// half-written frames on every protocol; the node must refuse each and keep
+// serving.
+func TestHostileStreamsDoNotHurtNode(t *testing.T) {
+	s := startSwarm(t, 2)
+	target := s.Nodes[1]
+	client := newClient(t)
+	id := connect(t, client, target)
+	payloads := map[string][]byte{
+		"garbage":     []byte("\x05\xff\xff\xff\xff\xff"),
+		"huge length": {0xff, 0xff, 0xff, 0xff, 0x0f},
+		"truncated":   {0x40, 1, 2, 3},
+	}
+	for _, pid := range []string{protocol.RingID, protocol.TasksID, protocol.SeedID} {
+		for name, data := range payloads {
+			st, err := client.NewStream(context.Background(), id, libp2pproto.ID(pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = st.SetDeadline(time.Now().Add(15 * time.Second))
+			_, _ = st.Write(data)
+			_ = st.CloseWrite()
+			buf := make([]byte, 64)
+			n, err := st.Read(buf)
+			if err == nil && n > 0 {
+				t.Errorf("%s %s: node answered %q to a broken frame", pid, name, buf[:n])
+			}
+			_ = st.Reset()
+		}
+	}
+	// Still alive and serving.
+	resp := &pb.RingResponse{}
+	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
+		&pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, resp, protocol.MaxRingMsgBytes); err != nil || resp.GetAck() == nil {
+		t.Fatalf("node stopped serving after hostile streams: %v %v", err, resp)
+	}
+}
+
+// TestTaskBatchAccounting: an owner accounts for every task it is sent:
+// its own keys accepted or duplicate, foreign keys handed back untouched,
+// malformed URLs rejected with a reason.
+func TestTaskBatchAccounting(t *testing.T) {
+	s := startSwarm(t, 3)
+	target := s.Nodes[0]
+	var mine, foreign []string
+	for i := 0; len(mine) < 3 || len(foreign) < 3; i++ {
+		u := "http://host" + string(rune('a'+i%26)) + strings.Repeat("x", i/26) + ".test/page"
+		key, err := crawl.TaskKey(u, crawl.KeyHost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if target.Ring().Owns(ring.ID(key)) {
+			mine = append(mine, u)
+		} else {
+			foreign = append(foreign, u)
+		}
+	}
+	mine, foreign = mine[:3], foreign[:3]
+	batch := &pb.TaskBatch{}
+	for _, u := range append(append(slices.Clone(mine), mine[0]), foreign...) {
+		batch.Tasks = append(batch.Tasks, &pb.Task{Url: u, Depth: 2})
+	}
+	batch.Tasks = append(batch.Tasks, &pb.Task{Url: "gopher://old.test/"}, &pb.Task{Url: "http://deep.test/", Depth: 1 << 20})
+
+	client := newClient(t)
+	id := connect(t, client, target)
+	resp := &pb.TaskBatchResult{}
+	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.TasksID, batch, resp, protocol.MaxTaskMsgBytes); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Error != "" || resp.Accepted != 3 || resp.Duplicates != 1 || len(resp.NotOwned) != 3 || len(resp.Rejected) != 2 {
+		t.Fatalf("got accepted=%d duplicates=%d not_owned=%d rejected=%v error=%q; want 3/1/3/2",
+			resp.Accepted, resp.Duplicates, len(resp.NotOwned), resp.Rejected, resp.Error)
+	}
+	for i, task := range resp.NotOwned {
+		if task.Url != foreign[i] || task.Depth != 2 {
+			t.Errorf("not-owned task %d came back changed: %v, want %s at depth 2", i, task, foreign[i])
+		}
+	}
+	for _, r := range resp.Rejected {
+		if r.Reason == "" {
+			t.Errorf("rejection of %s has no reason", r.Url)
+		}
+	}
+	if got := target.Status().Seen; got != 3 {
+		t.Errorf("seen set holds %d URLs, want 3", got)
+	}
+}
+
+// TestDiscoveryMergesLoneNodes: two nodes started apart, each alone on its
+// own ring, find each other through the discovery DHT once their hosts are
+// connected, and end up on one ring.
+func TestDiscoveryMergesLoneNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for DHT discovery")
+	}
+	var nodes []*p2p.Node
+	for i := 0; i < 2; i++ {
+		cfg := p2p.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
+		cfg.Crawl = noWeb()
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		n, err := p2p.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	connect(t, nodes[1].Host(), nodes[0])
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		a, b := nodes[0].Ring(), nodes[1].Ring()
+		if a.Successors()[0] == b.Self() && b.Successors()[0] == a.Self() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lone nodes never merged: successors %v and %v", a.Successors(), b.Successors())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
