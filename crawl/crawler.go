@@ -108,15 +108,15 @@ func (c *Config) validate() error {
 	case ProductToken(c.UserAgent) == "":
 		return fmt.Errorf("UserAgent %q has no product token", c.UserAgent)
 	case c.Delay < 0:
-		return fmt.Errorf("Delay is negative (%v)", c.Delay)
+		return fmt.Errorf("delay is negative (%v)", c.Delay)
 	case c.MaxCrawlDelay < 0:
 		return fmt.Errorf("MaxCrawlDelay is negative (%v)", c.MaxCrawlDelay)
 	case c.Workers < 1:
-		return fmt.Errorf("Workers must be at least 1 (got %d)", c.Workers)
+		return fmt.Errorf("workers must be at least 1 (got %d)", c.Workers)
 	case c.ConnectTimeout <= 0:
 		return fmt.Errorf("ConnectTimeout must be positive (got %v)", c.ConnectTimeout)
 	case c.Timeout <= 0:
-		return fmt.Errorf("Timeout must be positive (got %v)", c.Timeout)
+		return fmt.Errorf("timeout must be positive (got %v)", c.Timeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("MaxBodyBytes must be positive (got %d)", c.MaxBodyBytes)
 	case c.MaxDepth < 0:

@@ -88,8 +88,7 @@ func TestFetchPageAndLinks(t *testing.T) {
 }
 
 func TestFetchRedirects(t *testing.T) {
-	var other *logServer
-	other = newLogServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") })
+	other := newLogServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") })
 	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
 			fmt.Fprint(w, "User-agent: *\nDisallow: /secret\n")
@@ -338,9 +337,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{func(c *Config) { c.UserAgent = "" }, "UserAgent is empty"},
 		{func(c *Config) { c.UserAgent = "bot/1\r\nX-Evil: 1" }, "line break"},
 		{func(c *Config) { c.UserAgent = "/1.0" }, "no product token"},
-		{func(c *Config) { c.Workers = 0 }, "Workers must be at least 1"},
-		{func(c *Config) { c.Delay = -time.Second }, "Delay is negative"},
-		{func(c *Config) { c.Timeout = 0 }, "Timeout must be positive"},
+		{func(c *Config) { c.Workers = 0 }, "workers must be at least 1"},
+		{func(c *Config) { c.Delay = -time.Second }, "delay is negative"},
+		{func(c *Config) { c.Timeout = 0 }, "timeout must be positive"},
 		{func(c *Config) { c.ConnectTimeout = 0 }, "ConnectTimeout must be positive"},
 		{func(c *Config) { c.MaxBodyBytes = 0 }, "MaxBodyBytes must be positive"},
 		{func(c *Config) { c.MaxDepth = -1 }, "MaxDepth is negative"},

@@ -134,7 +134,7 @@ func unwrapURLError(err error) error {
 // means "/", and a "%" that starts no valid escape stands for itself.
 func cleanRef(s string) string {
 	s = strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
-	if strings.IndexAny(s, "\t\r\n\\%") < 0 {
+	if !strings.ContainsAny(s, "\t\r\n\\%") {
 		return s // fast path: the common case needs no rewriting
 	}
 	var b strings.Builder

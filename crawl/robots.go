@@ -193,9 +193,3 @@ func (c *robotsCache) put(origin string, r *robotsRules, now time.Time) {
 		c.sweepAt = max(1024, 2*len(c.entries))
 	}
 }
-
-func (c *robotsCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

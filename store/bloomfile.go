@@ -58,7 +58,7 @@ func writeBloomFile(path string, f *bloom.BloomFilter) (err error) {
 	if _, err := bw.Write(hdr); err != nil {
 		return fmt.Errorf("store: write bloom filter: %w", err)
 	}
-	words := f.BitSet().Bytes()
+	words := f.BitSet().Words()
 	nwords := (uint64(f.Cap()) + 63) / 64
 	var w [8]byte
 	for i := uint64(0); i < nwords; i++ {

@@ -92,15 +92,6 @@ func ringRanges(prefix byte, from, to uint64) []util.Range {
 	return append(rs, util.Range{Start: ringStart(prefix, 0), Limit: ringLimit(prefix, to)})
 }
 
-// inRing reports whether key lies in the ring range (from, to], with the same
-// conventions as ringRanges.
-func inRing(key, from, to uint64) bool {
-	if from < to {
-		return from < key && key <= to
-	}
-	return key > from || key <= to
-}
-
 // tableRange is the whole key range of a table.
 func tableRange(prefix byte) *util.Range {
 	return &util.Range{Start: []byte{prefix}, Limit: []byte{prefix + 1}}
