@@ -61,6 +61,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 
 	cc := crawl.DefaultConfig()
 	cc.Delay = *delay
+	// Crawl order across hosts is not breadth-first, so a page can first
+	// arrive by a long path; a depth cap of 16 could then cut links that a
+	// shorter path would have followed. Full coverage needs a loose cap.
+	cc.MaxDepth = 100
 	token := "swarmcrawl"
 	truth := web.GroundTruth(token)
 	fmt.Fprintf(stdout, "synthetic web: %d hosts at %s, %d reachable robots-allowed pages from %d seeds\n",
