@@ -1,14 +1,20 @@
 package crawl
 
 import (
+	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 func BenchmarkNormalize(b *testing.B) {
@@ -76,7 +82,7 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 		cfg.MaxDepth = 1000 // see TestCrawlSyntheticWeb
 		cfg.Proxy = w.Proxy()
 		ring := &ringStandIn{seen: map[uint64]bool{}}
-		c, err := New(cfg, nil, ring)
+		c, err := New(cfg, openStore(b), nil, ring)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,4 +105,88 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	}
 	b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 	b.ReportMetric(float64(mallocs)/float64(pages), "allocs/page")
+}
+
+// BenchmarkFrontierRSS pushes queued URLs over 10,000 hosts into a durable
+// frontier and reports the Go heap and the resident memory of the process
+// per million queued URLs, at a tenth of the pushes and at the end: flat
+// memory shows as a heap that does not grow with the queue. queued=1M runs
+// by default; queued=10M only when -bench names it (it writes about 1 GB).
+func BenchmarkFrontierRSS(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("queued=%dM", n/1_000_000), func(b *testing.B) {
+			if n > 1_000_000 && !strings.Contains(flag.Lookup("test.bench").Value.String(), "10M") {
+				b.Skip("run with -bench 'FrontierRSS/queued=10M'")
+			}
+			for b.Loop() {
+				frontierRSS(b, n, 10_000)
+			}
+		})
+	}
+}
+
+func frontierRSS(b *testing.B, total, hosts int) {
+	db, err := store.Open(b.TempDir(), store.Options{BloomExpected: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	f, err := NewFrontier(db, time.Second, time.Minute, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := heapInUse()
+	var heapTenth, rssTenth uint64
+	start := time.Now()
+	const batch = 10_000
+	tasks := make([]Task, batch)
+	for pushed := 0; pushed < total; {
+		for i := range tasks {
+			tasks[i] = Task{URL: fmt.Sprintf("http://h%05d.example/articles/%d/index.html", pushed%hosts, pushed), Depth: 1 + pushed%5}
+			pushed++
+		}
+		if _, err := f.Push(tasks...); err != nil {
+			b.Fatal(err)
+		}
+		if pushed == total/10 {
+			heapTenth, rssTenth = heapInUse(), residentBytes()
+		}
+	}
+	elapsed := time.Since(start)
+	heap, rss := heapInUse(), residentBytes()
+	if f.Len() != total {
+		b.Fatalf("Len = %d, want %d", f.Len(), total)
+	}
+	// One task per host is served, so every host's head is in memory.
+	m := float64(total) / 1e6
+	b.ReportMetric(float64(heap-base)/m, "heap-B/M-queued")
+	b.ReportMetric(float64(rss)/m, "rss-B/M-queued")
+	b.ReportMetric(float64(heapTenth-base)/(1<<20), "heap-MB@10%")
+	b.ReportMetric(float64(heap-base)/(1<<20), "heap-MB@100%")
+	b.ReportMetric(float64(rssTenth)/(1<<20), "rss-MB@10%")
+	b.ReportMetric(float64(rss)/(1<<20), "rss-MB@100%")
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "pushes/s")
+}
+
+// heapInUse returns the live Go heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// residentBytes returns the resident set size of the process (Linux), or 0.
+func residentBytes() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -1,10 +1,12 @@
 // Package crawl is the single-node crawl engine of swarmcrawl: URL
-// normalisation and task keys, the per-host politeness frontier, robots.txt,
-// fetching and link extraction.
+// normalisation and task keys, the durable per-host politeness frontier,
+// robots.txt, fetching, link and text extraction, freshness and failure
+// handling.
 //
 // The node decides which hosts it owns and deduplicates URLs; it hands the
-// new ones to Crawler.Enqueue. The Crawler fetches them politely, gives every
-// response to a PageSink and every page's followable links to a LinkSink,
+// new ones to Crawler.Enqueue. The Crawler keeps them in its durable
+// frontier, fetches them politely, gives every response to a PageSink and
+// every page's followable links (and every redirect target) to a LinkSink,
 // which routes them to their owners (possibly this node again). Nothing here
 // knows about the ring or the network between nodes.
 package crawl
@@ -20,14 +22,23 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // Task is one URL to crawl.
 type Task struct {
 	// URL is the absolute URL, already in the form Normalize returns.
 	URL string
-	// Depth is the number of link hops from a seed (seeds have depth 0).
+	// Depth is the number of link hops from a seed (seeds have depth 0). A
+	// redirect target keeps the depth of the URL that redirected.
 	Depth int
+	// Attempts is the number of failed fetches of the URL so far.
+	Attempts int
+	// Redirects is the number of redirect hops that led to the URL.
+	Redirects int
+	// Recrawl marks a refetch of a URL crawled before.
+	Recrawl bool
 }
 
 // Config configures a Crawler. Start from DefaultConfig: a zero field means
@@ -54,22 +65,61 @@ type Config struct {
 	// Timeout bounds one request from dial to the last body byte (default
 	// 30s).
 	Timeout time.Duration
-	// MaxBodyBytes is the most of a body kept (default 10 MiB); longer bodies
-	// are truncated and the Page is flagged.
+	// MaxBodyBytes is the most of a body kept, both as received and
+	// decompressed (default 10 MiB); longer bodies are cut there, never
+	// buffered whole, and the Page is flagged Truncated.
 	MaxBodyBytes int64
 	// MaxDepth is the deepest link reported (default 16): links found on a
 	// page of depth MaxDepth are dropped, which bounds spider traps.
 	MaxDepth int
-	// MaxRedirects is the number of redirects followed per task (default 5);
-	// 0 keeps every 3xx response as it is.
+	// MaxRedirects is the longest redirect chain followed (default 5). Each
+	// hop is a task of its own; a URL reached through MaxRedirects hops that
+	// redirects again is recorded as a dead letter of kind
+	// "too_many_redirects". 0 follows no redirect (and records nothing).
 	MaxRedirects int
+	// MaxRepeatedSegments refuses, as error kind "trap", URLs whose path
+	// holds one segment more than this many times (default 3: /a/a/a/a is
+	// refused); 0 disables the check.
+	MaxRepeatedSegments int
+	// MaxPagesPerHost is the page budget of a host (default 0, unlimited):
+	// once that many distinct pages of a host were fetched, its other tasks
+	// are dropped and counted in Stats.BudgetDropped. Recrawls do not count.
+	MaxPagesPerHost int
+	// MinRecrawl and MaxRecrawl bound the recrawl interval of a URL
+	// (defaults 1h and 30 days). A URL is first recrawled MinRecrawl after
+	// its first fetch; the interval then halves whenever the content
+	// changed and doubles whenever it did not. MaxRecrawl 0 turns recrawling
+	// off.
+	MinRecrawl, MaxRecrawl time.Duration
+	// MaxRetries is how many times a failed fetch (timeout, connection
+	// error, 429, 5xx) is retried before the task becomes a dead letter
+	// (default 3).
+	MaxRetries int
+	// RetryBase is the backoff unit (default 1s): retry n waits a random
+	// time in [0, RetryBase·2^n) ("full jitter"), and at least as long as
+	// the server's Retry-After.
+	RetryBase time.Duration
+	// MaxRetryAfter caps the Retry-After honoured (default 1h). A
+	// Retry-After closes the whole host until it has passed.
+	MaxRetryAfter time.Duration
+	// NearDupDistance is the largest simhash distance at which a page
+	// counts as a near-duplicate of another (default 3); negative turns the
+	// check off. A near-duplicate's links are not reported again.
+	NearDupDistance int
 	// RobotsTTL is how long a fetched robots.txt is trusted (default 24h).
 	RobotsTTL time.Duration
+	// KeyMode is how the node computes ring keys (default KeyHost); the
+	// per-URL tables of the store are laid out by them.
+	KeyMode KeyMode
 	// Proxy picks the proxy for a request (default http.ProxyFromEnvironment,
 	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY); nil means direct.
 	Proxy func(*http.Request) (*url.URL, error)
+	// Dial configures the DNS cache, the per-IP connection cap and the
+	// refusal of non-public addresses for direct connections (default
+	// DefaultDialConfig()). Connections to a proxy do not go through it.
+	Dial DialConfig
 	// Transport, when set, replaces the crawler's own transport, and with it
-	// Proxy, ConnectTimeout and connection pooling. For tests.
+	// Proxy, Dial, ConnectTimeout and connection pooling. For tests.
 	Transport http.RoundTripper
 	// Clock returns the current time (default time.Now). It stamps pages and
 	// decides politeness; waits still use real timers, so it must advance
@@ -84,17 +134,25 @@ const DefaultUserAgent = "swarmcrawl/0.1 (+https://github.com/swarmcrawl/swarmcr
 // DefaultConfig returns the configuration of a polite production crawler.
 func DefaultConfig() Config {
 	return Config{
-		UserAgent:      DefaultUserAgent,
-		Delay:          time.Second,
-		MaxCrawlDelay:  time.Minute,
-		Workers:        32,
-		ConnectTimeout: 10 * time.Second,
-		Timeout:        30 * time.Second,
-		MaxBodyBytes:   10 << 20,
-		MaxDepth:       16,
-		MaxRedirects:   5,
-		RobotsTTL:      24 * time.Hour,
-		Proxy:          http.ProxyFromEnvironment,
+		UserAgent:           DefaultUserAgent,
+		Delay:               time.Second,
+		MaxCrawlDelay:       time.Minute,
+		Workers:             32,
+		ConnectTimeout:      10 * time.Second,
+		Timeout:             30 * time.Second,
+		MaxBodyBytes:        10 << 20,
+		MaxDepth:            16,
+		MaxRedirects:        5,
+		MaxRepeatedSegments: 3,
+		MinRecrawl:          time.Hour,
+		MaxRecrawl:          30 * 24 * time.Hour,
+		MaxRetries:          3,
+		RetryBase:           time.Second,
+		MaxRetryAfter:       time.Hour,
+		NearDupDistance:     3,
+		RobotsTTL:           24 * time.Hour,
+		Proxy:               http.ProxyFromEnvironment,
+		Dial:                DefaultDialConfig(),
 	}
 }
 
@@ -123,8 +181,24 @@ func (c *Config) validate() error {
 		return fmt.Errorf("MaxDepth is negative (%d)", c.MaxDepth)
 	case c.MaxRedirects < 0:
 		return fmt.Errorf("MaxRedirects is negative (%d)", c.MaxRedirects)
+	case c.MaxRepeatedSegments < 0:
+		return fmt.Errorf("MaxRepeatedSegments is negative (%d)", c.MaxRepeatedSegments)
+	case c.MaxPagesPerHost < 0:
+		return fmt.Errorf("MaxPagesPerHost is negative (%d)", c.MaxPagesPerHost)
+	case c.MaxRecrawl < 0:
+		return fmt.Errorf("MaxRecrawl is negative (%v)", c.MaxRecrawl)
+	case c.MaxRecrawl > 0 && (c.MinRecrawl <= 0 || c.MinRecrawl > c.MaxRecrawl):
+		return fmt.Errorf("MinRecrawl must be in (0, MaxRecrawl] (got %v, MaxRecrawl %v)", c.MinRecrawl, c.MaxRecrawl)
+	case c.MaxRetries < 0:
+		return fmt.Errorf("MaxRetries is negative (%d)", c.MaxRetries)
+	case c.MaxRetries > 0 && c.RetryBase <= 0:
+		return fmt.Errorf("RetryBase must be positive (got %v)", c.RetryBase)
+	case c.MaxRetryAfter < 0:
+		return fmt.Errorf("MaxRetryAfter is negative (%v)", c.MaxRetryAfter)
 	case c.RobotsTTL <= 0:
 		return fmt.Errorf("RobotsTTL must be positive (got %v)", c.RobotsTTL)
+	case c.KeyMode != KeyHost && c.KeyMode != KeyURL:
+		return fmt.Errorf("unknown %v", c.KeyMode)
 	}
 	return nil
 }
@@ -144,43 +218,67 @@ func ProductToken(userAgent string) string {
 type Page struct {
 	// Task is the task that led to the fetch.
 	Task Task
-	// FinalURL is the URL of this response: Task.URL, or where redirects led.
+	// FinalURL is the URL of this response, always Task.URL: redirects are
+	// not followed within a fetch but become tasks of their own.
 	FinalURL string
-	// Redirects lists the URLs that answered with a redirect before FinalURL,
-	// in order; nil when there was none.
-	Redirects []string
 	// Status is the HTTP status code.
 	Status int
 	// ContentType is the Content-Type header.
 	ContentType string
 	// Header holds all response headers.
 	Header http.Header
-	// Body is the (decompressed) body, at most Config.MaxBodyBytes.
+	// Request holds the headers sent, conditional ones included.
+	Request http.Header
+	// Proto is the protocol of the response, such as "HTTP/1.1".
+	Proto string
+	// RemoteAddr is the ip:port the response came from (the proxy's when
+	// one was used), or "" when unknown.
+	RemoteAddr string
+	// RawBody is the body as received, still content-coded (gzip,
+	// deflate), at most Config.MaxBodyBytes: what a WARC record keeps.
+	RawBody []byte
+	// Body is the decoded body, at most Config.MaxBodyBytes. It is nil
+	// for a 304 and for a content coding the crawler cannot decode.
 	Body []byte
-	// Truncated is set when the body was longer than Config.MaxBodyBytes.
+	// Truncated is set when the body, as received or decoded, was longer
+	// than Config.MaxBodyBytes and was cut.
 	Truncated bool
+	// NotModified is set for a 304 answer to a conditional recrawl: the
+	// page did not change and no body was sent.
+	NotModified bool
+	// RedirectTo is the normalised Location of a 3xx response, "" when
+	// there is none or it does not normalise.
+	RedirectTo string
+	// Title and Text are the title and visible text of an HTML or plain
+	// text page (see ExtractText).
+	Title, Text string
+	// Simhash is the fingerprint of Text (0 when there is no text).
+	Simhash uint64
+	// NearDuplicateOf is the URL of an earlier page whose fingerprint is
+	// within Config.NearDupDistance of this one's, if any; the links of a
+	// near-duplicate are not reported.
+	NearDuplicateOf string
 	// FetchedAt is when the response was complete.
 	FetchedAt time.Time
-	// Duration is the time spent in requests, redirects included, politeness
-	// waits between them excluded.
+	// Duration is the time the request took.
 	Duration time.Duration
 	// Links are the normalised links that are reported to the LinkSink.
 	Links []string
 }
 
 // LinkSink receives discovered links. Discovered is called at most once per
-// fetched page, and only when it has links to report: those of an HTML
-// page with a 2xx status (followable, deduplicated within the page, depth
-// from.Depth+1, not deeper than MaxDepth), or the target of a redirect that
-// the crawler does not follow itself because it leads to another host.
-// Several workers call it concurrently.
+// fetched page, and only when it has links to report: those of an HTML page
+// with a 2xx status whose content is new or changed (followable,
+// deduplicated within the page, depth from.Depth+1, not deeper than
+// MaxDepth, no traps), or the target of a redirect (same depth,
+// Redirects+1). Several workers call it concurrently.
 type LinkSink interface {
 	Discovered(ctx context.Context, from Task, links []Task)
 }
 
-// PageSink receives every fetched response, whatever its status. Several
-// workers call it concurrently. An error is counted as kind "store"; the
-// crawl goes on.
+// PageSink receives every final response: each fetch, including recrawls
+// and 304s, except failed attempts that are retried. Several workers call
+// it concurrently. An error is counted as kind "store"; the crawl goes on.
 type PageSink interface {
 	StorePage(ctx context.Context, p *Page) error
 }
@@ -188,19 +286,28 @@ type PageSink interface {
 // Stats is a snapshot of a Crawler's counters.
 type Stats struct {
 	Fetched       int64            // pages handed to the PageSink
-	Requests      int64            // HTTP requests sent, robots.txt and redirects included
+	Requests      int64            // HTTP requests sent, robots.txt included
 	Errors        int64            // failures of any kind, the sum of ErrorsByKind
-	ErrorsByKind  map[string]int64 // "timeout", "dns", "connect", "tls", "http_4xx", "http_5xx", "too_many_redirects", "body", "store", "bad_url", "other"
+	ErrorsByKind  map[string]int64 // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "other"
 	RobotsDenied  int64            // tasks dropped because robots.txt disallows them
 	RobotsFetched int64            // robots.txt requests made
-	Redirects     int64            // redirects followed
-	LinksReported int64            // links handed to the LinkSink
+	Redirects     int64            // redirect targets reported as new tasks
+	LinksReported int64            // links handed to the LinkSink, redirect targets included
+	Retries       int64            // failed fetches rescheduled for another attempt
+	DeadLetters   int64            // dead letters in the store
+	NotModified   int64            // 304 answers to conditional requests
+	Recrawls      int64            // fetches of URLs crawled before
+	Changed       int64            // recrawls that found the content changed
+	NearDups      int64            // pages found to be near-duplicates
+	BudgetDropped int64            // tasks dropped because their host's page budget was spent
 	Queued        int64            // tasks waiting in the frontier
+	Scheduled     int64            // tasks waiting for a time: retries and recrawls
 	InFlight      int64            // tasks being fetched or processed
 	Hosts         int64            // hosts with queued or in-flight tasks
-	BytesFetched  int64            // body bytes received, robots.txt included
+	BytesFetched  int64            // body bytes received as sent, robots.txt included
 	FetchP50      time.Duration    // median request latency over the last latencyWindow requests
 	FetchP99      time.Duration    // 99th percentile of the same
+	Dial          DialStats        // DNS cache and per-IP cap of direct connections
 }
 
 // Crawler fetches enqueued tasks politely with a pool of workers.
@@ -208,25 +315,27 @@ type Crawler struct {
 	cfg      Config
 	token    string
 	gap      func(crawlDelay time.Duration) time.Duration
+	db       *store.DB
 	pages    PageSink
 	links    LinkSink
 	frontier *Frontier
 	robots   *robotsCache
 	client   *http.Client
+	dialer   *Dialer // nil when cfg.Transport replaces the transport
 	now      func() time.Time
 	// robotsRetry is how long an unavailable robots.txt blocks its host
 	// before the next attempt (robotsRetryTTL; shortened by tests).
 	robotsRetry time.Duration
 
-	running atomic.Bool
-	// pending counts tasks enqueued and not yet finished (queued, in flight,
-	// or being handed to the sinks). Idle is pending == 0: one counter, so it
-	// cannot miss a task moving between the frontier and a worker.
-	pending  atomic.Int64
+	running  atomic.Bool
 	inFlight atomic.Int64
 
 	fetched, requests, robotsDenied, robotsFetched atomic.Int64
 	redirects, linksReported, bytesFetched         atomic.Int64
+	retries, notModified, recrawls, changed        atomic.Int64
+	nearDups, budgetDropped                        atomic.Int64
+
+	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
 
 	mu       sync.Mutex
 	errors   map[string]int64
@@ -239,10 +348,16 @@ type Crawler struct {
 const latencyWindow = 4096
 
 // New returns a Crawler for cfg, which must be valid (start from
-// DefaultConfig). A nil sink discards what it would receive.
-func New(cfg Config, pages PageSink, links LinkSink) (*Crawler, error) {
+// DefaultConfig). It keeps its frontier, URL metadata, host state and dead
+// letters in db, and resumes the queue stored there: a Crawler restarted on
+// the same db fetches the tasks that were queued or in flight. A nil sink
+// discards what it would receive.
+func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("crawl config: %w", err)
+	}
+	if db == nil {
+		return nil, errors.New("crawl: nil store")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -253,12 +368,19 @@ func New(cfg Config, pages PageSink, links LinkSink) (*Crawler, error) {
 	if links == nil {
 		links = discard{}
 	}
+	frontier, err := NewFrontier(db, cfg.Delay, cfg.MaxCrawlDelay, cfg.Clock)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	frontier.keyMode = cfg.KeyMode
+	frontier.budget = int64(cfg.MaxPagesPerHost)
 	c := &Crawler{
 		cfg:      cfg,
 		token:    ProductToken(cfg.UserAgent),
+		db:       db,
 		pages:    pages,
 		links:    links,
-		frontier: NewFrontier(cfg.Delay, cfg.MaxCrawlDelay, cfg.Clock),
+		frontier: frontier,
 		robots:   newRobotsCache(),
 		now:      cfg.Clock,
 		errors:   make(map[string]int64),
@@ -266,7 +388,7 @@ func New(cfg Config, pages PageSink, links LinkSink) (*Crawler, error) {
 		robotsRetry: robotsRetryTTL,
 	}
 	c.gap = c.frontier.Gap
-	c.client = newClient(&cfg)
+	c.client, c.dialer = newClient(&cfg)
 	return c, nil
 }
 
@@ -275,10 +397,13 @@ type discard struct{}
 func (discard) StorePage(context.Context, *Page) error   { return nil }
 func (discard) Discovered(context.Context, Task, []Task) {}
 
-// Enqueue queues tasks for crawling. It is safe for concurrent use and never
-// waits for fetching. Tasks whose URL has no http(s) host are counted as
-// errors of kind "bad_url" and dropped. The crawler does not deduplicate:
-// that is the owner's seen set's job.
+// Enqueue queues tasks for crawling, durably: they are in the store when it
+// returns. It is safe for concurrent use and never waits for fetching. Tasks
+// whose URL has no http(s) host are counted as errors of kind "bad_url",
+// and URLs that look like spider traps (see Config.MaxRepeatedSegments) as
+// kind "trap"; both are dropped, as are tasks of a host whose page budget is
+// spent. The crawler does not deduplicate: that is the owner's seen set's
+// job.
 func (c *Crawler) Enqueue(tasks ...Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
@@ -286,18 +411,49 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 			c.countError("bad_url")
 			continue
 		}
+		if c.isTrap(t.URL) {
+			c.countError("trap")
+			continue
+		}
 		good = append(good, t)
 	}
 	if len(good) == 0 {
 		return
 	}
-	c.pending.Add(int64(len(good)))
-	if err := c.frontier.Push(good...); err != nil {
-		// Cannot happen: every URL was checked above. Keep the count honest
-		// anyway rather than leave Idle false forever.
-		c.pending.Add(-int64(len(good)))
-		c.countError("bad_url")
+	dropped, err := c.frontier.Push(good...)
+	c.budgetDropped.Add(int64(dropped))
+	if err != nil {
+		c.countError("store")
 	}
+}
+
+// RequeueDeadLetters moves the dead letters filter accepts (all when filter
+// is nil) back into the queue with their attempts reset, and returns how
+// many it moved. Each batch is moved atomically: a dead letter is either
+// still a dead letter or queued again.
+func (c *Crawler) RequeueDeadLetters(filter func(store.DeadLetter) bool) (int, error) {
+	var picked []store.DeadLetter
+	err := c.db.DeadLetters(func(d store.DeadLetter) error {
+		if filter == nil || filter(d) {
+			picked = append(picked, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("requeue dead letters: %w", err)
+	}
+	moved := 0
+	for chunk := range slices.Chunk(picked, 1000) {
+		tasks := make([]Task, len(chunk))
+		for i, d := range chunk {
+			tasks[i] = Task{URL: d.URL, Depth: d.Depth, Redirects: d.Redirects}
+		}
+		if _, err := c.frontier.push(tasks, chunk); err != nil {
+			return moved, fmt.Errorf("requeue dead letters: %w", err)
+		}
+		moved += len(chunk)
+	}
+	return moved, nil
 }
 
 // Run fetches queued tasks with cfg.Workers workers until ctx ends, then
@@ -334,16 +490,18 @@ func (c *Crawler) work(ctx context.Context) {
 	}
 }
 
-// Idle reports whether nothing is queued and nothing is being fetched or
-// handed to the sinks. Links a sink re-enqueues are queued before the task
+// Idle reports whether nothing is queued, nothing is being fetched or
+// handed to the sinks, and no retry is waiting; recrawls scheduled for
+// later do not count. Links a sink re-enqueues are queued before the task
 // that found them counts as finished, so Idle never flickers true mid-crawl
 // in a single-node setup.
 func (c *Crawler) Idle() bool {
-	return c.pending.Load() == 0
+	return c.frontier.Idle()
 }
 
 // Stats returns a snapshot of the counters.
 func (c *Crawler) Stats() Stats {
+	counts := c.frontier.Counts()
 	s := Stats{
 		Fetched:       c.fetched.Load(),
 		Requests:      c.requests.Load(),
@@ -351,11 +509,26 @@ func (c *Crawler) Stats() Stats {
 		RobotsFetched: c.robotsFetched.Load(),
 		Redirects:     c.redirects.Load(),
 		LinksReported: c.linksReported.Load(),
+		Retries:       c.retries.Load(),
+		DeadLetters:   counts.Dead,
+		NotModified:   c.notModified.Load(),
+		Recrawls:      c.recrawls.Load(),
+		Changed:       c.changed.Load(),
+		NearDups:      c.nearDups.Load(),
+		BudgetDropped: c.budgetDropped.Load(),
 		Queued:        int64(c.frontier.Len()),
+		Scheduled:     counts.Scheduled,
 		InFlight:      c.inFlight.Load(),
 		Hosts:         int64(c.frontier.Hosts()),
 		BytesFetched:  c.bytesFetched.Load(),
 		ErrorsByKind:  make(map[string]int64),
+	}
+	if c.dialer != nil {
+		s.Dial = c.dialer.Stats()
+	}
+	if n := c.frontier.StoreErrors(); n > 0 {
+		s.ErrorsByKind["store"] += int64(n)
+		s.Errors += int64(n)
 	}
 	c.mu.Lock()
 	for k, v := range c.errors {

@@ -18,6 +18,8 @@ type ringStandIn struct {
 	c    *Crawler
 	mu   sync.Mutex
 	seen map[uint64]bool
+	// inScope limits the crawl to some hosts (default: the synthetic web).
+	inScope func(host string) bool
 }
 
 func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
@@ -25,7 +27,7 @@ func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
 	r.mu.Lock()
 	for _, l := range links {
 		host, _ := HostOf(l.URL)
-		if !strings.HasSuffix(host, ".synth.test") {
+		if r.inScope == nil && !strings.HasSuffix(host, ".synth.test") || r.inScope != nil && !r.inScope(host) {
 			continue
 		}
 		if h := URLHash(l.URL); !r.seen[h] {

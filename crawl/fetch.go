@@ -2,6 +2,9 @@ package crawl
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +13,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,43 +22,100 @@ import (
 )
 
 // newClient builds the one HTTP client all workers share, so connections
-// (and the proxy's) are pooled across hosts.
-func newClient(cfg *Config) *http.Client {
+// (and the proxy's) are pooled across hosts. Direct connections go through
+// a Dialer (DNS cache, per-IP cap, no private addresses); connections to a
+// proxy do not, since the proxy is the operator's choice and usually
+// local. The client never follows redirects (each hop is a task of its
+// own) and never decompresses on its own: the crawler asks for gzip and
+// deflate itself, keeps the body as received for the archive, and decodes
+// it with a size cap.
+func newClient(cfg *Config) (*http.Client, *Dialer) {
 	rt := cfg.Transport
+	var dialer *Dialer
 	if rt == nil {
-		dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-		rt = &http.Transport{
-			Proxy:               cfg.Proxy,
-			DialContext:         dialer.DialContext,
-			TLSHandshakeTimeout: cfg.ConnectTimeout,
-			ForceAttemptHTTP2:   true,
-			// Through a plain HTTP proxy every host shares the proxy's pool,
-			// so it needs room for all workers at once.
-			MaxIdleConns:        max(100, 2*cfg.Workers),
-			MaxIdleConnsPerHost: cfg.Workers,
-			// A host is revisited after Delay; keep its connection a while
-			// longer than that, but not forever across thousands of hosts.
-			IdleConnTimeout:        max(30*time.Second, 2*cfg.Delay),
-			ResponseHeaderTimeout:  cfg.Timeout,
-			ExpectContinueTimeout:  time.Second,
-			MaxResponseHeaderBytes: 1 << 20,
+		dc := cfg.Dial
+		if dc.ConnectTimeout == 0 {
+			dc.ConnectTimeout = cfg.ConnectTimeout
+		}
+		dialer = NewDialer(dc)
+		direct := newTransport(cfg, nil, dialer.DialContext)
+		rt = direct
+		if cfg.Proxy != nil {
+			plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+			rt = &proxyRouter{
+				proxy:   cfg.Proxy,
+				proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
+				direct:  direct,
+			}
 		}
 	}
 	return &http.Client{
-		Transport: rt,
-		// Redirects are followed by the worker, one politeness-checked hop
-		// at a time (see fetchPage), never blindly by the client.
+		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, dialer
+}
+
+func newTransport(cfg *Config, proxy func(*http.Request) (*url.URL, error),
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		Proxy:               proxy,
+		DialContext:         dial,
+		TLSHandshakeTimeout: cfg.ConnectTimeout,
+		ForceAttemptHTTP2:   true,
+		DisableCompression:  true,
+		// Through a plain HTTP proxy every host shares the proxy's pool,
+		// so it needs room for all workers at once.
+		MaxIdleConns:        max(100, 2*cfg.Workers),
+		MaxIdleConnsPerHost: cfg.Workers,
+		// A host is revisited after Delay; keep its connection a while
+		// longer than that, but not forever across thousands of hosts.
+		IdleConnTimeout:        max(30*time.Second, 2*cfg.Delay),
+		ResponseHeaderTimeout:  cfg.Timeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
 	}
 }
 
+// proxyRouter sends a request through the proxied transport when the proxy
+// function picks a proxy for it, and through the direct one otherwise.
+type proxyRouter struct {
+	proxy           func(*http.Request) (*url.URL, error)
+	proxied, direct *http.Transport
+}
+
+func (p *proxyRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	u, err := p.proxy(req)
+	if err != nil {
+		return nil, fmt.Errorf("choose proxy: %w", err)
+	}
+	if u != nil {
+		return p.proxied.RoundTrip(req)
+	}
+	return p.direct.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of both transports.
+func (p *proxyRouter) CloseIdleConnections() {
+	p.proxied.CloseIdleConnections()
+	p.direct.CloseIdleConnections()
+}
+
+// acceptEncoding is what the crawler asks for: the codings it decodes.
+const acceptEncoding = "gzip, deflate"
+
 // response is one HTTP exchange, body read.
 type response struct {
-	status    int
-	header    http.Header
-	body      []byte
-	truncated bool
-	duration  time.Duration
+	status     int
+	header     http.Header
+	reqHeader  http.Header
+	proto      string
+	remoteAddr string
+	raw        []byte // as received, at most the limit
+	body       []byte // decoded, at most the limit; nil when undecodable
+	truncated  bool
+	// undecodable is set when the content coding is unknown or corrupt.
+	undecodable bool
+	duration    time.Duration
 }
 
 // fetchError is a failed request with the kind it is counted under.
@@ -74,17 +136,32 @@ func errorKind(err error) string {
 	return "other"
 }
 
-// get performs one GET of rawURL and reads at most limit body bytes. The
-// whole exchange, body included, is bounded by cfg.Timeout.
-func (c *Crawler) get(ctx context.Context, rawURL string, limit int64) (*response, error) {
+// get performs one GET of rawURL, with the extra request headers given
+// (conditional ones for a recrawl), and reads at most limit body bytes as
+// received; the decoded body is capped at limit too. The whole exchange,
+// body included, is bounded by cfg.Timeout.
+func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra http.Header) (*response, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	r := &response{}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if a := info.Conn.RemoteAddr(); a != nil {
+				r.remoteAddr = a.String()
+			}
+		},
+	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, &fetchError{"bad_url", fmt.Errorf("build request for %s: %w", truncate(rawURL, 80), err)}
 	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
+	req.Header.Set("Accept-Encoding", acceptEncoding)
+	for k, vs := range extra {
+		req.Header[k] = vs
+	}
+	r.reqHeader = req.Header.Clone()
 
 	start := time.Now()
 	c.requests.Add(1)
@@ -93,16 +170,9 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64) (*respons
 		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", truncate(rawURL, 80), err)}
 	}
 	defer resp.Body.Close()
-
-	// Size the buffer from Content-Length when it is honest and small, so a
-	// typical page costs one allocation instead of a dozen regrowths.
-	var buf bytes.Buffer
-	if cl := resp.ContentLength; cl > 0 && cl <= limit {
-		buf.Grow(int(cl) + bytes.MinRead)
-	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
-	d := time.Since(start)
-	c.recordLatency(d)
+	raw, truncated, err := readCapped(resp.Body, limit, resp.ContentLength)
+	r.duration = time.Since(start)
+	c.recordLatency(r.duration)
 	if err != nil {
 		kind := "body"
 		if classify(err) == "timeout" {
@@ -110,19 +180,96 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64) (*respons
 		}
 		return nil, &fetchError{kind, fmt.Errorf("read body of %s: %w", truncate(rawURL, 80), err)}
 	}
-	body := buf.Bytes()
-	r := &response{status: resp.StatusCode, header: resp.Header, duration: d}
-	if int64(len(body)) > limit {
-		body, r.truncated = body[:limit], true
-	}
-	r.body = slices.Clip(body)
-	c.bytesFetched.Add(int64(len(body)))
+	c.bytesFetched.Add(int64(len(raw)))
+	r.status, r.header, r.proto = resp.StatusCode, resp.Header, resp.Proto
+	r.raw, r.truncated = raw, truncated
+	r.body, truncated, err = decodeBody(resp.Header.Get("Content-Encoding"), raw, limit, truncated)
+	r.truncated = r.truncated || truncated
+	r.undecodable = err != nil
 	return r, nil
+}
+
+// readCapped reads r up to limit bytes and reports whether there was more.
+// It never holds more than limit+1 bytes, whatever the server claims: the
+// buffer grows by doubling from the Content-Length hint (when honest and
+// small) or a modest start, up to limit+1.
+func readCapped(r io.Reader, limit, hint int64) ([]byte, bool, error) {
+	size := int64(16 << 10)
+	if hint > 0 {
+		size = hint + 1 // +1 to see EOF without another growth
+	}
+	buf := make([]byte, 0, min(size, limit+1))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf[:limit:limit], true, nil
+			}
+			// Allocated by hand: append's growth would round past the cap.
+			nb := make([]byte, len(buf), min(2*int64(cap(buf)), limit+1))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit {
+				return buf[:limit:limit], true, nil
+			}
+			return slices.Clip(buf), false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// decodeBody undoes the content coding of a body received whole (or cut
+// at the limit, rawTruncated), keeping at most limit decoded bytes: a
+// gzip bomb costs no more than an honest page. An unknown or corrupt coding
+// returns an error and no body.
+func decodeBody(coding string, raw []byte, limit int64, rawTruncated bool) ([]byte, bool, error) {
+	var zr io.Reader
+	switch strings.ToLower(strings.TrimSpace(coding)) {
+	case "", "identity":
+		return raw, false, nil
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, false, fmt.Errorf("gzip: %w", err)
+		}
+		zr = gz
+	case "deflate":
+		// RFC 9110 "deflate" is zlib-wrapped, but many servers send raw
+		// DEFLATE: accept both, as browsers do.
+		if len(raw) >= 2 && raw[0]&0x0f == 8 && (uint16(raw[0])<<8|uint16(raw[1]))%31 == 0 {
+			z, err := zlib.NewReader(bytes.NewReader(raw))
+			if err != nil {
+				return nil, false, fmt.Errorf("deflate: %w", err)
+			}
+			zr = z
+		} else {
+			zr = flate.NewReader(bytes.NewReader(raw))
+		}
+	default:
+		return nil, false, fmt.Errorf("unsupported content coding %q", coding)
+	}
+	body, truncated, err := readCapped(zr, limit, min(4*int64(len(raw)), limit))
+	if err != nil {
+		if rawTruncated && errors.Is(err, io.ErrUnexpectedEOF) {
+			// Cut at the limit as received: keep what decoded.
+			return body, true, nil
+		}
+		return nil, false, fmt.Errorf("decode %s body: %w", coding, err)
+	}
+	return body, truncated, nil
 }
 
 // classify names the kind of a transport error for the stats: what an
 // operator needs to tell a dead host from a slow one from a bad certificate.
 func classify(err error) string {
+	if errors.Is(err, ErrBlockedAddress) {
+		return "blocked_address"
+	}
 	var (
 		dnsErr     *net.DNSError
 		certErr    *tls.CertificateVerificationError

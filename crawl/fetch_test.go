@@ -1,7 +1,10 @@
 package crawl
 
 import (
+	"bytes"
+	"compress/flate"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,11 +13,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 func robotsAllowAll(w http.ResponseWriter, r *http.Request) bool {
@@ -57,6 +64,11 @@ func TestFetchPageAndLinks(t *testing.T) {
 	if root == nil || root.Status != 200 || root.FinalURL != srv.URL+"/" || !strings.Contains(string(root.Body), "<a href") {
 		t.Fatalf("root page %+v", root)
 	}
+	// What the archive needs: the request as sent, the protocol, the peer.
+	if root.Request.Get("User-Agent") != cfg.UserAgent || root.Request.Get("Accept-Encoding") != "gzip, deflate" ||
+		root.Proto != "HTTP/1.1" || root.RemoteAddr != srv.Listener.Addr().String() || !bytes.Equal(root.RawBody, root.Body) {
+		t.Errorf("root exchange: request %v, proto %q, remote %q (server %s)", root.Request, root.Proto, root.RemoteAddr, srv.Listener.Addr())
+	}
 	wantLinks := []string{srv.URL + "/a", srv.URL + "/b"}
 	if !slices.Equal(root.Links, wantLinks) {
 		t.Errorf("Page.Links = %q, want %q", root.Links, wantLinks)
@@ -72,13 +84,19 @@ func TestFetchPageAndLinks(t *testing.T) {
 		t.Errorf("404 page %+v: want stored with its status", p)
 	}
 	if p := rec.page(srv.URL + "/broken"); p == nil || p.Status != 502 {
-		t.Errorf("502 page %+v: want stored with its status", p)
+		t.Errorf("502 page %+v: want the last answer stored with its status", p)
+	}
+	if n := srv.count("/broken"); n != 1+cfg.MaxRetries {
+		t.Errorf("/broken fetched %d times, want 1 + %d retries", n, cfg.MaxRetries)
 	}
 	if len(rec.links[srv.URL+"/doc.pdf"])+len(rec.links[srv.URL+"/deep"]) != 0 {
 		t.Error("links reported from a PDF or from beyond MaxDepth")
 	}
 	s := c.Stats()
-	if s.Fetched != 5 || s.ErrorsByKind["http_4xx"] != 1 || s.ErrorsByKind["http_5xx"] != 1 || s.Errors != 2 ||
+	// The 502 is retried MaxRetries times, then given up: one page, one
+	// dead letter, an error per attempt.
+	if s.Fetched != 5 || s.ErrorsByKind["http_4xx"] != 1 || s.ErrorsByKind["http_5xx"] != 4 || s.Errors != 5 ||
+		s.Retries != 3 || s.DeadLetters != 1 ||
 		s.LinksReported != 2 || s.BytesFetched == 0 || s.FetchP50 <= 0 || s.FetchP99 < s.FetchP50 {
 		t.Errorf("stats %+v", s)
 	}
@@ -87,8 +105,18 @@ func TestFetchPageAndLinks(t *testing.T) {
 	}
 }
 
+// TestFetchRedirects checks that redirects are not followed inside a fetch:
+// every hop is stored as its own page and its target becomes a new task
+// through the LinkSink, so it goes through the seen set (loops end there),
+// robots.txt and politeness of its own host, and a chain longer than
+// MaxRedirects is cut and recorded as a dead letter.
 func TestFetchRedirects(t *testing.T) {
-	other := newLogServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") })
+	other := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		fmt.Fprint(w, "other")
+	})
 	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
 			fmt.Fprint(w, "User-agent: *\nDisallow: /secret\n")
@@ -107,105 +135,235 @@ func TestFetchRedirects(t *testing.T) {
 			http.Redirect(w, r, fmt.Sprintf("/loop/%d", n+1), http.StatusFound)
 		case p == "/self":
 			http.Redirect(w, r, "/self#again", http.StatusFound)
+		case p == "/ping":
+			http.Redirect(w, r, "/pong", http.StatusFound)
+		case p == "/pong":
+			http.Redirect(w, r, "/ping", http.StatusFound)
 		case p == "/away":
-			// localhost is another host than 127.0.0.1: not ours to fetch now.
+			// localhost is another host than 127.0.0.1: its own queue.
 			http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/there", http.StatusFound)
 		case p == "/to-secret":
 			http.Redirect(w, r, "/secret", http.StatusFound)
 		default:
-			http.NotFound(w, r)
+			fmt.Fprint(w, "leaf")
 		}
 	})
 	rec := newRecorder()
 	cfg := testConfig()
 	cfg.Delay = 40 * time.Millisecond
 	cfg.MaxRedirects = 3
-	c := newTestCrawler(t, cfg, rec, rec)
-	for _, p := range []string{"/start", "/loop/0", "/self", "/away", "/to-secret"} {
-		c.Enqueue(Task{URL: srv.URL + p})
+	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(h string) bool { return h == "127.0.0.1" || h == "localhost" }}
+	c := newTestCrawler(t, cfg, rec, ring)
+	ring.c = c
+	var seeds []string
+	for _, p := range []string{"/start", "/loop/0", "/self", "/ping", "/away", "/to-secret"} {
+		seeds = append(seeds, srv.URL+p)
 	}
-	crawlUntilIdle(t, c, 10*time.Second)
+	ring.seed(seeds)
+	crawlUntilIdle(t, c, 20*time.Second)
 
-	p := rec.page(srv.URL + "/start")
-	if p == nil || p.Status != 200 || p.FinalURL != srv.URL+"/final" ||
-		!slices.Equal(p.Redirects, []string{srv.URL + "/start", srv.URL + "/middle"}) {
-		t.Fatalf("redirected page %+v", p)
+	// Each hop is a page of its own, with the normalised target.
+	for _, hop := range []struct{ from, to string }{{"/start", "/middle"}, {"/middle", "/final"}} {
+		p := rec.page(srv.URL + hop.from)
+		if p == nil || p.Status/100 != 3 || p.RedirectTo != srv.URL+hop.to || p.FinalURL != srv.URL+hop.from {
+			t.Errorf("page %s = %+v, want a 3xx redirecting to %s", hop.from, p, hop.to)
+		}
 	}
-	// Links resolve against the final URL.
-	if !slices.Equal(p.Links, []string{srv.URL + "/x"}) {
-		t.Errorf("links %q, want /x relative to the final URL", p.Links)
+	final := rec.page(srv.URL + "/final")
+	if final == nil || final.Status != 200 || final.Task.Redirects != 2 || final.Task.Depth != 0 {
+		t.Fatalf("final page %+v, want 200 reached through 2 redirects at the seed's depth", final)
 	}
-	if p := rec.page(srv.URL + "/loop/0"); p == nil || p.Status != 302 || len(p.Redirects) != 3 {
-		t.Errorf("loop page %+v, want the 4th 302 after 3 redirects", p)
+	if !slices.Equal(final.Links, []string{srv.URL + "/x"}) {
+		t.Errorf("links %q, want /x", final.Links)
+	}
+	// The chain is cut after MaxRedirects hops and recorded.
+	for i := range 4 {
+		if n := srv.count(fmt.Sprintf("/loop/%d", i)); n != 1 {
+			t.Errorf("/loop/%d fetched %d times, want 1", i, n)
+		}
 	}
 	if n := srv.count("/loop/4"); n != 0 {
-		t.Errorf("followed more than MaxRedirects")
+		t.Errorf("followed a chain longer than MaxRedirects")
 	}
-	if n := srv.count("/self"); n != 1 {
-		t.Errorf("self-redirect fetched %d times, want 1", n)
+	var dead []store.DeadLetter
+	c.db.DeadLetters(func(d store.DeadLetter) error { dead = append(dead, d); return nil })
+	if len(dead) != 1 || dead[0].URL != srv.URL+"/loop/3" || dead[0].Kind != "too_many_redirects" || dead[0].Redirects != 3 {
+		t.Errorf("dead letters %+v, want /loop/3 as too_many_redirects", dead)
 	}
-	// Cross-host: not followed, handed to the LinkSink.
-	away := rec.page(srv.URL + "/away")
-	wantAway := strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/there"
-	if away == nil || away.Status != 302 || !slices.Equal(away.Links, []string{wantAway}) {
-		t.Errorf("cross-host redirect page %+v, want 302 with link %s", away, wantAway)
+	// Loops end at the seen set.
+	for _, p := range []string{"/self", "/ping", "/pong"} {
+		if n := srv.count(p); n != 1 {
+			t.Errorf("%s fetched %d times, want 1", p, n)
+		}
 	}
-	if len(other.log()) != 0 {
-		t.Errorf("cross-host redirect target fetched directly: %v", other.log())
+	// Another host: fetched through its own queue, robots.txt first.
+	log := other.log()
+	if len(log) != 2 || log[0].path != "/robots.txt" || log[1].path != "/there" {
+		t.Errorf("other host saw %v, want robots.txt then /there", log)
 	}
-	if l := rec.links[srv.URL+"/away"]; len(l) != 1 || l[0].URL != wantAway || l[0].Depth != 1 {
-		t.Errorf("Discovered for the redirect %v", l)
+	there := rec.page(strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/there")
+	if there == nil || there.Task.Redirects != 1 {
+		t.Errorf("cross-host target page %+v", there)
 	}
-	// Redirect into a disallowed path: not followed.
+	// A redirect into a disallowed path is not fetched.
 	if srv.count("/secret") != 0 {
 		t.Error("followed a redirect into a robots-disallowed path")
 	}
 	s := c.Stats()
-	if s.ErrorsByKind["too_many_redirects"] != 2 || s.RobotsDenied != 1 || s.Redirects != 5 {
-		t.Errorf("stats %+v, want 2 too_many_redirects (loop, self), 1 robots denied, 5 redirects followed", s)
+	if s.ErrorsByKind["too_many_redirects"] != 1 || s.RobotsDenied != 1 || s.DeadLetters != 1 {
+		t.Errorf("stats %+v, want 1 too_many_redirects, 1 robots denied, 1 dead letter", s)
 	}
 	// Every hop is a request to the host and keeps the delay.
-	log := srv.log()
-	for i, g := range gaps(log) {
+	hits := srv.log()
+	for i, g := range gaps(hits) {
 		if g < cfg.Delay {
-			t.Errorf("%s only %v after %s", log[i+1].path, g, log[i].path)
+			t.Errorf("%s only %v after %s", hits[i+1].path, g, hits[i].path)
 		}
 	}
 }
 
-func TestFetchBodyLimitAndGzip(t *testing.T) {
-	big := strings.Repeat("x", 1000)
+// TestFetchBodyCapAndCodings checks that bodies are streamed with a cap
+// (a 20 MB page costs no more than the cap), that gzip and deflate (zlib
+// and raw) are asked for, kept as received for the archive and decoded for
+// parsing, that a gzip bomb is cut at the cap too, and that an unknown
+// coding is kept raw and not parsed.
+func TestFetchBodyCapAndCodings(t *testing.T) {
+	const limit = 1 << 20
+	html := `<html><title>Coded</title><body><p>hello coded world</p><a href="/linked">l</a></body></html>`
+	compress := func(coding string, data []byte) []byte {
+		var b bytes.Buffer
+		var w io.WriteCloser
+		switch coding {
+		case "gzip":
+			w = gzip.NewWriter(&b)
+		case "zlib":
+			w = zlib.NewWriter(&b)
+		case "raw":
+			w, _ = flate.NewWriter(&b, flate.BestSpeed)
+		}
+		w.Write(data)
+		w.Close()
+		return b.Bytes()
+	}
+	bodies := map[string][]byte{
+		"/gz":         compress("gzip", []byte(html)),
+		"/zlib":       compress("zlib", []byte(html)),
+		"/rawdeflate": compress("raw", []byte(html)),
+		"/bomb":       compress("gzip", make([]byte, 24<<20)),
+	}
+	codings := map[string]string{"/gz": "gzip", "/zlib": "deflate", "/rawdeflate": "deflate", "/bomb": "gzip", "/br": "br"}
+	var bigSent atomic.Int64
+	var badAccept atomic.Int32
 	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if robotsAllowAll(w, r) {
 			return
 		}
-		if r.URL.Path == "/gz" {
-			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-				http.Error(w, "want gzip", http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Encoding", "gzip")
+		if r.Header.Get("Accept-Encoding") != "gzip, deflate" {
+			badAccept.Add(1)
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/big" {
+			// Plain text and a bomb of bytes, so that what is measured is
+			// the fetch, not the parsing of a megabyte of markup.
 			w.Header().Set("Content-Type", "text/plain")
-			zw := gzip.NewWriter(w)
-			io.WriteString(zw, "compressed hello")
-			zw.Close()
+			chunk := bytes.Repeat([]byte("<p>twenty megabytes of page</p>\n"), 2048)
+			for sent := 0; sent < 20<<20; sent += len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return // the crawler hung up: good
+				}
+				bigSent.Add(int64(len(chunk)))
+			}
 			return
 		}
-		fmt.Fprint(w, big)
+		if c, ok := codings[r.URL.Path]; ok {
+			w.Header().Set("Content-Encoding", c)
+		}
+		if r.URL.Path == "/bomb" {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		if b, ok := bodies[r.URL.Path]; ok {
+			w.Write(b)
+			return
+		}
+		fmt.Fprint(w, html)
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.MaxBodyBytes = 100
-	c := newTestCrawler(t, cfg, rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/big"}, Task{URL: srv.URL + "/gz"})
-	crawlUntilIdle(t, c, 5*time.Second)
+	cfg.Delay = 0
+	cfg.MaxBodyBytes = limit
+	cfg.NearDupDistance = -1 // the three coded pages are the same page
+	c := newTestCrawler(t, cfg, rec, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, p := range []string{"/big", "/gz", "/zlib", "/rawdeflate", "/bomb", "/br"} {
+		c.Enqueue(Task{URL: srv.URL + p})
+	}
+	crawlUntilIdle(t, c, 10*time.Second)
+	runtime.ReadMemStats(&after)
 
-	if p := rec.page(srv.URL + "/big"); p == nil || !p.Truncated || len(p.Body) != 100 {
-		t.Errorf("big page: %+v, want 100 bytes, truncated", p)
+	if n := badAccept.Load(); n != 0 {
+		t.Errorf("%d requests without Accept-Encoding: gzip, deflate", n)
 	}
-	if p := rec.page(srv.URL + "/gz"); p == nil || p.Truncated || string(p.Body) != "compressed hello" {
-		t.Errorf("gzip page: %+v, want the decompressed body", p)
+	big := rec.page(srv.URL + "/big")
+	if big == nil || !big.Truncated || len(big.Body) != limit || len(big.RawBody) != limit {
+		t.Errorf("big page: %s, want %d bytes, truncated", describe(big), limit)
 	}
+	if sent := bigSent.Load(); sent >= 20<<20 {
+		t.Errorf("the server sent the whole 20 MB: the crawler read past its cap")
+	}
+	// Neither the 20 MB page nor the 24 MB bomb was held in memory.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("the crawl allocated %.1f MB", float64(alloc)/(1<<20))
+	if alloc > 12<<20 {
+		t.Errorf("crawling allocated %d MB; a capped crawl needs a few", alloc>>20)
+	}
+	for _, p := range []string{"/gz", "/zlib", "/rawdeflate"} {
+		pg := rec.page(srv.URL + p)
+		if pg == nil || string(pg.Body) != html || !bytes.Equal(pg.RawBody, bodies[p]) || pg.Truncated ||
+			pg.Title != "Coded" || !strings.Contains(pg.Text, "hello coded world") || pg.Simhash == 0 {
+			t.Errorf("%s: %s, body %.60q, title %q, text %q", p, describe(pg), pgBody(pg), pgTitle(pg), pgText(pg))
+			continue
+		}
+		if !slices.Equal(pg.Links, []string{srv.URL + "/linked"}) {
+			t.Errorf("%s: links %q", p, pg.Links)
+		}
+	}
+	if bomb := rec.page(srv.URL + "/bomb"); bomb == nil || !bomb.Truncated || len(bomb.Body) != limit || !bytes.Equal(bomb.RawBody, bodies["/bomb"]) {
+		t.Errorf("gzip bomb: %s", describe(bomb))
+	}
+	br := rec.page(srv.URL + "/br")
+	if br == nil || br.Body != nil || string(br.RawBody) != html || len(br.Links) != 0 || c.Stats().ErrorsByKind["encoding"] != 1 {
+		t.Errorf("unknown coding: %s, links %q, stats %+v", describe(br), pgLinks(br), c.Stats())
+	}
+}
+
+func pgBody(p *Page) []byte {
+	if p == nil {
+		return nil
+	}
+	return p.Body
+}
+
+func pgTitle(p *Page) string {
+	if p == nil {
+		return ""
+	}
+	return p.Title
+}
+
+func pgText(p *Page) string {
+	if p == nil {
+		return ""
+	}
+	return p.Text
+}
+
+func pgLinks(p *Page) []string {
+	if p == nil {
+		return nil
+	}
+	return p.Links
 }
 
 func TestFetchTimeoutAndConnectErrors(t *testing.T) {
@@ -235,21 +393,35 @@ func TestFetchTimeoutAndConnectErrors(t *testing.T) {
 
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Timeout = 200 * time.Millisecond
+	cfg.Timeout = 500 * time.Millisecond // 4 attempts of /slow: 2s
 	c := newTestCrawler(t, cfg, rec, rec)
 	c.robotsRetry = 10 * time.Millisecond
 	c.Enqueue(Task{URL: srv.URL + "/slow"}, Task{URL: srv.URL + "/hangup"}, Task{URL: closed})
 	start := time.Now()
-	crawlUntilIdle(t, c, 5*time.Second)
-	if el := time.Since(start); el > 3*time.Second {
+	crawlUntilIdle(t, c, 15*time.Second)
+	if el := time.Since(start); el > 8*time.Second {
 		t.Errorf("took %v: the timeout did not cut the request short", el)
 	}
 	s := c.Stats()
 	// The dead host fails at its robots.txt, maxRobotsAttempts times, and its
-	// task is then given up; the hang-up fails at the page.
-	if s.ErrorsByKind["timeout"] != 1 || s.ErrorsByKind["connect"] != maxRobotsAttempts+1 ||
-		s.RobotsDenied != 1 || s.Fetched != 0 {
-		t.Errorf("stats %+v, want 1 timeout, %d connect errors, 1 task given up, no pages", s, maxRobotsAttempts+1)
+	// task is then given up; the slow page and the hang-up fail at the page,
+	// are retried MaxRetries times each, then become dead letters.
+	tries := 1 + cfg.MaxRetries
+	if s.ErrorsByKind["timeout"] != int64(tries) || s.ErrorsByKind["connect"] != int64(maxRobotsAttempts+tries) ||
+		s.RobotsDenied != 1 || s.Fetched != 0 || s.Retries != 2*int64(cfg.MaxRetries) || s.DeadLetters != 2 {
+		t.Errorf("stats %+v, want %d timeouts, %d connect errors, 1 task given up, 2 dead letters, no pages",
+			s, tries, maxRobotsAttempts+tries)
+	}
+	kinds := map[string]string{}
+	c.db.DeadLetters(func(d store.DeadLetter) error {
+		kinds[d.URL] = d.Kind
+		if d.Attempts != tries || d.LastError == "" {
+			t.Errorf("dead letter %+v, want %d attempts and the last error", d, tries)
+		}
+		return nil
+	})
+	if kinds[srv.URL+"/slow"] != "timeout" || kinds[srv.URL+"/hangup"] != "connect" {
+		t.Errorf("dead letters by URL %v", kinds)
 	}
 	if len(rec.pageURLs()) != 0 {
 		t.Errorf("failed fetches stored: %q", rec.pageURLs())
@@ -350,14 +522,14 @@ func TestNewValidatesConfig(t *testing.T) {
 	for _, tt := range tests {
 		cfg := DefaultConfig()
 		tt.mutate(&cfg)
-		_, err := New(cfg, nil, nil)
+		_, err := New(cfg, openStore(t), nil, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "crawl config: ") {
 			t.Errorf("New: error %v, want one containing %q", err, tt.want)
 		}
 	}
 	cfg := DefaultConfig()
 	cfg.Delay = 0 // zero is a value, not "default"
-	if _, err := New(cfg, nil, nil); err != nil {
+	if _, err := New(cfg, openStore(t), nil, nil); err != nil {
 		t.Errorf("New(DefaultConfig with Delay 0): %v", err)
 	}
 	if got := ProductToken("ExampleBot/1.0 (+http://bot.example/about)"); got != "examplebot" {

@@ -3,14 +3,36 @@ package crawl
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// Frontier is the politeness scheduler of one node: a FIFO back queue per
-// host and a ready-heap of hosts ordered by the time each may next be
-// contacted.
+// hostBufLen is how many head entries of a host's queue are kept in memory.
+// Memory is this times the number of hosts with work, whatever the length
+// of their queues; a larger buffer only saves disk reads.
+const hostBufLen = 8
+
+// promoteBatch is how many due entries of the schedule are moved into the
+// queue in one write.
+const promoteBatch = 1024
+
+// Frontier is the durable politeness scheduler of one node. Its queues live
+// in the store (see store/queue.go): a back queue per host ordered by
+// (priority, sequence), and a schedule of delayed tasks (retries, recrawls)
+// ordered by due time. Only a few head entries and the politeness state of
+// each host with work are kept in memory, so memory stays flat however long
+// the queues grow.
+//
+// Priority is the front tier: within a host, seeds (depth 0) are served
+// first, then recrawls and retries that are due, then discovered pages,
+// shallower first (see Priority). Across hosts, a host is ready once its
+// next-allowed time has passed, and among ready hosts the one whose head has
+// the best priority goes first, ties in the order the hosts became ready.
 //
 // A host has at most one request in flight: Next hands out a task only for a
 // host that is not busy and whose next-allowed time has passed, and marks it
@@ -19,103 +41,342 @@ import (
 // request and the start of the next is never shorter than the delay, however
 // long the request took.
 //
-// Within a host tasks are served first in, first out. The crawl reaches
-// pages in discovery order, which is close to breadth-first and so already
-// favours shallow pages; a priority tier (by depth or score) can be added in
-// front of the host queues without changing this API.
-//
-// The methods are the whole contract the crawler relies on (Push, Next,
-// TryNext, NextFromHost, Requeue, Done, Defer, Release and the counters), so a
-// durable implementation can take this one's place.
+// A task handed out stays in the store until Complete records what became
+// of it (fetched, dropped, rescheduled, dead-lettered), so a node that
+// crashes serves its in-flight tasks again when it restarts on the same
+// store. Delayed tasks move from the schedule into their host's queue when
+// they are due.
 type Frontier struct {
+	db            *store.DB
 	delay         time.Duration
 	maxCrawlDelay time.Duration
 	now           func() time.Time
+	// keyMode computes ring keys for the per-URL tables; budget is the
+	// per-host page budget (0 = unlimited). Set by the Crawler.
+	keyMode KeyMode
+	budget  int64
 
-	mu       sync.Mutex
-	hosts    map[string]*hostQueue
-	ready    readyHeap
-	changed  chan struct{} // closed and replaced whenever a host may have become ready
-	seq      uint64        // ready-heap tie-breaker: equal times are served in arrival order
-	queued   int
-	inFlight int
-	active   int // hosts with queued or in-flight tasks
-	ops      int // operations since the last sweep of idle hosts
+	mu        sync.Mutex
+	hosts     map[string]*hostQueue
+	waiting   hostHeap // idle hosts with work, by next-allowed time
+	ready     hostHeap // idle hosts whose time has come, by head priority
+	changed   chan struct{}
+	seq       uint64 // heap tie-breaker: equal keys are served in arrival order
+	counts    store.QueueCounts
+	taken     int // entries handed out and not yet completed or requeued
+	inFlight  int // leased hosts
+	nextDue   time.Time
+	ops       int // operations since the last sweep of idle hosts
+	storeErrs int // failed reads of the store, see StoreErrors
 }
 
-// hostQueue is the back queue and politeness state of one host.
+// hostQueue is the in-memory part of one host's back queue and its
+// politeness state.
 type hostQueue struct {
-	host        string
-	tasks       []Task
-	head        int // tasks[head:] are pending; the prefix is reclaimed lazily
+	host string
+	key  uint64
+	// buf holds the first entries of the host's queue in the store, minus
+	// those taken, in order; more is set when the store may hold entries
+	// beyond them.
+	buf   []store.QueueEntry
+	more  bool
+	taken []store.QueueEntry // handed out, still in the store
+
 	nextAllowed time.Time
 	busy        bool
 	seq         uint64
-	index       int // position in the ready-heap, -1 when not in it
+	index       int // position in its heap, -1 when in none
+	heap        *hostHeap
+
+	state      store.HostState // budget and Retry-After, persisted
+	stateDirty bool
 }
 
-func (q *hostQueue) len() int { return len(q.tasks) - q.head }
+func (q *hostQueue) hasWork() bool { return len(q.buf) > 0 || q.more }
 
-// NewFrontier returns an empty in-memory frontier that keeps at least delay
-// between requests to one host, or the host's Crawl-delay when larger, capped
-// at maxCrawlDelay. now may be nil for time.Now.
-func NewFrontier(delay, maxCrawlDelay time.Duration, now func() time.Time) *Frontier {
+// Priority is the queue priority of a task, smaller first: seeds 0, due
+// recrawls and retries 1, discovered pages 1+depth (at most
+// store.MaxPriority).
+func Priority(t Task) int {
+	switch {
+	case t.Recrawl || t.Attempts > 0:
+		return 1
+	case t.Depth <= 0:
+		return 0
+	}
+	return min(1+t.Depth, store.MaxPriority)
+}
+
+// NewFrontier returns the frontier kept in db, resuming the queues stored
+// there: tasks that were in flight when the last process stopped are
+// queued again. It keeps at least delay between requests to one host, or
+// the host's Crawl-delay when larger, capped at maxCrawlDelay. now may be
+// nil for time.Now.
+func NewFrontier(db *store.DB, delay, maxCrawlDelay time.Duration, now func() time.Time) (*Frontier, error) {
+	if db == nil {
+		return nil, errors.New("frontier: nil store")
+	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Frontier{
+	f := &Frontier{
+		db:            db,
 		delay:         delay,
 		maxCrawlDelay: maxCrawlDelay,
 		now:           now,
 		hosts:         make(map[string]*hostQueue),
 		changed:       make(chan struct{}),
 	}
+	f.waiting.less = func(a, b *hostQueue) bool {
+		if !a.nextAllowed.Equal(b.nextAllowed) {
+			return a.nextAllowed.Before(b.nextAllowed)
+		}
+		return a.seq < b.seq
+	}
+	f.ready.less = func(a, b *hostQueue) bool {
+		if a.buf[0].Priority != b.buf[0].Priority {
+			return a.buf[0].Priority < b.buf[0].Priority
+		}
+		return a.seq < b.seq
+	}
+	if err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-// Push appends tasks to their hosts' queues. A task whose URL has no usable
-// host is returned in the error and not queued; the others are.
-func (f *Frontier) Push(tasks ...Task) error {
-	var bad []string
+// load rebuilds the in-memory state from the store.
+func (f *Frontier) load() error {
+	counts, err := f.db.QueueCounts()
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	woke := false
-	for _, t := range tasks {
-		host, err := HostOf(t.URL)
+	f.counts = counts
+	err = f.db.QueueHosts(func(head store.QueueEntry) error {
+		host, err := HostOf(head.URL)
 		if err != nil {
-			bad = append(bad, t.URL)
-			continue
+			return fmt.Errorf("frontier: queued url %q: %w", truncate(head.URL, 80), err)
 		}
-		q := f.hosts[host]
-		if q == nil {
-			q = &hostQueue{host: host, index: -1}
-			f.hosts[host] = q
+		q, err := f.hostLocked(host, head.HostKey)
+		if err != nil {
+			return err
 		}
-		if q.len() == 0 && !q.busy {
-			f.active++
-		}
-		q.tasks = append(q.tasks, t)
-		f.queued++
-		if !q.busy && q.index < 0 {
-			f.seq++
-			q.seq = f.seq
-			heap.Push(&f.ready, q)
-			woke = true
-		}
+		q.buf = append(q.buf, head)
+		q.more = true
+		f.scheduleLocked(q)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: resume queue: %w", err)
 	}
-	if woke {
-		f.broadcastLocked()
+	return f.refreshDueLocked()
+}
+
+// hostLocked returns the queue of host, creating it (and loading its
+// durable state) when it is not in memory.
+func (f *Frontier) hostLocked(host string, key uint64) (*hostQueue, error) {
+	if q := f.hosts[host]; q != nil {
+		return q, nil
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("frontier: %d task(s) without a usable host, first %q", len(bad), truncate(bad[0], 80))
+	st, _, err := f.db.Host(key)
+	if err != nil {
+		return nil, fmt.Errorf("frontier: host %s: %w", host, err)
+	}
+	st.HostKey, st.Host = key, host
+	q := &hostQueue{host: host, key: key, index: -1, state: st, nextAllowed: st.NotBefore}
+	f.hosts[host] = q
+	return q, nil
+}
+
+// refreshDueLocked reads the due time of the earliest scheduled entry.
+func (f *Frontier) refreshDueLocked() error {
+	due, ok, err := f.db.NextDue()
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	f.nextDue = time.Time{}
+	if ok {
+		f.nextDue = due
 	}
 	return nil
 }
 
+// entry builds the queue entry of a task.
+func (f *Frontier) entry(t Task) (store.QueueEntry, string, error) {
+	host, err := HostOf(t.URL)
+	if err != nil {
+		return store.QueueEntry{}, "", err
+	}
+	hostKey := HostKey(host)
+	ring := hostKey // the same hash in the default host-key mode
+	if f.keyMode != KeyHost {
+		if ring, err = TaskKey(t.URL, f.keyMode); err != nil {
+			return store.QueueEntry{}, "", err
+		}
+	}
+	return store.QueueEntry{
+		HostKey: hostKey, RingKey: ring, URLHash: URLHash(t.URL), URL: t.URL,
+		Depth: t.Depth, Priority: Priority(t), Attempts: t.Attempts, Redirects: t.Redirects, Recrawl: t.Recrawl,
+	}, host, nil
+}
+
+func taskOf(e *store.QueueEntry) Task {
+	return Task{URL: e.URL, Depth: e.Depth, Attempts: e.Attempts, Redirects: e.Redirects, Recrawl: e.Recrawl}
+}
+
+// Push writes tasks to their hosts' queues in one batch. Tasks of a host
+// whose page budget is spent are dropped (recrawls excepted) and counted in
+// the result. A task whose URL has no usable host is reported in the error
+// and not queued; the others are.
+func (f *Frontier) Push(tasks ...Task) (dropped int, err error) {
+	return f.push(tasks, nil)
+}
+
+func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped int, err error) {
+	var bad []string
+	entries := make([]store.QueueEntry, 0, len(tasks))
+	hostOf := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		e, host, err := f.entry(t)
+		if err != nil {
+			bad = append(bad, t.URL)
+			continue
+		}
+		entries = append(entries, e)
+		hostOf = append(hostOf, host)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := &store.QueueUpdate{Undead: undead}
+	queues := make([]*hostQueue, 0, len(entries))
+	var spent []*hostQueue // hosts whose budget dropped tasks
+	for i := range entries {
+		q, err := f.hostLocked(hostOf[i], entries[i].HostKey)
+		if err != nil {
+			return dropped, err
+		}
+		if f.budget > 0 && q.state.Fetched >= f.budget && !entries[i].Recrawl {
+			if !q.stateDirty {
+				spent = append(spent, q)
+			}
+			q.state.Dropped++
+			q.stateDirty = true
+			dropped++
+			continue
+		}
+		u.Push = append(u.Push, entries[i])
+		queues = append(queues, q)
+	}
+	for _, q := range spent {
+		u.Hosts = append(u.Hosts, q.state)
+	}
+	if err := f.applyLocked(u); err != nil {
+		return dropped, err
+	}
+	for _, q := range spent {
+		q.stateDirty = false
+	}
+	for i, q := range queues {
+		f.insertLocked(q, u.Push[i])
+		f.scheduleLocked(q)
+	}
+	if len(queues) > 0 {
+		f.broadcastLocked()
+	}
+	if len(bad) > 0 {
+		return dropped, fmt.Errorf("frontier: %d task(s) without a usable host, first %q", len(bad), truncate(bad[0], 80))
+	}
+	return dropped, nil
+}
+
+// applyLocked writes u and takes the new table sizes.
+func (f *Frontier) applyLocked(u *store.QueueUpdate) error {
+	counts, err := f.db.ApplyQueue(u)
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	f.counts = counts
+	if len(u.Schedule) > 0 {
+		for i := range u.Schedule {
+			if f.nextDue.IsZero() || u.Schedule[i].Due.Before(f.nextDue) {
+				f.nextDue = u.Schedule[i].Due
+			}
+		}
+		f.broadcastLocked()
+	}
+	return nil
+}
+
+// insertLocked adds an entry that is in the store to the host's in-memory
+// head, if it belongs there.
+func (f *Frontier) insertLocked(q *hostQueue, e store.QueueEntry) {
+	n := len(q.buf)
+	if q.more && (n == 0 || !e.Less(&q.buf[n-1])) {
+		return // beyond the head: the store has it, a reload will find it
+	}
+	i, found := slices.BinarySearchFunc(q.buf, e, func(a, b store.QueueEntry) int {
+		switch {
+		case a.Less(&b):
+			return -1
+		case b.Less(&a):
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return
+	}
+	q.buf = slices.Insert(q.buf, i, e)
+	if len(q.buf) > hostBufLen {
+		q.buf[len(q.buf)-1] = store.QueueEntry{}
+		q.buf = q.buf[:len(q.buf)-1]
+		q.more = true
+	}
+	if i == 0 && q.heap == &f.ready {
+		heap.Fix(&f.ready, q.index)
+	}
+}
+
+// scheduleLocked puts an idle host with work into the waiting heap.
+func (f *Frontier) scheduleLocked(q *hostQueue) {
+	if q.busy || q.heap != nil || !q.hasWork() {
+		return
+	}
+	f.seq++
+	q.seq = f.seq
+	q.heap = &f.waiting
+	heap.Push(&f.waiting, q)
+}
+
+// ensureHeadLocked loads the head of q from the store when the in-memory
+// part is used up; it reports whether q has a task. A failed read closes
+// the host for a second rather than lose its queue.
+func (f *Frontier) ensureHeadLocked(q *hostQueue) bool {
+	if len(q.buf) > 0 || !q.more {
+		return len(q.buf) > 0
+	}
+	taken := q.taken
+	head, err := f.db.QueueHead(q.key, hostBufLen, func(e *store.QueueEntry) bool {
+		return slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
+	})
+	if err != nil {
+		f.storeErrs++
+		q.nextAllowed = f.now().Add(time.Second)
+		return false
+	}
+	q.buf = head
+	q.more = len(head) == hostBufLen
+	return len(head) > 0
+}
+
 // Next blocks until some host may be contacted, then takes the head task of
 // that host and marks the host busy. The caller must end the lease with Done
-// (a request was made) or Release (none was). Next waits on a timer for the
-// earliest next-allowed time and is woken early by Push and Done; it never
-// spins. It returns ctx.Err() when ctx ends first.
+// (a request was made) or Release (none was), and the task with Complete or
+// Requeue. Next waits on a timer for the earliest next-allowed or due time
+// and is woken early by Push and Done; it never spins. It returns ctx.Err()
+// when ctx ends first.
 func (f *Frontier) Next(ctx context.Context) (Task, error) {
 	var timer *time.Timer
 	defer func() {
@@ -153,9 +414,9 @@ func (f *Frontier) Next(ctx context.Context) (Task, error) {
 }
 
 // TryNext is Next without waiting: it returns the task if a host is ready
-// now, or else the earliest time one will be (zero when no host has work
-// that is not in flight). Deterministic tests drive the frontier through it
-// with a fake clock.
+// now, or else the earliest time one will be or a scheduled task falls due
+// (zero when there is no such time). Deterministic tests drive the frontier
+// through it with a fake clock.
 func (f *Frontier) TryNext() (t Task, ok bool, readyAt time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -164,34 +425,81 @@ func (f *Frontier) TryNext() (t Task, ok bool, readyAt time.Time) {
 
 func (f *Frontier) tryNextLocked() (Task, bool, time.Time) {
 	f.maybeSweepLocked()
-	if len(f.ready) == 0 {
-		return Task{}, false, time.Time{}
+	now := f.now()
+	if !f.nextDue.IsZero() && !f.nextDue.After(now) {
+		f.promoteLocked(now)
 	}
-	q := f.ready[0]
-	if q.nextAllowed.After(f.now()) {
-		return Task{}, false, q.nextAllowed
+	for len(f.waiting.items) > 0 && !f.waiting.items[0].nextAllowed.After(now) {
+		q := heap.Pop(&f.waiting).(*hostQueue)
+		q.heap = nil
+		if f.ensureHeadLocked(q) {
+			q.heap = &f.ready
+			heap.Push(&f.ready, q)
+		} else if q.hasWork() {
+			f.scheduleLocked(q) // the read failed: try again later
+		}
 	}
-	heap.Pop(&f.ready)
+	if len(f.ready.items) == 0 {
+		var readyAt time.Time
+		if len(f.waiting.items) > 0 {
+			readyAt = f.waiting.items[0].nextAllowed
+		}
+		if !f.nextDue.IsZero() && (readyAt.IsZero() || f.nextDue.Before(readyAt)) {
+			readyAt = f.nextDue
+		}
+		return Task{}, false, readyAt
+	}
+	q := heap.Pop(&f.ready).(*hostQueue)
+	q.heap = nil
 	q.busy = true
 	f.inFlight++
-	return f.popLocked(q), true, time.Time{}
+	return f.takeLocked(q), true, time.Time{}
 }
 
-// popLocked removes the head task of q, which must not be empty.
-func (f *Frontier) popLocked(q *hostQueue) Task {
-	t := q.tasks[q.head]
-	q.tasks[q.head] = Task{} // let the URL string be collected
-	q.head++
-	if q.head == len(q.tasks) {
-		q.tasks, q.head = q.tasks[:0], 0
-	} else if q.head > 32 && q.head*2 > len(q.tasks) {
-		// Reclaim the consumed prefix once it dominates the slice.
-		n := copy(q.tasks, q.tasks[q.head:])
-		clear(q.tasks[n:])
-		q.tasks, q.head = q.tasks[:n], 0
+// promoteLocked moves due scheduled entries into their hosts' queues.
+func (f *Frontier) promoteLocked(now time.Time) {
+	due, err := f.db.PromoteDue(now, promoteBatch)
+	if err != nil {
+		f.storeErrs++
+		f.nextDue = now.Add(time.Second) // try again, without spinning
+		return
 	}
-	f.queued--
-	return t
+	for _, e := range due {
+		host, err := HostOf(e.URL)
+		if err != nil {
+			continue // cannot happen: only URLs with a host are queued
+		}
+		q, err := f.hostLocked(host, e.HostKey)
+		if err != nil {
+			// The entry is in the queue table: it comes back with the
+			// next restart. Until then, treat the host as idle.
+			f.storeErrs++
+			continue
+		}
+		f.insertLocked(q, e)
+		if !q.busy && q.heap == nil {
+			f.scheduleLocked(q)
+		}
+	}
+	if counts, err := f.db.QueueCounts(); err == nil {
+		f.counts = counts
+	}
+	if len(due) == promoteBatch {
+		return // more may be due: promote them on the next call
+	}
+	if err := f.refreshDueLocked(); err != nil {
+		f.storeErrs++
+		f.nextDue = now.Add(time.Second)
+	}
+}
+
+// takeLocked hands out the head task of q, which must have one.
+func (f *Frontier) takeLocked(q *hostQueue) Task {
+	e := q.buf[0]
+	q.buf = slices.Delete(q.buf, 0, 1)
+	q.taken = append(q.taken, e)
+	f.taken++
+	return taskOf(&e)
 }
 
 // NextFromHost takes the next task of a host whose lease the caller holds,
@@ -201,10 +509,39 @@ func (f *Frontier) NextFromHost(host string) (Task, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.hosts[host]
-	if q == nil || !q.busy || q.len() == 0 {
+	if q == nil || !q.busy || !f.ensureHeadLocked(q) {
 		return Task{}, false
 	}
-	return f.popLocked(q), true
+	return f.takeLocked(q), true
+}
+
+// takenIndex finds the entry of a task handed out for q, or -1.
+func takenIndex(q *hostQueue, t Task) int {
+	return slices.IndexFunc(q.taken, func(e store.QueueEntry) bool {
+		return e.URL == t.URL && e.Attempts == t.Attempts && e.Recrawl == t.Recrawl
+	})
+}
+
+// TakenTwice reports whether another task for the same URL as t has been
+// handed out and not completed: the URL was queued twice.
+func (f *Frontier) TakenTwice(t Task) bool {
+	host, err := HostOf(t.URL)
+	if err != nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	if q == nil {
+		return false
+	}
+	n := 0
+	for i := range q.taken {
+		if q.taken[i].URL == t.URL {
+			n++
+		}
+	}
+	return n > 1
 }
 
 // Requeue puts a task taken under the caller's lease back at the head of its
@@ -221,23 +558,135 @@ func (f *Frontier) Requeue(t Task) error {
 	if q == nil || !q.busy {
 		return fmt.Errorf("frontier: requeue %q: host %s is not leased", truncate(t.URL, 80), host)
 	}
-	if q.head > 0 {
-		q.head--
-		q.tasks[q.head] = t
-	} else {
-		q.tasks = append(q.tasks, Task{})
-		copy(q.tasks[1:], q.tasks)
-		q.tasks[0] = t
+	i := takenIndex(q, t)
+	if i < 0 {
+		return fmt.Errorf("frontier: requeue %q: not taken from the frontier", truncate(t.URL, 80))
 	}
-	f.queued++
+	e := q.taken[i]
+	q.taken = slices.Delete(q.taken, i, i+1)
+	f.taken--
+	f.insertLocked(q, e)
 	return nil
+}
+
+// Outcome is what became of a task a worker is done with; Complete records
+// it in one atomic write together with the task's removal from the queue.
+type Outcome struct {
+	// Reschedule, when set, goes into the schedule at At: a retry or a
+	// recrawl of the task.
+	Reschedule *Task
+	At         time.Time
+	// Dead, when set, is stored as a dead letter.
+	Dead *store.DeadLetter
+	// Meta, when set, is stored as the URL's metadata.
+	Meta *store.URLMeta
+}
+
+// Complete removes a task handed out by Next or NextFromHost from the
+// store, with the rest of its outcome. It may be called after the lease on
+// the host has ended.
+func (f *Frontier) Complete(t Task, o Outcome) error {
+	host, err := HostOf(t.URL)
+	if err != nil {
+		return fmt.Errorf("frontier: complete: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	i := -1
+	if q != nil {
+		i = takenIndex(q, t)
+	}
+	if i < 0 {
+		return fmt.Errorf("frontier: complete %q: not taken from the frontier", truncate(t.URL, 80))
+	}
+	e := q.taken[i]
+	u := &store.QueueUpdate{Remove: []store.QueueEntry{e}}
+	if o.Reschedule != nil {
+		next, _, err := f.entry(*o.Reschedule)
+		if err != nil {
+			return fmt.Errorf("frontier: reschedule: %w", err)
+		}
+		next.Due = o.At
+		u.Schedule = []store.QueueEntry{next}
+	}
+	if o.Dead != nil {
+		u.Dead = []store.DeadLetter{*o.Dead}
+	}
+	if o.Meta != nil {
+		u.URLMeta = []store.URLMetaRecord{{RingKey: e.RingKey, URLHash: e.URLHash, Meta: *o.Meta}}
+	}
+	if q.stateDirty {
+		u.Hosts = []store.HostState{q.state}
+		q.stateDirty = false
+	}
+	if err := f.applyLocked(u); err != nil {
+		q.stateDirty = q.stateDirty || len(u.Hosts) > 0
+		return err
+	}
+	q.taken = slices.Delete(q.taken, i, i+1)
+	f.taken--
+	return nil
+}
+
+// Reserve counts a first fetch of a new page against its host's page
+// budget; it reports false, counting nothing, when the budget is spent.
+// Unreserve gives the reservation back when no request was made after all.
+func (f *Frontier) Reserve(host string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	if q == nil {
+		return true // cannot happen under a lease
+	}
+	if f.budget > 0 && q.state.Fetched >= f.budget {
+		return false
+	}
+	q.state.Fetched++
+	q.stateDirty = true
+	return true
+}
+
+// Unreserve undoes a Reserve.
+func (f *Frontier) Unreserve(host string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q := f.hosts[host]; q != nil && q.state.Fetched > 0 {
+		q.state.Fetched--
+		q.stateDirty = true
+	}
+}
+
+// DropHost removes every queued task of a leased host except recrawls, for
+// a host whose page budget is spent, and returns how many it removed.
+func (f *Frontier) DropHost(host string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	if q == nil || !q.busy {
+		return 0, fmt.Errorf("frontier: drop host %s: not leased", host)
+	}
+	taken := q.taken
+	n, err := f.db.DropHostQueue(q.key, func(e *store.QueueEntry) bool {
+		return e.Recrawl || slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
+	})
+	q.buf, q.more = nil, true // recrawls may remain
+	q.state.Dropped += int64(n)
+	q.stateDirty = true
+	if counts, cerr := f.db.QueueCounts(); cerr == nil {
+		f.counts = counts
+	}
+	if err != nil {
+		return n, fmt.Errorf("frontier: drop host %s: %w", host, err)
+	}
+	return n, nil
 }
 
 // Done ends the lease on host after a request to it that completed at
 // completedAt. The host may be contacted again after the larger of the
 // frontier's delay and crawlDelay (the robots.txt Crawl-delay, capped).
 func (f *Frontier) Done(host string, completedAt time.Time, crawlDelay time.Duration) {
-	f.release(host, completedAt.Add(f.Gap(crawlDelay)))
+	f.release(host, completedAt.Add(f.Gap(crawlDelay)), false)
 }
 
 // Gap is the pause the frontier enforces after a request to a host whose
@@ -250,16 +699,23 @@ func (f *Frontier) Gap(crawlDelay time.Duration) time.Duration {
 // Defer ends the lease on host without a request and keeps the host closed
 // until the given time, for example while its robots.txt is unavailable.
 func (f *Frontier) Defer(host string, until time.Time) {
-	f.release(host, until)
+	f.release(host, until, false)
+}
+
+// Slow ends the lease on host and keeps it closed until the given time,
+// durably: a restarted node honours it too. It is how a server's
+// Retry-After slows the whole host.
+func (f *Frontier) Slow(host string, until time.Time) {
+	f.release(host, until, true)
 }
 
 // Release ends the lease on host when no request was made under it; the
 // host keeps the next-allowed time of its last real request.
 func (f *Frontier) Release(host string) {
-	f.release(host, time.Time{})
+	f.release(host, time.Time{}, false)
 }
 
-func (f *Frontier) release(host string, nextAllowed time.Time) {
+func (f *Frontier) release(host string, nextAllowed time.Time, persist bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.hosts[host]
@@ -271,17 +727,18 @@ func (f *Frontier) release(host string, nextAllowed time.Time) {
 	if nextAllowed.After(q.nextAllowed) {
 		q.nextAllowed = nextAllowed
 	}
-	if q.len() == 0 {
-		f.active--
+	if persist && nextAllowed.After(q.state.NotBefore) {
+		q.state.NotBefore = nextAllowed
+		q.stateDirty = true
+	}
+	if !q.hasWork() {
 		return // kept until its delay passes, so a new push still waits
 	}
-	f.seq++
-	q.seq = f.seq
-	heap.Push(&f.ready, q)
+	f.scheduleLocked(q)
 	f.broadcastLocked()
 }
 
-// broadcastLocked wakes every waiting Next so each re-evaluates the heap.
+// broadcastLocked wakes every waiting Next so each re-evaluates the heaps.
 func (f *Frontier) broadcastLocked() {
 	close(f.changed)
 	f.changed = make(chan struct{})
@@ -298,17 +755,45 @@ func (f *Frontier) maybeSweepLocked() {
 	f.ops = 0
 	now := f.now()
 	for h, q := range f.hosts {
-		if !q.busy && q.len() == 0 && !q.nextAllowed.After(now) {
+		if !q.busy && !q.hasWork() && len(q.taken) == 0 && !q.stateDirty && !q.nextAllowed.After(now) {
 			delete(f.hosts, h)
 		}
 	}
 }
 
-// Len returns the number of queued tasks, not counting those in flight.
+// StoreErrors returns how many reads of the store failed while choosing
+// tasks. Such a failure delays a host or a due task by a second; it loses
+// nothing, since every task stays in the store.
+func (f *Frontier) StoreErrors() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.storeErrs
+}
+
+// Len returns the number of queued tasks, not counting those handed out.
 func (f *Frontier) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.queued
+	return max(0, int(f.counts.Queued)-f.taken)
+}
+
+// Counts returns the sizes of the durable tables, in-flight tasks included
+// in Queued.
+func (f *Frontier) Counts() store.QueueCounts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts
+}
+
+// Idle reports whether nothing is queued or handed out and no retry is
+// waiting in the schedule; recrawls that are not yet due do not count.
+func (f *Frontier) Idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts.Queued > 0 || f.counts.Retrying > 0 {
+		return false
+	}
+	return f.nextDue.IsZero() || f.nextDue.After(f.now())
 }
 
 // InFlight returns the number of leased hosts, which is the number of
@@ -323,35 +808,39 @@ func (f *Frontier) InFlight() int {
 func (f *Frontier) Hosts() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.active
-}
-
-// readyHeap orders idle hosts with pending tasks by next-allowed time, then
-// by when they became ready, so hosts interleave fairly.
-type readyHeap []*hostQueue
-
-func (h readyHeap) Len() int { return len(h) }
-func (h readyHeap) Less(i, j int) bool {
-	if !h[i].nextAllowed.Equal(h[j].nextAllowed) {
-		return h[i].nextAllowed.Before(h[j].nextAllowed)
+	n := 0
+	for _, q := range f.hosts {
+		if q.busy || q.hasWork() || len(q.taken) > 0 {
+			n++
+		}
 	}
-	return h[i].seq < h[j].seq
+	return n
 }
-func (h readyHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+
+// hostHeap is a heap of hosts under one of two orders (waiting: by
+// next-allowed time; ready: by head priority).
+type hostHeap struct {
+	items []*hostQueue
+	less  func(a, b *hostQueue) bool
 }
-func (h *readyHeap) Push(x any) {
+
+func (h *hostHeap) Len() int           { return len(h.items) }
+func (h *hostHeap) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
+func (h *hostHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].index = i
+	h.items[j].index = j
+}
+func (h *hostHeap) Push(x any) {
 	q := x.(*hostQueue)
-	q.index = len(*h)
-	*h = append(*h, q)
+	q.index = len(h.items)
+	h.items = append(h.items, q)
 }
-func (h *readyHeap) Pop() any {
-	old := *h
+func (h *hostHeap) Pop() any {
+	old := h.items
 	q := old[len(old)-1]
 	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	h.items = old[:len(old)-1]
 	q.index = -1
 	return q
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +35,32 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func task(u string) Task { return Task{URL: u} }
 
+// newTestFrontier returns a frontier on a fresh store.
+func newTestFrontier(t testing.TB, delay, maxCrawlDelay time.Duration, now func() time.Time) *Frontier {
+	t.Helper()
+	f, err := NewFrontier(openStore(t), delay, maxCrawlDelay, now)
+	if err != nil {
+		t.Fatalf("NewFrontier: %v", err)
+	}
+	return f
+}
+
+// push queues tasks and fails the test on an error.
+func push(t testing.TB, f *Frontier, tasks ...Task) {
+	t.Helper()
+	if _, err := f.Push(tasks...); err != nil {
+		t.Fatalf("Push: %v", err)
+	}
+}
+
+// complete finishes a task handed out, with no further outcome.
+func complete(t testing.TB, f *Frontier, u string) {
+	t.Helper()
+	if err := f.Complete(task(u), Outcome{}); err != nil {
+		t.Fatalf("Complete(%s): %v", u, err)
+	}
+}
+
 // mustNext takes the next task and fails unless it is want.
 func mustNext(t *testing.T, f *Frontier, want string) {
 	t.Helper()
@@ -57,10 +87,8 @@ func mustWait(t *testing.T, f *Frontier, readyAt time.Time) {
 
 func TestFrontierOneInFlightPerHost(t *testing.T) {
 	clk := newFakeClock()
-	f := NewFrontier(0, time.Minute, clk.Now) // no delay: only the lease limits
-	if err := f.Push(task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3")); err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFrontier(t, 0, time.Minute, clk.Now) // no delay: only the lease limits
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
 	mustNext(t, f, "http://a.test/1")
 	mustWait(t, f, time.Time{}) // a.test is busy, nothing else to do
 	if f.InFlight() != 1 || f.Len() != 2 || f.Hosts() != 1 {
@@ -73,8 +101,8 @@ func TestFrontierOneInFlightPerHost(t *testing.T) {
 func TestFrontierDelayFromCompletion(t *testing.T) {
 	clk := newFakeClock()
 	t0 := clk.Now()
-	f := NewFrontier(time.Second, time.Minute, clk.Now)
-	f.Push(task("http://a.test/1"), task("http://a.test/2"))
+	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
 	mustNext(t, f, "http://a.test/1")
 	// The request takes 5 s; the delay counts from its end, not its start.
 	clk.Advance(5 * time.Second)
@@ -99,8 +127,8 @@ func TestFrontierCrawlDelay(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := newFakeClock()
-			f := NewFrontier(time.Second, 10*time.Second, clk.Now)
-			f.Push(task("http://a.test/1"), task("http://a.test/2"))
+			f := newTestFrontier(t, time.Second, 10*time.Second, clk.Now)
+			push(t, f, task("http://a.test/1"), task("http://a.test/2"))
 			mustNext(t, f, "http://a.test/1")
 			done := clk.Now()
 			f.Done("a.test", done, tt.crawlDelay)
@@ -113,11 +141,11 @@ func TestFrontierCrawlDelay(t *testing.T) {
 
 func TestFrontierHostsInterleave(t *testing.T) {
 	clk := newFakeClock()
-	f := NewFrontier(time.Second, time.Minute, clk.Now)
+	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
 	// One host's backlog must not starve the others.
-	f.Push(task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
-	f.Push(task("http://b.test/1"), task("http://b.test/2"))
-	f.Push(task("http://c.test/1"))
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
+	push(t, f, task("http://b.test/1"), task("http://b.test/2"))
+	push(t, f, task("http://c.test/1"))
 	mustNext(t, f, "http://a.test/1")
 	mustNext(t, f, "http://b.test/1")
 	mustNext(t, f, "http://c.test/1")
@@ -131,6 +159,7 @@ func TestFrontierHostsInterleave(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	f.Done("a.test", clk.Now(), 0)
 	f.Done("c.test", clk.Now(), 0) // c has nothing left
+	complete(t, f, "http://c.test/1")
 	clk.Advance(2 * time.Second)
 	mustNext(t, f, "http://b.test/2")
 	mustNext(t, f, "http://a.test/2")
@@ -142,20 +171,20 @@ func TestFrontierHostsInterleave(t *testing.T) {
 
 func TestFrontierNewTaskWaitsForIdleHost(t *testing.T) {
 	clk := newFakeClock()
-	f := NewFrontier(time.Second, time.Minute, clk.Now)
-	f.Push(task("http://a.test/1"))
+	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
+	push(t, f, task("http://a.test/1"))
 	mustNext(t, f, "http://a.test/1")
 	f.Done("a.test", clk.Now(), 0)
 	mustWait(t, f, time.Time{}) // empty
 	// A task arriving after the host drained still waits out the delay.
-	f.Push(task("http://a.test/2"))
+	push(t, f, task("http://a.test/2"))
 	mustWait(t, f, clk.Now().Add(time.Second))
 }
 
 func TestFrontierLeaseHelpers(t *testing.T) {
 	clk := newFakeClock()
-	f := NewFrontier(time.Second, time.Minute, clk.Now)
-	f.Push(task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
+	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
 	mustNext(t, f, "http://a.test/1")
 
 	// NextFromHost continues under the lease without waiting.
@@ -182,19 +211,20 @@ func TestFrontierLeaseHelpers(t *testing.T) {
 	if err := f.Requeue(task("http://a.test/9")); err == nil {
 		t.Fatal("Requeue without a lease succeeded")
 	}
-	if err := f.Push(task("not a url")); err == nil {
+	if _, err := f.Push(task("not a url")); err == nil {
 		t.Fatal("Push of a URL without host succeeded")
 	}
 }
 
 func TestFrontierSweepsIdleHosts(t *testing.T) {
 	clk := newFakeClock()
-	f := NewFrontier(time.Millisecond, time.Minute, clk.Now)
+	f := newTestFrontier(t, time.Millisecond, time.Minute, clk.Now)
 	for i := range 3000 {
 		host := fmt.Sprintf("h%d.test", i)
-		f.Push(task("http://" + host + "/"))
+		push(t, f, task("http://"+host+"/"))
 		mustNext(t, f, "http://"+host+"/")
 		f.Done(host, clk.Now(), 0)
+		complete(t, f, "http://"+host+"/")
 	}
 	clk.Advance(time.Second)
 	for range 3000 {
@@ -209,7 +239,7 @@ func TestFrontierSweepsIdleHosts(t *testing.T) {
 }
 
 func TestFrontierNextBlocksAndWakes(t *testing.T) {
-	f := NewFrontier(50*time.Millisecond, time.Minute, nil)
+	f := newTestFrontier(t, 50*time.Millisecond, time.Minute, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
@@ -223,7 +253,7 @@ func TestFrontierNextBlocksAndWakes(t *testing.T) {
 		got <- tk
 	}()
 	time.Sleep(20 * time.Millisecond)
-	f.Push(task("http://a.test/1"), task("http://a.test/2"))
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
 	if tk := <-got; tk.URL != "http://a.test/1" {
 		t.Fatalf("Next = %v", tk)
 	}
@@ -256,10 +286,10 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 		perHost = 8
 		delay   = 5 * time.Millisecond
 	)
-	f := NewFrontier(delay, time.Minute, nil)
+	f := newTestFrontier(t, delay, time.Minute, nil)
 	for i := range perHost {
 		for h := range hosts {
-			f.Push(task(fmt.Sprintf("http://h%d.test/%d", h, i)))
+			push(t, f, task(fmt.Sprintf("http://h%d.test/%d", h, i)))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -302,6 +332,9 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 				}
 				mu.Unlock()
 				f.Done(host, end, 0)
+				if err := f.Complete(tk, Outcome{}); err != nil {
+					t.Error(err)
+				}
 			}
 		})
 	}
@@ -311,5 +344,359 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 	}
 	for _, v := range violations {
 		t.Error(v)
+	}
+}
+
+// drain takes every ready task from f, completing each, and returns their
+// URLs in the order served.
+func drain(t *testing.T, f *Frontier, clk *fakeClock) []string {
+	t.Helper()
+	var out []string
+	for {
+		tk, ok, readyAt := f.TryNext()
+		if !ok {
+			if readyAt.IsZero() {
+				return out
+			}
+			clk.Advance(readyAt.Sub(clk.Now()))
+			continue
+		}
+		out = append(out, tk.URL)
+		host, _ := HostOf(tk.URL)
+		f.Done(host, clk.Now(), 0)
+		if err := f.Complete(tk, Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFrontierPriority checks the front tier: within a host, seeds first,
+// then due recrawls and retries, then discovered pages shallower first;
+// across ready hosts, the best head goes first.
+func TestFrontierPriority(t *testing.T) {
+	clk := newFakeClock()
+	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	push(t, f,
+		Task{URL: "http://a.test/d3", Depth: 3},
+		Task{URL: "http://a.test/d1", Depth: 1},
+		Task{URL: "http://a.test/recrawl", Depth: 5, Recrawl: true},
+		Task{URL: "http://a.test/d2", Depth: 2},
+		Task{URL: "http://a.test/seed"},
+		Task{URL: "http://a.test/d1b", Depth: 1},
+		Task{URL: "http://a.test/retry", Depth: 4, Attempts: 1},
+	)
+	want := []string{"/seed", "/recrawl", "/retry", "/d1", "/d1b", "/d2", "/d3"}
+	got := drain(t, f, clk)
+	for i := range got {
+		got[i] = strings.TrimPrefix(got[i], "http://a.test")
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v", got, want)
+	}
+
+	// Across hosts: b became ready first, but c's head is a seed.
+	push(t, f, Task{URL: "http://b.test/deep", Depth: 6})
+	push(t, f, Task{URL: "http://c.test/seed"})
+	mustNext(t, f, "http://c.test/seed")
+	mustNext(t, f, "http://b.test/deep")
+}
+
+// TestFrontierHeadBuffer pushes, in many batches and while draining, more
+// tasks per host than the in-memory head holds, and checks that every task
+// is served exactly once in (priority, arrival) order.
+func TestFrontierHeadBuffer(t *testing.T) {
+	clk := newFakeClock()
+	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	r := rand.New(rand.NewPCG(1, 2))
+	type item struct {
+		prio, seq int
+		url       string
+	}
+	var model []item
+	seq := 0
+	pushSome := func(n int) {
+		var batch []Task
+		for range n {
+			d := r.IntN(5)
+			seq++
+			u := fmt.Sprintf("http://a.test/%d", seq)
+			batch = append(batch, Task{URL: u, Depth: d})
+			model = append(model, item{Priority(Task{Depth: d}), seq, u})
+		}
+		push(t, f, batch...)
+	}
+	var served []string
+	for round := range 40 {
+		pushSome(1 + r.IntN(3*hostBufLen))
+		for range r.IntN(2 * hostBufLen) {
+			tk, ok, _ := f.TryNext()
+			if !ok {
+				break
+			}
+			// Check it is the best of what the model still holds.
+			slices.SortStableFunc(model, func(a, b item) int {
+				if a.prio != b.prio {
+					return a.prio - b.prio
+				}
+				return a.seq - b.seq
+			})
+			if tk.URL != model[0].url {
+				t.Fatalf("round %d: served %s, want %s", round, tk.URL, model[0].url)
+			}
+			model = model[1:]
+			served = append(served, tk.URL)
+			if r.IntN(4) == 0 {
+				// Requeue and take it again: still the head.
+				if err := f.Requeue(tk); err != nil {
+					t.Fatal(err)
+				}
+				f.Release("a.test")
+				mustNext(t, f, tk.URL)
+			}
+			f.Done("a.test", clk.Now(), 0)
+			if err := f.Complete(tk, Outcome{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rest := drain(t, f, clk)
+	if len(rest) != len(model) {
+		t.Fatalf("drained %d tasks, model holds %d", len(rest), len(model))
+	}
+	if n := f.Counts().Queued; n != 0 {
+		t.Fatalf("%d entries left in the store", n)
+	}
+	if len(served)+len(rest) != seq {
+		t.Fatalf("served %d of %d", len(served)+len(rest), seq)
+	}
+}
+
+// TestFrontierResumesAfterCrash drops a frontier with tasks in flight (no
+// shutdown of any kind, as after kill -9) and opens a new one on the same
+// store: the in-flight tasks are served again, completed ones are not, and
+// scheduled tasks keep their due time.
+func TestFrontierResumesAfterCrash(t *testing.T) {
+	clk := newFakeClock()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	f, err := NewFrontier(db, 0, time.Minute, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []Task
+	for h := range 5 {
+		for i := range 20 {
+			all = append(all, Task{URL: fmt.Sprintf("http://h%d.test/%d", h, i), Depth: 1})
+		}
+	}
+	push(t, f, all...)
+	completed := map[string]bool{}
+	inFlight := map[string]bool{}
+	for range 5 {
+		tk, ok, _ := f.TryNext()
+		if !ok {
+			t.Fatal("nothing ready")
+		}
+		inFlight[tk.URL] = true
+	}
+	for range 3 {
+		for u := range inFlight {
+			host, _ := HostOf(u)
+			f.Done(host, clk.Now(), 0)
+			if err := f.Complete(task(u), Outcome{}); err != nil {
+				t.Fatal(err)
+			}
+			delete(inFlight, u)
+			completed[u] = true
+			break
+		}
+	}
+	// One more task goes to the schedule for later.
+	tk, _, _ := f.TryNext()
+	host, _ := HostOf(tk.URL)
+	f.Done(host, clk.Now(), 0)
+	retry := tk
+	retry.Attempts = 1
+	if err := f.Complete(tk, Outcome{Reschedule: &retry, At: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	completed[tk.URL] = true // until due
+	db.Close()
+
+	db2 := openStoreAt(t, dir)
+	f2, err := NewFrontier(db2, 0, time.Minute, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f2.Len() != len(all)-len(completed) || f2.Idle() {
+		t.Fatalf("restarted frontier: Len %d, want %d; idle %v", f2.Len(), len(all)-len(completed), f2.Idle())
+	}
+	got := map[string]int{}
+	var readyAt time.Time
+	for {
+		tk, ok, at := f2.TryNext()
+		if !ok {
+			readyAt = at
+			break
+		}
+		got[tk.URL]++
+		host, _ := HostOf(tk.URL)
+		f2.Done(host, clk.Now(), 0)
+		if err := f2.Complete(tk, Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tk := range all {
+		want := 1
+		if completed[tk.URL] {
+			want = 0
+		}
+		if got[tk.URL] != want {
+			t.Errorf("%s served %d times after the restart, want %d (in flight before: %v)", tk.URL, got[tk.URL], want, inFlight[tk.URL])
+		}
+	}
+	// The retry is still scheduled, due in an hour.
+	if !readyAt.Equal(clk.Now().Add(time.Hour)) {
+		t.Fatalf("next ready at %v, want the retry's due time %v", readyAt, clk.Now().Add(time.Hour))
+	}
+	clk.Advance(time.Hour)
+	got2, ok, _ := f2.TryNext()
+	if !ok || got2.URL != retry.URL || got2.Attempts != 1 {
+		t.Fatalf("after the due time: %+v %v, want the retry of %s", got2, ok, retry.URL)
+	}
+}
+
+// TestFrontierSchedule checks that a rescheduled task waits in the store
+// until due, then competes in its host's queue with its priority, and that
+// Idle ignores recrawls that are not due but not retries.
+func TestFrontierSchedule(t *testing.T) {
+	clk := newFakeClock()
+	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	push(t, f, Task{URL: "http://a.test/page", Depth: 3})
+	tk, _, _ := f.TryNext()
+	f.Done("a.test", clk.Now(), 0)
+	recrawl := Task{URL: tk.URL, Depth: tk.Depth, Recrawl: true}
+	due := clk.Now().Add(10 * time.Minute)
+	if err := f.Complete(tk, Outcome{Reschedule: &recrawl, At: due}); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Idle() || f.Counts().Scheduled != 1 {
+		t.Fatalf("idle %v, counts %+v: want idle with one recrawl scheduled", f.Idle(), f.Counts())
+	}
+	mustWait(t, f, due)
+	push(t, f, Task{URL: "http://a.test/new", Depth: 1})
+	mustNext(t, f, "http://a.test/new")
+	f.Done("a.test", clk.Now(), 0)
+	complete(t, f, "http://a.test/new")
+	push(t, f, Task{URL: "http://a.test/later", Depth: 2})
+	clk.Advance(10 * time.Minute)
+	// Due now: the recrawl goes before the depth-2 page.
+	got, ok, _ := f.TryNext()
+	if !ok || got != recrawl {
+		t.Fatalf("TryNext = %+v, %v; want the recrawl %+v", got, ok, recrawl)
+	}
+	f.Done("a.test", clk.Now(), 0)
+	retry := got
+	retry.Attempts = 1
+	if err := f.Complete(got, Outcome{Reschedule: &retry, At: clk.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, f, "http://a.test/later")
+	f.Done("a.test", clk.Now(), 0)
+	complete(t, f, "http://a.test/later")
+	if f.Idle() {
+		t.Fatal("idle while a retry waits")
+	}
+}
+
+// TestFrontierBudgetAndSlowAreDurable checks the per-host page budget and a
+// Retry-After closure survive a restart.
+func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
+	clk := newFakeClock()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	f, err := NewFrontier(db, 0, time.Minute, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.budget = 2
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
+	for i := range 2 {
+		tk, ok, _ := f.TryNext()
+		if !ok || !f.Reserve("a.test") {
+			t.Fatalf("page %d: not served or no budget", i)
+		}
+		f.Done("a.test", clk.Now(), 0)
+		if err := f.Complete(tk, Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNext(t, f, "http://a.test/3")
+	if f.Reserve("a.test") {
+		t.Fatal("third page reserved with a budget of 2")
+	}
+	until := clk.Now().Add(time.Hour)
+	f.Slow("a.test", until)
+	complete(t, f, "http://a.test/3")
+	db.Close()
+
+	db2 := openStoreAt(t, dir)
+	f2, err := NewFrontier(db2, 0, time.Minute, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2.budget = 2
+	dropped, err := f2.Push(task("http://a.test/4"), task("http://a.test/4r"), task("http://b.test/1"))
+	if err != nil || dropped != 2 {
+		t.Fatalf("Push after restart: dropped %d, %v; want the 2 a.test tasks dropped", dropped, err)
+	}
+	if _, err := f2.Push(Task{URL: "http://a.test/1", Recrawl: true}); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, f2, "http://b.test/1")
+	mustWait(t, f2, until) // the Retry-After holds after the restart
+	st, _, _ := db2.Host(HostKey("a.test"))
+	if st.Fetched != 2 || st.Dropped != 2 || !st.NotBefore.Equal(until) {
+		t.Fatalf("host state %+v", st)
+	}
+}
+
+// TestFrontierMemoryFlat queues many URLs over many hosts and checks that
+// the Go heap does not grow with the queue: the queues live in the store.
+func TestFrontierMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pushes 200k URLs")
+	}
+	f := newTestFrontier(t, time.Second, time.Minute, nil)
+	const hosts, total = 1000, 200_000
+	heapAt := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var first uint64
+	pushed := 0
+	for pushed < total {
+		batch := make([]Task, 0, 5000)
+		for range 5000 {
+			batch = append(batch, Task{URL: fmt.Sprintf("http://h%04d.example/some/path/%d", pushed%hosts, pushed), Depth: 1 + pushed%7})
+			pushed++
+		}
+		push(t, f, batch...)
+		if pushed == total/10 {
+			first = heapAt()
+		}
+	}
+	last := heapAt()
+	growth := int64(last) - int64(first)
+	t.Logf("heap %d MB at %d queued, %d MB at %d queued", first>>20, total/10, last>>20, total)
+	// 180k more entries would take tens of MB in memory; the store's write
+	// buffer and the per-host heads are bounded.
+	if growth > 12<<20 {
+		t.Errorf("heap grew by %d MB while the queue grew from %d to %d", growth>>20, total/10, total)
+	}
+	if f.Len() != total {
+		t.Errorf("Len = %d, want %d", f.Len(), total)
 	}
 }

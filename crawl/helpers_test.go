@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // hit is one request a test server saw.
@@ -83,6 +85,16 @@ func (r *recorder) page(u string) *Page {
 	return r.pages[u]
 }
 
+func (r *recorder) allPages() []*Page {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Page, 0, len(r.pages))
+	for _, p := range r.pages {
+		out = append(out, p)
+	}
+	return out
+}
+
 func (r *recorder) pageURLs() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -94,7 +106,8 @@ func (r *recorder) pageURLs() []string {
 	return out
 }
 
-// testConfig is a fast, polite configuration for loopback servers.
+// testConfig is a fast, polite configuration for loopback servers, which
+// the default dial policy would refuse as private addresses.
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.UserAgent = "ExampleBot/1.0 (+http://bot.example/about)"
@@ -102,12 +115,30 @@ func testConfig() Config {
 	cfg.Workers = 4
 	cfg.Timeout = 5 * time.Second
 	cfg.Proxy = nil
+	cfg.Dial.AllowPrivate = true
+	cfg.RetryBase = 10 * time.Millisecond
 	return cfg
 }
 
-func newTestCrawler(t *testing.T, cfg Config, pages PageSink, links LinkSink) *Crawler {
+// openStore opens a small store in a fresh directory, closed at cleanup.
+func openStore(t testing.TB) *store.DB {
 	t.Helper()
-	c, err := New(cfg, pages, links)
+	return openStoreAt(t, t.TempDir())
+}
+
+func openStoreAt(t testing.TB, dir string) *store.DB {
+	t.Helper()
+	db, err := store.Open(dir, store.Options{BloomExpected: 10_000, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newTestCrawler(t testing.TB, cfg Config, pages PageSink, links LinkSink) *Crawler {
+	t.Helper()
+	c, err := New(cfg, openStore(t), pages, links)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

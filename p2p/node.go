@@ -23,6 +23,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
 // Files a node writes into its data dir for outside tools.
@@ -31,6 +32,8 @@ const (
 	AddrsFile = "addrs"
 	// APIFile holds the HOST:PORT of the node's HTTP API.
 	APIFile = "api"
+	// WARCDir holds the node's WARC files: every fetch, with its extracted text.
+	WARCDir = "warc"
 )
 
 // Config configures a swarm node.
@@ -53,6 +56,8 @@ type Config struct {
 	Crawl crawl.Config
 	// Store configures the durable state.
 	Store store.Options
+	// WARC configures the archive of fetched pages in DataDir/warc.
+	WARC warc.Options
 	// Ring configures Chord maintenance.
 	Ring ring.Config
 	// JoinTimeout bounds joining through the bootstrap peers. Default 30s.
@@ -86,6 +91,7 @@ type Node struct {
 	ringTr  *RingTransport
 	ring    *ring.Node
 	db      *store.DB
+	archive *warc.Writer
 	crawler *crawl.Crawler
 	owner   *owner
 	router  *router
@@ -117,6 +123,9 @@ func New(cfg Config) (*Node, error) {
 	if _, err := ParseAddrInfos(cfg.Bootstrap); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	// The crawler keys its per-URL state by ring key: it must agree with
+	// the owner on what a key is.
+	cfg.Crawl.KeyMode = cfg.KeyMode
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
@@ -128,20 +137,27 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
+	archive, err := warc.NewWriter(filepath.Join(cfg.DataDir, WARCDir), cfg.WARC)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("new node: %w", err)
+	}
 	h, err := NewHost(key, cfg.Host)
 	if err != nil {
+		_ = archive.Close()
 		_ = db.Close()
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", shortID(h.ID())), host: h, db: db}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", shortID(h.ID())), host: h, db: db, archive: archive}
 	n.streams = NewStreams(h, 0)
 	n.ringTr = NewRingTransport(h, n.streams)
 	n.ring = ring.NewNode(RingPeer(h.ID()), n.ringTr, cfg.Ring)
 	n.owner = &owner{ring: n.ring, db: db, keyMode: cfg.KeyMode, maxDepth: cfg.Crawl.MaxDepth}
-	n.router = newRouter(n.ring, n.owner, sendTasks(n.streams), cfg.KeyMode, n.log)
-	n.crawler, err = crawl.New(cfg.Crawl, pageStore{db: db, mode: cfg.KeyMode}, n.router)
+	n.router = newRouter(n.ring, n.owner, db, sendTasks(n.streams), cfg.KeyMode, n.log)
+	n.crawler, err = crawl.New(cfg.Crawl, db, pageStore{db: db, archive: archive, mode: cfg.KeyMode}, n.router)
 	if err != nil {
 		_ = h.Close()
+		_ = archive.Close()
 		_ = db.Close()
 		return nil, fmt.Errorf("new node: %w", err)
 	}
@@ -168,6 +184,11 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.join(ctx, bootstrap); err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	if loaded, err := n.router.Load(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	} else if loaded > 0 {
+		n.log.Info("resuming undelivered links", "tasks", loaded)
 	}
 	if err := n.startAPI(); err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -367,17 +388,23 @@ func (n *Node) close() error {
 	if err := n.host.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close host: %w", err))
 	}
+	if err := n.archive.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close warc: %w", err))
+	}
 	if err := n.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
 	return errors.Join(errs...)
 }
 
-// pageStore keeps fetched pages in the node's store, keyed like the seen
-// set so a key range's pages move with it.
+// pageStore archives every fetch in the node's WARC files (request,
+// response and extracted text) and keeps a small record of it in the store,
+// keyed like the seen set so a key range's records move with it. Bodies
+// live only in the WARC files.
 type pageStore struct {
-	db   *store.DB
-	mode crawl.KeyMode
+	db      *store.DB
+	archive *warc.Writer
+	mode    crawl.KeyMode
 }
 
 func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
@@ -385,10 +412,18 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 	if err != nil {
 		return fmt.Errorf("store page %s: %w", p.Task.URL, err)
 	}
+	err = s.archive.WriteExchange(warc.Exchange{
+		URL: p.Task.URL, Date: p.FetchedAt, RemoteAddr: p.RemoteAddr, Method: http.MethodGet,
+		RequestHeader: p.Request, Proto: p.Proto, Status: p.Status, ResponseHeader: p.Header,
+		Body: p.RawBody, Truncated: p.Truncated, Title: p.Title, Text: p.Text, Simhash: p.Simhash,
+	})
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", p.Task.URL, err)
+	}
 	return s.db.PutPage(&store.Page{
 		Key: key, URLHash: crawl.URLHash(p.Task.URL), URL: p.Task.URL, FinalURL: p.FinalURL,
 		Status: p.Status, ContentType: p.ContentType, Header: p.Header, FetchedAt: p.FetchedAt,
-		Duration: p.Duration, Depth: p.Task.Depth, Body: p.Body, Links: len(p.Links),
+		Duration: p.Duration, Depth: p.Task.Depth, Links: len(p.Links),
 	})
 }
 

@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -25,6 +26,9 @@ type rejection struct {
 // owner is the receiving side of routing: it deduplicates tasks whose keys
 // fall in this node's range against the seen set and queues the new ones.
 type owner struct {
+	// mu serialises Accept: between checking the seen set and marking it,
+	// a concurrent batch with the same URL must not slip through.
+	mu      sync.Mutex
 	ring    *ring.Node
 	db      *store.DB
 	crawler *crawl.Crawler
@@ -62,25 +66,39 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 			continue
 		}
 		entries = append(entries, store.SeenEntry{Key: key, URLHash: crawl.URLHash(u), URL: u, Depth: t.Depth})
-		queued = append(queued, crawl.Task{URL: u, Depth: t.Depth})
+		queued = append(queued, crawl.Task{URL: u, Depth: t.Depth, Redirects: t.Redirects})
 	}
 	if len(entries) == 0 {
 		return res, nil
 	}
-	isNew, err := o.db.MarkSeen(entries)
-	if err != nil {
-		return res, fmt.Errorf("accept %d tasks: %w", len(entries), err)
-	}
-	fresh := queued[:0]
-	for i, n := range isNew {
-		if n {
-			fresh = append(fresh, queued[i])
-		} else {
-			res.duplicates++
+	// Queue first, then mark seen. The other order loses URLs to a crash
+	// in between: the sender's retry would find them "seen" and they would
+	// never be crawled. This order at worst queues a URL twice after a
+	// crash, and the queue is durable before the seen set says "seen".
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var fresh []crawl.Task
+	var freshEntries []store.SeenEntry
+	inBatch := make(map[[2]uint64]bool, len(entries))
+	for i, e := range entries {
+		id := [2]uint64{e.Key, e.URLHash}
+		seen, err := o.db.Seen(e.Key, e.URLHash)
+		if err != nil {
+			return res, fmt.Errorf("accept %s: %w", e.URL, err)
 		}
+		if seen || inBatch[id] {
+			res.duplicates++
+			continue
+		}
+		inBatch[id] = true
+		fresh = append(fresh, queued[i])
+		freshEntries = append(freshEntries, e)
+	}
+	o.crawler.Enqueue(fresh...)
+	if _, err := o.db.MarkSeen(freshEntries); err != nil {
+		return res, fmt.Errorf("accept %d tasks: %w", len(freshEntries), err)
 	}
 	res.accepted = len(fresh)
-	o.crawler.Enqueue(fresh...)
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // Router tuning.
@@ -36,6 +38,10 @@ type router struct {
 	send    sendFunc
 	keyMode crawl.KeyMode
 	log     *slog.Logger
+	// db keeps the outbox durable: a task is written there before the
+	// crawler forgets the page it came from and deleted once an owner has
+	// settled it, so a crash loses no discovered link.
+	db *store.DB
 
 	mu         sync.Mutex
 	outbox     []pending
@@ -50,6 +56,7 @@ type router struct {
 }
 
 type pending struct {
+	id        uint64 // outbox entry in the store
 	task      crawl.Task
 	attempts  int
 	notBefore time.Time
@@ -60,9 +67,25 @@ type cachedOwner struct {
 	expires time.Time
 }
 
-func newRouter(r *ring.Node, o *owner, send sendFunc, mode crawl.KeyMode, log *slog.Logger) *router {
-	return &router{ring: r, owner: o, send: send, keyMode: mode, log: log,
+func newRouter(r *ring.Node, o *owner, db *store.DB, send sendFunc, mode crawl.KeyMode, log *slog.Logger) *router {
+	return &router{ring: r, owner: o, db: db, send: send, keyMode: mode, log: log,
 		cache: map[ring.ID]cachedOwner{}, wake: make(chan struct{}, 1)}
+}
+
+// Load puts the tasks a previous run left undelivered back in the outbox.
+func (r *router) Load() (int, error) {
+	var loaded []pending
+	err := r.db.ScanOutbox(func(e store.OutboxEntry) error {
+		loaded = append(loaded, pending{id: e.ID, task: crawl.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("load outbox: %w", err)
+	}
+	r.mu.Lock()
+	r.outbox = append(r.outbox, loaded...)
+	r.mu.Unlock()
+	return len(loaded), nil
 }
 
 // routeResult sums up one routing pass.
@@ -165,30 +188,35 @@ func (r *router) forget(p ring.Peer) {
 	}
 }
 
-// Defer puts tasks in the outbox for the delivery loop.
+// Defer puts tasks in the outbox for the delivery loop, after attempts
+// failed deliveries.
 func (r *router) Defer(tasks []crawl.Task, attempts int) {
-	if len(tasks) == 0 {
-		return
-	}
-	now := time.Now()
-	r.mu.Lock()
-	for _, t := range tasks {
-		r.outbox = append(r.outbox, pending{task: t, attempts: attempts, notBefore: now.Add(backoff(attempts))})
-	}
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.add(tasks, attempts, time.Now().Add(backoff(attempts)))
 }
 
 // Discovered implements crawl.LinkSink: links found by this node's crawler
 // go through the outbox so fetch workers never wait on the network.
 func (r *router) Discovered(_ context.Context, _ crawl.Task, links []crawl.Task) {
+	r.add(links, 0, time.Now())
+}
+
+// add records tasks in the durable outbox and queues them for delivery.
+// If the store refuses them they are still delivered from memory: only
+// the crash protection is lost, and the log says so.
+func (r *router) add(tasks []crawl.Task, attempts int, notBefore time.Time) {
+	if len(tasks) == 0 {
+		return
+	}
+	entries := make([]store.OutboxEntry, len(tasks))
+	for i, t := range tasks {
+		entries[i] = store.OutboxEntry{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Attempts: attempts}
+	}
+	if err := r.db.PutOutbox(entries); err != nil {
+		r.log.Error("outbox not persisted; links will be lost if the node crashes", "tasks", len(tasks), "err", err)
+	}
 	r.mu.Lock()
-	now := time.Now()
-	for _, t := range links {
-		r.outbox = append(r.outbox, pending{task: t, notBefore: now})
+	for i, t := range tasks {
+		r.outbox = append(r.outbox, pending{id: entries[i].ID, task: t, attempts: attempts, notBefore: notBefore})
 	}
 	r.mu.Unlock()
 	select {
@@ -249,25 +277,45 @@ func (r *router) takeDue(max int) (due []pending, more bool) {
 
 func (r *router) deliver(ctx context.Context, due []pending) {
 	tasks := make([]crawl.Task, len(due))
-	attempts := map[string]int{}
 	for i, p := range due {
 		tasks[i] = p.task
-		attempts[p.task.URL] = p.attempts
 	}
 	res := r.Route(ctx, tasks)
 	for _, rj := range res.rejected {
 		r.log.Debug("task rejected", "url", rj.url, "reason", rj.reason)
 	}
+	// Match undelivered tasks back to their outbox entries; everything
+	// else is settled (accepted, duplicate or rejected) and leaves the store.
+	left := map[string]int{}
+	for _, t := range res.undelivered {
+		left[t.URL]++
+	}
+	var settled []uint64
+	var retry []pending
+	for _, p := range due {
+		if left[p.task.URL] > 0 {
+			left[p.task.URL]--
+			retry = append(retry, p)
+		} else if p.id != 0 {
+			settled = append(settled, p.id)
+		}
+	}
+	if len(settled) > 0 {
+		if err := r.db.DeleteOutbox(settled); err != nil {
+			r.log.Warn("outbox cleanup failed; tasks may be delivered again after a restart", "err", err)
+		}
+	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.delivering -= len(due)
-	for _, t := range res.undelivered {
-		a := attempts[t.URL] + 1
-		if a == warnAttempts {
-			r.log.Warn("task still undelivered", "url", t.URL, "attempts", a)
+	for _, p := range retry {
+		p.attempts++
+		if p.attempts == warnAttempts {
+			r.log.Warn("task still undelivered", "url", p.task.URL, "attempts", p.attempts)
 		}
-		r.outbox = append(r.outbox, pending{task: t, attempts: a, notBefore: now.Add(backoff(a))})
+		p.notBefore = now.Add(backoff(p.attempts))
+		r.outbox = append(r.outbox, p)
 	}
 }
 

@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"time"
@@ -92,11 +91,10 @@ func (n *Node) Status() Status {
 func (n *Node) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(n.Status())
+		writeJSON(w, n.Status())
 	})
+	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
+	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

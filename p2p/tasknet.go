@@ -67,7 +67,7 @@ func serveTasks(s *Streams, o *owner) {
 func encodeTasks(ts []crawl.Task) []*pb.Task {
 	out := make([]*pb.Task, len(ts))
 	for i, t := range ts {
-		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth)}
+		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth), Redirects: uint32(t.Redirects)}
 	}
 	return out
 }
@@ -75,7 +75,7 @@ func encodeTasks(ts []crawl.Task) []*pb.Task {
 func decodeTasks(ts []*pb.Task) []crawl.Task {
 	out := make([]crawl.Task, len(ts))
 	for i, t := range ts {
-		out[i] = crawl.Task{URL: t.GetUrl(), Depth: int(t.GetDepth())}
+		out[i] = crawl.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
 	}
 	return out
 }

@@ -1,7 +1,10 @@
 // Package store is the persistent state of one swarmcrawl node: the set of
-// URLs it has seen (for deduplication), the pages it has fetched, and small
-// named metadata values. It is backed by a goleveldb database plus an
-// in-memory Bloom filter in front of the seen set.
+// URLs it has seen (for deduplication), the pages it has fetched, the
+// crawler's durable frontier (queues, schedule of retries and recrawls, URL
+// metadata for conditional requests, per-host state, dead letters), the
+// near-duplicate index, the router's outbox, and small named metadata
+// values. It is backed by a goleveldb database plus an in-memory Bloom
+// filter in front of the seen set.
 //
 // # Identifiers
 //
@@ -29,6 +32,28 @@
 //	pages     'p'     'p' | ring key (8, BE) | URL hash (8, BE)   page record
 //	journal   'j'     'j' | ring key (8, BE) | URL hash (8, BE)   empty
 //	meta      'm'     'm' | name (UTF-8 bytes, any length)         raw bytes
+//	queue     'q'     'q' | host key (8) | priority (1) | seq (8)  queue record
+//	schedule  'w'     'w' | due (8, Unix ns) | seq (8)             schedule record
+//	urlmeta   'u'     'u' | ring key (8, BE) | URL hash (8, BE)   URL metadata record
+//	dead      'x'     'x' | ring key (8, BE) | URL hash (8, BE)   dead letter record
+//	hosts     'h'     'h' | host key (8, BE)                      host record
+//	finger-   'f'     'f' | 'u' | ring key | URL hash              fingerprint record
+//	print             'f' | 'b' | band | band bits | ring key | URL hash
+//	                                                               band record
+//	outbox    'o'     'o' | sequence (8, BE)                      outbox record
+//
+// The fingerprint table (simindex.go) is the near-duplicate index; the
+// outbox (outbox.go) holds links not yet delivered to their owners.
+//
+// The crawl state tables (queue, schedule, urlmeta, dead, hosts) hold the
+// durable frontier of the crawler; their record formats are documented at
+// the top of queue.go, urlmeta.go, dlq.go and hosts.go. The queue is laid
+// out by host key (the ring key in the default host-key mode), so one
+// host's queue is one contiguous range ordered by (priority, sequence); the
+// schedule is ordered by due time, so due entries are its first keys. The
+// counters store/queue_count, store/schedule_count, store/retry_count,
+// store/dead_count and the sequence store/queue_seq are written in the same
+// batch as the records.
 //
 // BE means big-endian, so lexicographic key order equals numeric order of
 // (ring key, URL hash). The seen table is used in SeenExact mode only; the
@@ -82,6 +107,9 @@
 //	store/seen_mode   one byte, the SeenMode the database was created with
 //	store/seen_count  8-byte big-endian count of seen URLs
 //	store/page_count  8-byte big-endian count of stored pages
+//	store/queue_count, store/schedule_count, store/retry_count,
+//	store/dead_count, store/queue_seq
+//	                  8-byte big-endian counters of the crawl state tables
 //
 // The counters are written in the same leveldb batch as the records they
 // count, so they never disagree with the tables after a crash.

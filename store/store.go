@@ -150,6 +150,8 @@ type DB struct {
 
 	closed atomic.Bool
 
+	outbox outboxState // see outbox.go
+
 	// seenReads counts leveldb reads of the seen table; tests use it to
 	// prove that the Bloom filter saves reads.
 	seenReads atomic.Int64

@@ -60,10 +60,16 @@ type proc struct {
 	done   chan error
 }
 
-// startNode runs `swarmcrawl node` and waits for its listening lines.
+// startNode runs `swarmcrawl node` on a new data dir and waits for its
+// listening lines.
 func startNode(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	data := t.TempDir()
+	return startNodeIn(t, bin, t.TempDir(), env, args...)
+}
+
+// startNodeIn runs `swarmcrawl node` on data and waits for its listening lines.
+func startNodeIn(t *testing.T, bin, data string, env []string, args ...string) *proc {
+	t.Helper()
 	args = append([]string{"node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -233,7 +239,34 @@ func TestMultiProcessSwarm(t *testing.T) {
 			t.Errorf("node %d did not exit after SIGTERM", i)
 		}
 	}
-	t.Logf("3 processes crawled %d pages on %d hosts", len(truth), len(web.Hosts()))
+	// The crawl is archived: exporting the three data dirs gives every
+	// HTML page of the ground truth with its extracted text.
+	exported := map[string]string{}
+	for _, n := range nodes {
+		out, err := exec.Command(bin, "export", "--data", n.data, "--format", "jsonl").Output()
+		if err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if line == "" {
+				continue
+			}
+			var rec struct{ URL, Text string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("export line %q: %v", line, err)
+			}
+			exported[rec.URL] = rec.Text
+		}
+	}
+	for _, u := range truth {
+		if strings.HasSuffix(u, ".pdf") || strings.HasSuffix(u, ".png") || strings.Contains(u, "/old/") {
+			continue // not HTML, or a broken link: no text to extract
+		}
+		if text, ok := exported[u]; !ok || len(text) < 100 {
+			t.Errorf("export lacks %s or its text (%d bytes)", u, len(text))
+		}
+	}
+	t.Logf("3 processes crawled %d pages on %d hosts; export holds %d pages with text", len(truth), len(web.Hosts()), len(exported))
 }
 
 const token = "swarmcrawl"

@@ -18,6 +18,8 @@ Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA] [--config FILE]
   swarmcrawl seed   --peer MULTIADDR URL...   (or URLs one a line on stdin)
   swarmcrawl status --api HOST:PORT | --data DIR [--json]
+  swarmcrawl dlq    --api HOST:PORT | --data DIR [--json] [--requeue URL,.. | --requeue-all]
+  swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
 
 Run "swarmcrawl COMMAND -h" for a command's options.
@@ -44,6 +46,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runSeed(args[1:], stdin, stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
+	case "dlq":
+		err = runDLQ(args[1:], stdout, stderr)
+	case "export":
+		err = runExport(args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

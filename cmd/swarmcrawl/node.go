@@ -18,9 +18,12 @@ import (
 type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
 	listen, bootstrap, relays                       listFlag
-	delay, maxCrawlDelay                            time.Duration
-	workers, maxDepth                               int
-	nat, discovery                                  bool
+	delay, maxCrawlDelay, timeout                   time.Duration
+	minRecrawl, maxRecrawl, dnsTTL                  time.Duration
+	workers, maxDepth, maxRetries, maxPagesPerHost  int
+	maxConnsPerIP                                   int
+	maxBody, warcMaxBytes                           int64
+	nat, discovery, allowPrivate                    bool
 }
 
 func (o *nodeOptions) register(fs *flag.FlagSet) {
@@ -35,6 +38,16 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.userAgent, "user-agent", def.UserAgent, "User-Agent sent on every request; its first product token is matched against robots.txt")
 	fs.IntVar(&o.workers, "workers", def.Workers, "concurrent fetches across hosts")
 	fs.IntVar(&o.maxDepth, "max-depth", def.MaxDepth, "links further than this from a seed are not followed")
+	fs.DurationVar(&o.timeout, "timeout", def.Timeout, "total time allowed for one request, body included")
+	fs.Int64Var(&o.maxBody, "max-body", def.MaxBodyBytes, "bytes of a response body kept; longer bodies are truncated and flagged")
+	fs.DurationVar(&o.minRecrawl, "min-recrawl", def.MinRecrawl, "shortest recrawl interval (pages that change often)")
+	fs.DurationVar(&o.maxRecrawl, "max-recrawl", def.MaxRecrawl, "longest recrawl interval (pages that never change)")
+	fs.IntVar(&o.maxRetries, "max-retries", def.MaxRetries, "retries of a failed fetch (timeouts, connection errors, 429, 5xx) before it goes to the dead-letter queue")
+	fs.IntVar(&o.maxPagesPerHost, "max-pages-per-host", def.MaxPagesPerHost, "page budget per host, a guard against traps (0 = unlimited)")
+	fs.BoolVar(&o.allowPrivate, "allow-private", false, "allow fetches from loopback and private addresses (off: the crawler cannot be aimed at internal networks)")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", def.Dial.MaxConnsPerIP, "concurrent connections to one IP address across all its hostnames (0 = unlimited)")
+	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
+	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", 1<<30, "WARC files are rotated past this size")
 	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", true, "find swarm members through the Kademlia DHT")
@@ -117,6 +130,16 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	cfg.Crawl.UserAgent = o.userAgent
 	cfg.Crawl.Workers = o.workers
 	cfg.Crawl.MaxDepth = o.maxDepth
+	cfg.Crawl.Timeout = o.timeout
+	cfg.Crawl.MaxBodyBytes = o.maxBody
+	cfg.Crawl.MinRecrawl = o.minRecrawl
+	cfg.Crawl.MaxRecrawl = o.maxRecrawl
+	cfg.Crawl.MaxRetries = o.maxRetries
+	cfg.Crawl.MaxPagesPerHost = o.maxPagesPerHost
+	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
+	cfg.Crawl.Dial.MaxConnsPerIP = o.maxConnsPerIP
+	cfg.Crawl.Dial.DNSTTL = o.dnsTTL
+	cfg.WARC.MaxFileBytes = o.warcMaxBytes
 	cfg.Logger = log
 	return cfg, nil
 }

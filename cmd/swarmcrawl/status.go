@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 )
@@ -22,19 +20,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if (*api == "") == (*data == "") {
-		return usageErr("give exactly one of --api or --data")
-	}
-	addr := *api
-	if *data != "" {
-		raw, err := os.ReadFile(filepath.Join(*data, p2p.APIFile))
-		if err != nil {
-			return fmt.Errorf("is a node running on %s? %w", *data, err)
-		}
-		addr = strings.TrimSpace(string(raw))
-	}
-	body, err := fetchStatus(addr)
+	addr, err := apiAddr(*api, *data)
 	if err != nil {
+		return err
+	}
+	var body json.RawMessage
+	if err := callAPI(addr, http.MethodGet, "/status", nil, &body); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -49,26 +40,19 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func fetchStatus(addr string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+// apiAddr resolves the node API address from --api or a data dir's api file.
+func apiAddr(api, data string) (string, error) {
+	if (api == "") == (data == "") {
+		return "", usageErr("give exactly one of --api or --data")
+	}
+	if api != "" {
+		return api, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(data, p2p.APIFile))
 	if err != nil {
-		return nil, usageErr("--api %q: %v", addr, err)
+		return "", fmt.Errorf("is a node running on %s? %w", data, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("no node answers at %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("status from %s: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status from %s: %s", addr, resp.Status)
-	}
-	return body, nil
+	return strings.TrimSpace(string(raw)), nil
 }
 
 func printStatus(w io.Writer, st *p2p.Status) {

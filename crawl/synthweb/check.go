@@ -18,20 +18,31 @@ func (w *Web) Log() []Request {
 	return out
 }
 
-// ResetLog empties the request log. Requests still in progress complete but
-// are not logged again.
+// ResetLog empties the request log and restarts the MaxInFlight counts.
+// Requests still in progress complete but are not logged again. With
+// Config.Cases it also forgets how often each URL was requested, so the
+// flaky, ratelimited and robots-flaky hosts fail again as for a new web.
 func (w *Web) ResetLog() {
 	w.mu.Lock()
 	w.log = nil
+	w.maxBusy = w.busy
+	w.maxBusyHost = map[string]int{}
+	for h, n := range w.busyHost {
+		if n > 0 {
+			w.maxBusyHost[h] = n
+		}
+	}
 	w.mu.Unlock()
+	if w.cases != nil {
+		w.cases.reset()
+	}
 }
-
-// isRobots reports whether a logged request is for robots.txt.
-func isRobots(r Request) bool { return r.Path == "/robots.txt" }
 
 // CheckPoliteness returns one violation for every pair of consecutive
 // requests (robots.txt included) to the same host whose arrival times are
-// closer than max(minGap, the host's Crawl-delay).
+// closer than max(minGap, the host's Crawl-delay). Following a redirect of
+// robots.txt at once (robots-redirect) is part of one robots.txt fetch and
+// no violation.
 func (w *Web) CheckPoliteness(minGap time.Duration) []string {
 	log := w.Log()
 	if len(log) == 0 {
@@ -41,7 +52,7 @@ func (w *Web) CheckPoliteness(minGap time.Duration) []string {
 	last := map[string]Request{}
 	var out []string
 	for _, r := range log {
-		if prev, ok := last[r.Host]; ok {
+		if prev, ok := last[r.Host]; ok && !(w.isRobots(prev) && w.isRobots(r) && prev.Location != "") {
 			need := max(minGap, w.CrawlDelay(r.Host))
 			if gap := r.Time.Sub(prev.Time); gap < need {
 				out = append(out, fmt.Sprintf("%s: %s at +%v only %v after %s (need %v)",
@@ -55,18 +66,28 @@ func (w *Web) CheckPoliteness(minGap time.Duration) []string {
 
 // CheckRobots returns the requests (other than /robots.txt) to synthetic
 // hosts whose path is disallowed for token, judged on the path as requested
-// and on its canonical form (either being disallowed is a violation).
+// and on its canonical form (either being disallowed is a violation). On
+// case hosts the rules are those of Allowed, every page request to
+// robots-5xx is a violation, and so is any page request to robots-flaky
+// that arrives before its robots.txt has been answered with 200.
 func (w *Web) CheckRobots(token string) []string {
 	var out []string
+	robotsOK := map[string]bool{}
 	for _, r := range w.Log() {
-		if isRobots(r) {
+		if w.isRobots(r) {
+			if r.Status == 200 {
+				robotsOK[r.Host] = true
+			}
 			continue
 		}
-		hi, ok := w.g.index[r.Host]
-		if !ok {
+		pol := w.policy(r.Host)
+		if pol == nil {
 			continue
 		}
-		pol := &w.g.hosts[hi].robots
+		if h := w.cases.host(r.Host); h != nil && h.robotsMode == robotsFlaky && !robotsOK[r.Host] {
+			out = append(out, fmt.Sprintf("%s requested before robots.txt of %s was available", r.URL, r.Host))
+			continue
+		}
 		bad := !pol.allowed(token, r.Path)
 		if c, err := Canonical(r.URL); err == nil && !bad {
 			_, pq, _ := strings.Cut(strings.TrimPrefix(c, "http://"), "/")
@@ -81,7 +102,9 @@ func (w *Web) CheckRobots(token string) []string {
 
 // Duplicates returns, sorted, the page URLs (robots.txt excluded) requested
 // more than once, counting all spellings with the same canonical form as the
-// same URL.
+// same URL. Legitimate repeats are not counted: requests answered with 5xx
+// or 429 (a retry follows), requests the client abandoned (Abandoned), and
+// conditional requests (recrawls).
 func (w *Web) Duplicates() []string {
 	type acc struct {
 		n     int
@@ -89,7 +112,7 @@ func (w *Web) Duplicates() []string {
 	}
 	by := map[string]*acc{}
 	for _, r := range w.Log() {
-		if isRobots(r) {
+		if w.isRobots(r) || legitimateRepeat(r) {
 			continue
 		}
 		key := r.URL
@@ -131,11 +154,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// requestedSet returns the distinct logged URLs other than robots.txt.
-func (w *Web) requestedSet() map[string]bool {
+// requestedSet returns the distinct logged URLs other than robots.txt; with
+// onlyAnswered, only those of requests that got a final answer (a status
+// other than 5xx and 429 was sent).
+func (w *Web) requestedSet(onlyAnswered bool) map[string]bool {
 	set := map[string]bool{}
 	for _, r := range w.Log() {
-		if !isRobots(r) {
+		if !w.isRobots(r) && (!onlyAnswered || answered(r)) {
 			set[r.URL] = true
 		}
 	}
@@ -143,9 +168,11 @@ func (w *Web) requestedSet() map[string]bool {
 }
 
 // Missing returns, sorted, the ground-truth URLs for token that were never
-// requested in exactly their canonical form.
+// requested in exactly their canonical form with a final answer: a request
+// still waiting, abandoned before the answer, or answered 5xx or 429 does
+// not count.
 func (w *Web) Missing(token string) []string {
-	got := w.requestedSet()
+	got := w.requestedSet(true)
 	var out []string
 	for _, u := range w.GroundTruth(token) {
 		if !got[u] {
@@ -158,17 +185,22 @@ func (w *Web) Missing(token string) []string {
 // Unexpected returns, sorted, the requested URLs (robots.txt excluded) that
 // are not in GroundTruth(token) as spelled: non-canonical spellings,
 // disallowed or unreachable pages, guessed paths and requests to hosts
-// outside the synthetic web.
+// outside the synthetic web. Requests a correct crawler makes although
+// their URLs are outside the ground truth are left out: DeadURLs, SlowURLs
+// and pages of the calendar and deep traps (check those with RequestsTo).
 func (w *Web) Unexpected(token string) []string {
 	want := map[string]bool{}
 	for _, u := range w.GroundTruth(token) {
 		want[u] = true
 	}
+	seen := map[string]bool{}
 	var out []string
-	for u := range w.requestedSet() {
-		if !want[u] {
-			out = append(out, u)
+	for _, r := range w.Log() {
+		if w.isRobots(r) || want[r.URL] || seen[r.URL] || !w.notExpected(r) {
+			continue
 		}
+		seen[r.URL] = true
+		out = append(out, r.URL)
 	}
 	sort.Strings(out)
 	return out
@@ -176,7 +208,7 @@ func (w *Web) Unexpected(token string) []string {
 
 // Requested returns the number of distinct URLs requested, as spelled,
 // robots.txt excluded (requests to hosts outside the web included).
-func (w *Web) Requested() int { return len(w.requestedSet()) }
+func (w *Web) Requested() int { return len(w.requestedSet(false)) }
 
 // CheckRobotsFirst returns the synthetic hosts on which some other URL was
 // requested before /robots.txt (or robots.txt was never requested at all).
@@ -184,10 +216,10 @@ func (w *Web) CheckRobotsFirst() []string {
 	state := map[string]int{} // 1 robots first, 2 violated
 	var out []string
 	for _, r := range w.Log() {
-		if _, ok := w.g.index[r.Host]; !ok || state[r.Host] != 0 {
+		if w.policy(r.Host) == nil || state[r.Host] != 0 {
 			continue
 		}
-		if isRobots(r) {
+		if w.isRobots(r) {
 			state[r.Host] = 1
 		} else {
 			state[r.Host] = 2

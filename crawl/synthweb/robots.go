@@ -22,11 +22,45 @@ func (k robotsKind) String() string {
 	return [...]string{"plain", "agent", "agent-both", "not-found", "allow"}[k]
 }
 
-// robotsRule is one Allow or Disallow line: a plain path prefix (no
-// wildcards, no "$").
+// robotsRule is one Allow or Disallow line. The generated hosts use plain
+// path prefixes; the case hosts also use "*" (any sequence of characters)
+// and a final "$" (end of the path), per RFC 9309 section 2.2.3.
 type robotsRule struct {
 	allow bool
 	path  string
+}
+
+// matches reports whether the rule's pattern matches path (path plus
+// optional query, as requested). A pattern without "*" or a final "$" is a
+// plain prefix.
+func (r robotsRule) matches(path string) bool {
+	pat := r.path
+	anchored := strings.HasSuffix(pat, "$")
+	if anchored {
+		pat = pat[:len(pat)-1]
+	}
+	if !anchored && !strings.Contains(pat, "*") {
+		return strings.HasPrefix(path, pat)
+	}
+	parts := strings.Split(pat, "*")
+	if !strings.HasPrefix(path, parts[0]) {
+		return false
+	}
+	pos := len(parts[0])
+	if len(parts) == 1 { // anchored, no wildcard
+		return path == pat
+	}
+	for i, part := range parts[1:] {
+		if i == len(parts)-2 && anchored {
+			return len(path)-len(part) >= pos && strings.HasSuffix(path, part)
+		}
+		j := strings.Index(path[pos:], part)
+		if j < 0 {
+			return false
+		}
+		pos += j + len(part)
+	}
+	return true
 }
 
 // robotsGroup is one group of a robots.txt: its user-agent lines and rules.
@@ -82,47 +116,50 @@ func productToken(token string) string {
 	return strings.ToLower(token)
 }
 
-// group returns the group that applies to token per RFC 9309: the group
-// naming the token's product token (case-insensitively), else the "*" group,
-// else nil (no rules: everything allowed). Other groups are ignored, even
-// when they are more restrictive.
-func (p *robotsPolicy) group(token string) *robotsGroup {
+// applicable returns the groups that apply to token per RFC 9309: every group
+// naming the token's product token (case-insensitively), merged as the RFC
+// requires, else every "*" group, else none (no rules: everything allowed).
+// Other groups are ignored, even when they are more restrictive.
+func (p *robotsPolicy) applicable(token string) []*robotsGroup {
 	tok := productToken(token)
-	var star *robotsGroup
+	var named, star []*robotsGroup
 	for i := range p.groups {
 		g := &p.groups[i]
+		isStar, isNamed := false, false
 		for _, a := range g.agents {
 			a = strings.ToLower(a)
-			if a == "*" {
-				if star == nil {
-					star = g
-				}
-			} else if a == tok {
-				return g
-			}
+			isStar = isStar || a == "*"
+			isNamed = isNamed || a == tok
 		}
+		switch {
+		case isNamed:
+			named = append(named, g)
+		case isStar:
+			star = append(star, g)
+		}
+	}
+	if len(named) > 0 {
+		return named
 	}
 	return star
 }
 
 // allowed reports whether path (path plus optional query, as requested) may
-// be fetched by token. The longest matching rule wins; on a tie Allow wins;
-// no matching rule means allowed. /robots.txt is always allowed.
+// be fetched by token. The longest matching rule pattern wins; on a tie
+// Allow wins; no matching rule means allowed. /robots.txt is always allowed.
 func (p *robotsPolicy) allowed(token, path string) bool {
 	if p.notFound || path == "/robots.txt" {
 		return true
 	}
-	g := p.group(token)
-	if g == nil {
-		return true
-	}
 	best, allow := -1, true
-	for _, r := range g.rules {
-		if !strings.HasPrefix(path, r.path) {
-			continue
-		}
-		if l := len(r.path); l > best || (l == best && r.allow) {
-			best, allow = l, r.allow
+	for _, g := range p.applicable(token) {
+		for _, r := range g.rules {
+			if !r.matches(path) {
+				continue
+			}
+			if l := len(r.path); l > best || (l == best && r.allow) {
+				best, allow = l, r.allow
+			}
 		}
 	}
 	return allow

@@ -17,6 +17,16 @@
 // Only <a href> elements carry links; there are no <img>, <link> or <script>
 // references.
 //
+// With Config.Cases, special hosts (cases.synth.test links them all) add
+// what a production crawler meets beyond that: robots.txt answering 404,
+// 5xx, flakily, through redirects or beyond 500 KiB, wildcard and
+// agent-specific rules, Crawl-delay, pages failing with 503 before
+// answering, 429 with Retry-After, slow and dead pages, redirect chains and
+// loops, a 20 MB page, calendar, deep-path and session-id traps, pages with
+// ETag and Last-Modified changing on a schedule, gzip and deflate, and
+// near-duplicate pages. Config.Cases documents what a correct crawler does
+// on each.
+//
 // Every request is logged. GroundTruth gives the exact set of canonical URLs
 // a correct crawler fetches, and the Check*, Duplicates, Missing and
 // Unexpected methods compare the log against it.
@@ -33,6 +43,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +79,93 @@ type Config struct {
 	CrawlDelayHosts int
 	// Latency delays every response (default 0). Close interrupts the wait.
 	Latency time.Duration
+	// Cases adds special hosts, one per behaviour a production crawler must
+	// get right, all served by the same server (so they share one IP). With
+	// Cases false (the default) nothing below exists and the web is exactly
+	// what it was before Cases.
+	//
+	// An extra seed, http://cases.synth.test/ (the hub), links every case
+	// host's entry points, so a crawl from Seeds reaches them. Unless noted,
+	// a case host's robots.txt allows everything and its root links its
+	// other pages. Each host is <name>.synth.test (see CaseHost), and a
+	// correct crawler — RFC 9309 robots.txt, at most 3 retries of 5xx, 429
+	// and timeouts, each redirect hop a new URL and at most 5 hops, depth at
+	// most 16, repeated-segment and per-host budget limits, session ids
+	// stripped — behaves as follows:
+	//
+	//   - robots-404: robots.txt answers 404, so everything is allowed,
+	//     /private/1 included.
+	//   - robots-5xx: robots.txt answers 503 forever. The crawler treats the
+	//     host as fully disallowed, retries robots.txt later and fetches
+	//     nothing else there (the hub links / and /p/1).
+	//   - robots-flaky: robots.txt answers 503 to its first 2 requests, then
+	//     200 with "Disallow: /private/". The crawler fetches no page before
+	//     it has that 200, then /, /p/1 but not /private/1.
+	//   - robots-redirect: /robots.txt answers 301 to /real-robots.txt,
+	//     which answers 302 to /robots-final.txt ("Disallow: /secret/"). The
+	//     crawler follows (up to 5 hops) and never fetches /secret/1.
+	//   - robots-big: robots.txt is RobotsBigBytes (600 KiB) long. Its
+	//     "Disallow: /early/" applies; a "Disallow: /late/" placed past
+	//     RobotsParseLimit (500 KiB) must be ignored, so /late/1 is fetched.
+	//   - robots-wildcard: "Disallow: /*.pdf$", "Disallow: /*?print=",
+	//     "Allow: /private/ok*", "Disallow: /private/", and "Allow: /tie/"
+	//     with "Disallow: /tie/". Longest pattern wins, Allow wins ties:
+	//     /doc/a.pdf, /doc/b?print=1 and /private/no1 are disallowed;
+	//     /doc/a.pdf.html, /doc/b, /doc/b?view=1&print=1, /private/ok1 and
+	//     /tie/1 are allowed.
+	//   - robots-agent: a "*" group, a "swarmcrawl-images" group (not
+	//     swarmcrawl's: tokens match exactly) and two groups naming
+	//     swarmcrawl, which RFC 9309 merges. swarmcrawl must skip
+	//     /not-for-swarmcrawl/1 and /merged-group/1 and may fetch
+	//     /not-for-star/1; other tokens get the "*" group (otherbot is also
+	//     named in the merged group).
+	//   - crawl-delay: "Crawl-delay: 1"; CheckPoliteness and CrawlDelay know.
+	//   - flaky: every page answers 503 to its first 2 requests, then 200;
+	//     retries fetch all of them.
+	//   - ratelimited: / and /p/1 answer their first request with 429 and
+	//     "Retry-After: 2"; the crawler waits 2 s before its next request to
+	//     the host (CheckRetryAfter) and then fetches them.
+	//   - slow: /slow/1 and /slow/2 answer after SlowPageDelay (3 s), longer
+	//     than the crawler's timeout; it retries and gives up (SlowURLs, not
+	//     in the ground truth). / and /p/1 are fast.
+	//   - dead: every page answers 500 forever; the crawler tries each of the
+	//     3 linked URLs 4 times and dead-letters it (DeadURLs, not in the
+	//     ground truth).
+	//   - redirects (and redirects2): /chain/3 takes 3 hops (301, 302, 303)
+	//     across both hosts to /final/3; /chain/7 takes 7 hops (307, 308,
+	//     301, ...; relative, absolute and non-canonical Locations) of which
+	//     a crawler following at most 5 fetches the first 6 URLs (the start
+	//     and 5 hop targets), never /hop/7/6 or /final/7; /loop/a and
+	//     /loop/b redirect to each other (each fetched once); /to-blocked
+	//     redirects to /blocked/1, which robots.txt disallows.
+	//   - big: / is BigPageBytes (20 MB) of HTML, streamed, with links to
+	//     /after/1 and /after/2 at its start and one to /after-cap at its
+	//     end, which a crawler capping bodies (10 MiB) never sees.
+	//   - calendar (a trap): /cal?d=2026-01-01 and every other date link the
+	//     previous and next day, forever.
+	//   - deep (a trap): / links a/ and d1/; /a/.../a/ links one more a/,
+	//     /d1/.../dN/ links dN+1/, forever. Depth and repeated-segment limits
+	//     cut them.
+	//   - session (a trap for crawlers that keep session ids): every link
+	//     carries a fresh ?sessionid= or ?sid= each time a page is served;
+	//     the canonical /, /s/1../s/4 are in the ground truth.
+	//   - fresh: /change/1../change/4 change every ChangePeriod, / and
+	//     /static/1../static/4 never; all send ETag and Last-Modified and
+	//     answer 304 to a matching If-None-Match (or, without one, to an
+	//     If-Modified-Since not older than Last-Modified). See Changed.
+	//   - gzip, deflate: pages are sent with Content-Encoding gzip, or
+	//     deflate (zlib), when Accept-Encoding admits it, identity otherwise.
+	//   - nearcopy: /copy/1../copy/3 have the same long visible text but for
+	//     one word, and the same links; /other is clearly different.
+	//
+	// Calendar and deep are outside GroundTruth altogether (check them with
+	// TrapHosts and RequestsTo); so are DeadURLs, SlowURLs, unreachable
+	// redirect tails and robots-disallowed URLs. Stateful hosts (flaky,
+	// ratelimited, robots-flaky) count requests per URL until ResetLog.
+	Cases bool
+	// ChangePeriod is how often the fresh case host's changing pages change
+	// (default 2s; used only with Cases).
+	ChangePeriod time.Duration
 }
 
 // DefaultConfig returns the default configuration with Seed 1.
@@ -108,10 +206,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.Hosts < 0, c.PagesPerHost < 0, c.LinksPerPage < 0, c.PageBytes < 0, c.Seeds < 0,
-		c.CrawlDelayHosts < 0, c.Latency < 0:
+		c.CrawlDelayHosts < 0, c.Latency < 0, c.ChangePeriod < 0:
 		return c, fmt.Errorf("synthweb: negative value in config %+v", c)
 	case c.CrossHostFraction > 1:
 		return c, fmt.Errorf("synthweb: CrossHostFraction %v > 1", c.CrossHostFraction)
+	}
+	if c.Cases && c.ChangePeriod == 0 {
+		c.ChangePeriod = 2 * time.Second
 	}
 	c.Seeds = min(c.Seeds, c.Hosts)
 	c.CrawlDelayHosts = min(c.CrawlDelayHosts, c.Hosts)
@@ -132,13 +233,37 @@ type Request struct {
 	URL string
 	// UserAgent is the User-Agent header.
 	UserAgent string
-	// Status is the response status; 0 only while the response is being
-	// prepared (during the Latency wait). It is set before the response is
-	// written, so it is there once the client has the response.
+	// Status is the response status sent (304, 429 and so on included); 0
+	// while the response is being prepared (during a Latency or slow-page
+	// wait), or for good when the client left during that wait (see
+	// Abandoned). It is set before the response is written, so it is there
+	// once the client has the response.
 	Status int
-	// Bytes is the length of the response body (for HEAD, of the body a GET
-	// would get); 0 while Status is 0.
+	// Bytes is the length of the response body as sent, after any
+	// Content-Encoding (for HEAD, of the body a GET would get); 0 while
+	// Status is 0.
 	Bytes int
+	// IfNoneMatch, IfModifiedSince and AcceptEncoding are the request's
+	// headers of those names ("" when absent).
+	IfNoneMatch, IfModifiedSince, AcceptEncoding string
+	// Conditional is set when the request carried If-None-Match or
+	// If-Modified-Since: a recrawl, which Duplicates does not count.
+	Conditional bool
+	// Abandoned is set when the client closed the connection before the
+	// response was complete: it gave up during a wait (Status stays 0) or
+	// stopped reading a long body (Status is set), as far as the server
+	// could tell. Duplicates does not count abandoned requests.
+	Abandoned bool
+	// RetryAfter is the Retry-After sent with the response, 0 if none.
+	RetryAfter time.Duration
+	// Location is the Location header of a redirect, as sent.
+	Location string
+	// ContentEncoding is the Content-Encoding sent, "" for identity.
+	ContentEncoding string
+
+	// done is when the status was recorded, just before the response was
+	// written; zero while Status is 0.
+	done time.Time
 }
 
 // Web is a running synthetic web.
@@ -151,10 +276,16 @@ type Web struct {
 	once     sync.Once
 	serveErr chan error
 
+	cases *caseWeb // nil unless Config.Cases
+
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
 	log      []*Request
+	// Concurrency observed since the last ResetLog, whole server and per
+	// host.
+	busy, maxBusy         int
+	busyHost, maxBusyHost map[string]int
 
 	// truth caches GroundTruth per robots token: the graph never changes,
 	// and tests poll Missing in tight loops.
@@ -174,7 +305,11 @@ func New(cfg Config) (*Web, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Web{g: g, done: make(chan struct{})}, nil
+	w := &Web{g: g, done: make(chan struct{}), busyHost: map[string]int{}, maxBusyHost: map[string]int{}}
+	if cfg.Cases {
+		w.cases = newCaseWeb(cfg)
+	}
+	return w, nil
 }
 
 // Start generates the web for cfg and serves it on 127.0.0.1 at a random
@@ -232,28 +367,34 @@ func (w *Web) Handler() http.Handler { return w }
 // Config returns the configuration in effect, defaults applied.
 func (w *Web) Config() Config { return w.g.cfg }
 
-// Hosts returns the virtual host names in order.
+// Hosts returns the virtual host names in order: the generated hosts, then,
+// with Config.Cases, the case hosts (CaseHosts).
 func (w *Web) Hosts() []string {
 	out := make([]string, len(w.g.hosts))
 	for i, h := range w.g.hosts {
 		out[i] = h.name
 	}
-	return out
+	return append(out, w.CaseHosts()...)
 }
 
 // Seeds returns the canonical seed URLs, the roots of the first hosts, such
-// as "http://h000.synth.test/".
+// as "http://h000.synth.test/", followed with Config.Cases by the hub
+// "http://cases.synth.test/".
 func (w *Web) Seeds() []string {
 	out := make([]string, len(w.g.seeds))
 	for i, id := range w.g.seeds {
 		out[i] = w.g.pages[id].url
 	}
+	if w.cases != nil {
+		out = append(out, "http://"+hubName+caseSuffix+"/")
+	}
 	return out
 }
 
-// Pages returns, sorted, the canonical URLs of every page the server answers
-// with 200 (orphans, private and binary pages included; robots.txt and the
-// targets of broken links excluded).
+// Pages returns, sorted, the canonical URLs of every page of the generated
+// hosts that the server answers with 200 (orphans, private and binary pages
+// included; robots.txt and the targets of broken links excluded). Case hosts
+// are not included.
 func (w *Web) Pages() []string {
 	var out []string
 	for _, p := range w.g.pages {
@@ -267,8 +408,20 @@ func (w *Web) Pages() []string {
 
 // RobotsTxt returns the status (200 or 404) and body that the server sends
 // for http://host/robots.txt, host being a synthetic host name. It returns
-// 404 and "" for other hosts.
+// 404 and "" for other hosts. For a case host it returns what a correct
+// crawler ends up with: 503 and "" for robots-5xx, and for robots-flaky and
+// robots-redirect 200 and the rules it gets after retrying or following
+// the redirects.
 func (w *Web) RobotsTxt(host string) (status int, body string) {
+	if h := w.cases.host(strings.ToLower(host)); h != nil {
+		switch h.robotsMode {
+		case robotsMissing:
+			return http.StatusNotFound, ""
+		case robotsAlways5xx:
+			return http.StatusServiceUnavailable, ""
+		}
+		return http.StatusOK, string(w.cases.robotsText(h))
+	}
 	i, ok := w.g.index[strings.ToLower(host)]
 	if !ok || w.g.hosts[i].robots.notFound {
 		return http.StatusNotFound, ""
@@ -279,6 +432,9 @@ func (w *Web) RobotsTxt(host string) (status int, body string) {
 // CrawlDelay returns the Crawl-delay of a host's robots.txt (the same in all
 // its groups), 0 if none or for hosts outside the web.
 func (w *Web) CrawlDelay(host string) time.Duration {
+	if h := w.cases.host(strings.ToLower(host)); h != nil {
+		return h.crawlDelay
+	}
 	if i, ok := w.g.index[strings.ToLower(host)]; ok {
 		return w.g.hosts[i].crawlDelay
 	}
@@ -292,14 +448,13 @@ func (w *Web) CrawlDelay(host string) time.Duration {
 // the token applies, else the "*" group; groups are never merged). Rules are
 // matched against the URL's path and query exactly as given, longest match
 // winning and Allow winning ties. URLs outside the synthetic web and
-// /robots.txt are allowed.
+// /robots.txt are allowed. On case hosts, rules may use "*" and "$", several
+// groups naming the token are merged, and the rules are those a correct
+// crawler ends up applying (robots-5xx: nothing allowed; robots-big: only
+// the first RobotsParseLimit bytes count).
 func (w *Web) Allowed(token, rawURL string) bool {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return true
-	}
-	i, ok := w.g.index[strings.ToLower(u.Hostname())]
-	if !ok {
 		return true
 	}
 	p := u.EscapedPath()
@@ -309,7 +464,21 @@ func (w *Web) Allowed(token, rawURL string) bool {
 	if u.RawQuery != "" {
 		p += "?" + u.RawQuery
 	}
-	return w.g.hosts[i].robots.allowed(token, p)
+	if pol := w.policy(strings.ToLower(u.Hostname())); pol != nil {
+		return pol.allowed(token, p)
+	}
+	return true
+}
+
+// policy returns the robots policy of a synthetic host, nil for others.
+func (w *Web) policy(host string) *robotsPolicy {
+	if h := w.cases.host(host); h != nil {
+		return &h.robots
+	}
+	if i, ok := w.g.index[host]; ok {
+		return &w.g.hosts[i].robots
+	}
+	return nil
 }
 
 // GroundTruth returns, sorted, the canonical URLs that a correct crawler
@@ -320,6 +489,13 @@ func (w *Web) Allowed(token, rawURL string) bool {
 // only out of HTML pages. Targets of broken links (answered 404) are
 // included, since a crawler cannot know they are broken before fetching.
 // robots.txt itself is not included.
+//
+// With Config.Cases it also holds the case-host URLs that such a crawler
+// eventually fetches with a final answer (2xx, 3xx or 4xx), as described on
+// Config.Cases: each redirect hop's URL up to the 5th hop, the canonical
+// pages of the session host, and neither the calendar and deep traps, nor
+// DeadURLs, SlowURLs, redirect tails beyond 5 hops, the link past the big
+// page's body cap, or robots-disallowed URLs.
 func (w *Web) GroundTruth(token string) []string {
 	w.truthMu.Lock()
 	defer w.truthMu.Unlock()
@@ -362,6 +538,9 @@ func (w *Web) groundTruth(token string) []string {
 			}
 		}
 	}
+	if w.cases != nil {
+		out = append(out, w.cases.truth(token)...)
+	}
 	sort.Strings(out)
 	return out
 }
@@ -388,7 +567,7 @@ type Stats struct {
 	CrawlDelayHosts   int // hosts with Crawl-delay
 }
 
-// Stats returns figures about the generated web.
+// Stats returns figures about the generated web (case hosts excluded).
 func (w *Web) Stats() Stats {
 	s := Stats{Hosts: len(w.g.hosts)}
 	for _, p := range w.g.pages {
@@ -462,7 +641,10 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" || r.URL.ForceQuery {
 		pq += "?" + r.URL.RawQuery
 	}
-	entry := &Request{Host: host, Path: pq, URL: "http://" + host + pq, UserAgent: r.UserAgent()}
+	entry := &Request{Host: host, Path: pq, URL: "http://" + host + pq, UserAgent: r.UserAgent(),
+		IfNoneMatch: r.Header.Get("If-None-Match"), IfModifiedSince: r.Header.Get("If-Modified-Since"),
+		AcceptEncoding: strings.Join(r.Header.Values("Accept-Encoding"), ", ")}
+	entry.Conditional = entry.IfNoneMatch != "" || entry.IfModifiedSince != ""
 
 	w.mu.Lock()
 	entry.Time = time.Now()
@@ -473,12 +655,30 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.log = append(w.log, entry)
 	w.inflight.Add(1)
+	w.busy++
+	w.maxBusy = max(w.maxBusy, w.busy)
+	w.busyHost[host]++
+	w.maxBusyHost[host] = max(w.maxBusyHost[host], w.busyHost[host])
 	w.mu.Unlock()
 	defer w.inflight.Done()
+	// finish ends the request's in-flight period. It runs just before the
+	// bytes that complete the response are written, so a client that sends
+	// its next request on receiving them never overlaps with this one.
+	finished := false
+	finish := func() {
+		if !finished {
+			finished = true
+			w.mu.Lock()
+			w.busy--
+			w.busyHost[host]--
+			w.mu.Unlock()
+		}
+	}
+	defer finish()
 
-	status, ctype, body := w.respond(r.Method, host, pq)
-	if lat := w.g.cfg.Latency; lat > 0 {
-		t := time.NewTimer(lat)
+	resp := w.respond(r, host, pq)
+	if wait := w.g.cfg.Latency + resp.delay; wait > 0 {
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-w.done:
@@ -486,21 +686,69 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			t.Stop()
 		}
+		// A client that left during the wait gets nothing. (Close is
+		// different: it answers the waiting requests at once.)
+		select {
+		case <-w.done:
+		default:
+			if r.Context().Err() != nil {
+				w.mu.Lock()
+				entry.Abandoned = true
+				w.mu.Unlock()
+				return
+			}
+		}
 	}
 	// Record the outcome before the response is written, so that a client
 	// that has read the response always finds it in the log.
 	w.mu.Lock()
-	entry.Status = status
-	entry.Bytes = len(body)
+	entry.Status = resp.status
+	entry.Bytes = resp.length()
+	entry.Location = resp.header.Get("Location")
+	entry.ContentEncoding = resp.header.Get("Content-Encoding")
+	if s, err := strconv.Atoi(resp.header.Get("Retry-After")); err == nil {
+		entry.RetryAfter = time.Duration(s) * time.Second
+	}
+	entry.done = time.Now()
 	w.mu.Unlock()
-	rw.Header().Set("Content-Type", ctype)
-	rw.Header().Set("Content-Length", fmt.Sprint(len(body)))
-	if status == http.StatusMethodNotAllowed {
+	if resp.ctype != "" {
+		rw.Header().Set("Content-Type", resp.ctype)
+	}
+	if resp.status != http.StatusNotModified {
+		rw.Header().Set("Content-Length", strconv.Itoa(resp.length()))
+	}
+	for k, v := range resp.header {
+		rw.Header()[k] = v
+	}
+	if resp.status == http.StatusMethodNotAllowed {
 		rw.Header().Set("Allow", "GET, HEAD")
 	}
-	rw.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		rw.Write(body)
+	rw.WriteHeader(resp.status)
+	if r.Method == http.MethodHead || resp.length() == 0 {
+		finish()
+		return
+	}
+	var err error
+	if resp.chunks == nil {
+		finish()
+		_, err = rw.Write(resp.body)
+	} else {
+		for c := resp.chunks(); c != nil && err == nil; {
+			next := resp.chunks()
+			if next == nil {
+				finish()
+			}
+			_, err = rw.Write(c)
+			c = next
+		}
+	}
+	if err == nil {
+		err = http.NewResponseController(rw).Flush()
+	}
+	if err != nil {
+		w.mu.Lock()
+		entry.Abandoned = true
+		w.mu.Unlock()
 	}
 }
 
@@ -508,32 +756,33 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // Non-canonical spellings of a page's URL (tracking parameters, dot
 // segments, duplicate slashes) are served like the page, as a real server
 // would.
-func (w *Web) respond(method, host, pq string) (status int, ctype string, body []byte) {
-	notFound := func() (int, string, []byte) {
-		return http.StatusNotFound, "text/plain; charset=utf-8", []byte("404 page not found\n")
+func (w *Web) respond(r *http.Request, host, pq string) response {
+	notFound := textResponse(http.StatusNotFound, "404 page not found")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return textResponse(http.StatusMethodNotAllowed, "method not allowed")
 	}
-	if method != http.MethodGet && method != http.MethodHead {
-		return http.StatusMethodNotAllowed, "text/plain; charset=utf-8", []byte("method not allowed\n")
+	if h := w.cases.host(host); h != nil {
+		return w.cases.respond(r, h, pq)
 	}
 	hi, ok := w.g.index[host]
 	if !ok {
-		return notFound()
+		return notFound
 	}
 	if pq == "/robots.txt" {
 		st, txt := w.RobotsTxt(host)
 		if st != http.StatusOK {
-			return notFound()
+			return notFound
 		}
-		return http.StatusOK, "text/plain; charset=utf-8", []byte(txt)
+		return response{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: []byte(txt)}
 	}
 	c, err := Canonical("http://" + w.g.hosts[hi].name + pq)
 	if err != nil {
-		return notFound()
+		return notFound
 	}
 	id, ok := w.g.byURL[c]
 	if !ok || w.g.pages[id].broken {
-		return notFound()
+		return notFound
 	}
 	ct, b := w.g.body(w.g.pages[id])
-	return http.StatusOK, ct, b
+	return response{status: http.StatusOK, ctype: ct, body: b}
 }

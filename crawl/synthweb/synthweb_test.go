@@ -3,6 +3,9 @@ package synthweb
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"fmt"
 	"html"
 	"image/png"
@@ -14,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -625,88 +629,480 @@ func extractLinks(pageURL *url.URL, body []byte) []string {
 }
 
 // testCrawl crawls w through its proxy as a polite, robots-respecting BFS
-// crawler would, waiting at least gap (or the Crawl-delay) between the end of
-// one request to a host and the start of the next. It returns the URLs
-// fetched.
+// crawler would (see refCrawl), waiting at least gap (or the Crawl-delay)
+// between the end of one request to a host and the start of the next. It
+// returns the URLs fetched with a final answer.
 func testCrawl(t *testing.T, w *Web, token string, gap time.Duration) []string {
 	t.Helper()
-	c := proxyClient(w)
-	ua := token + "/1.0 (+http://swarmcrawl.test/bot)"
-	do := func(u string) fetched {
-		req, _ := http.NewRequest("GET", u, nil)
-		req.Header.Set("User-Agent", ua)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return fetched{resp.StatusCode, resp.Header.Get("Content-Type"), b}
+	return refCrawl(t, w, crawlOptions{token: token, gap: gap}).fetched
+}
+
+// Limits of the reference crawler, those GroundTruth assumes.
+const (
+	refMaxRetries   = 3         // retries after a 5xx, 429 or timeout
+	refMaxRedirects = 5         // redirect hops per chain
+	refMaxDepth     = 16        // links on pages of this depth are dropped
+	refMaxRepeats   = 3         // a path segment may occur this often
+	refHostBudget   = 25        // pages per host
+	refMaxURL       = 2048      // URL length
+	refRobotsLimit  = 500 << 10 // robots.txt bytes parsed
+	refRetryBase    = 20 * time.Millisecond
+)
+
+// crawlOptions configures the reference crawler.
+type crawlOptions struct {
+	token   string
+	gap     time.Duration // minimum time between requests to one host
+	timeout time.Duration // per request, body included (default 10s)
+	maxBody int64         // body bytes read (default 1 MiB)
+	recrawl bool          // end with a conditional recrawl of pages with validators
+}
+
+// crawlResult is what the reference crawler did.
+type crawlResult struct {
+	fetched   []string       // sorted canonical URLs answered with a final status
+	dead      []string       // sorted URLs given up after the retries
+	recrawled map[string]int // URL -> status of its conditional recrawl
+	changed   map[string]bool
+	ambiguous map[string]bool // recrawls that straddled a change
+}
+
+// refTask is one URL in the reference crawler's queue.
+type refTask struct {
+	url       string
+	host      string
+	depth     int
+	redirects int
+	attempts  int
+	notBefore time.Time
+}
+
+// refHost is the reference crawler's state of one host.
+type refHost struct {
+	robots      *refRobots // nil until robots.txt was fetched
+	robotsFails int
+	robotsRetry time.Time
+	gaveUp      bool
+	next        time.Time // politeness: no request before
+	pages       int
+}
+
+// refFetch is one response as the reference crawler sees it.
+type refFetch struct {
+	status int
+	header http.Header
+	body   []byte // decoded
+	err    error
+	sent   time.Time
+	recv   time.Time
+}
+
+// refCrawler is an independent crawler: it shares no code with the
+// package under test except Web's public methods for its configuration.
+type refCrawler struct {
+	t      *testing.T
+	w      *Web
+	opts   crawlOptions
+	client *http.Client
+	ua     string
+	hosts  map[string]*refHost
+	seen   map[string]bool
+	queue  []*refTask
+	res    crawlResult
+	valid  map[string]refFetch // URL -> response carrying ETag or Last-Modified
+}
+
+// refCrawl crawls w from its seeds like a correct production crawler:
+// robots.txt per RFC 9309 (redirects followed up to 5 hops, 500 KiB
+// parsed, 5xx meaning "disallow all, retry later", 4xx meaning "allow
+// all"), retries of 5xx, 429 and timeouts with exponential backoff (at most
+// refMaxRetries) honouring Retry-After for the whole host, each redirect
+// hop a new URL (at most refMaxRedirects per chain), depth, repeated
+// segment, URL length and per-host budget limits, session and tracking
+// parameters stripped, gzip and deflate decoded, bodies capped, and
+// optionally a conditional recrawl.
+func refCrawl(t *testing.T, w *Web, opts crawlOptions) crawlResult {
+	t.Helper()
+	if opts.timeout == 0 {
+		opts.timeout = 10 * time.Second
 	}
-	robots := map[string]*robotstxt.Group{}
-	lastDone := map[string]time.Time{}
-	need := func(h string) time.Duration {
-		if g := robots[h]; g != nil && g.CrawlDelay > gap {
-			return g.CrawlDelay
-		}
-		return gap
+	if opts.maxBody == 0 {
+		opts.maxBody = 1 << 20
 	}
-	seen := map[string]bool{}
-	var queue, out []string
+	cr := &refCrawler{t: t, w: w, opts: opts, client: proxyClient(w), hosts: map[string]*refHost{},
+		seen: map[string]bool{}, valid: map[string]refFetch{}, ua: opts.token + "/1.0 (+http://swarmcrawl.test/bot)"}
+	cr.client.Timeout = opts.timeout
 	for _, s := range w.Seeds() {
-		seen[s] = true
-		queue = append(queue, s)
+		cr.add(s, 0, 0)
 	}
-	for len(queue) > 0 {
-		pick, wait := -1, time.Hour
-		for i, u := range queue {
-			h := strings.TrimPrefix(u, "http://")
-			h = h[:strings.IndexByte(h, '/')]
-			last, ok := lastDone[h]
-			if !ok || time.Since(last) >= need(h) {
+	cr.run()
+	if opts.recrawl {
+		cr.recrawl()
+	}
+	sort.Strings(cr.res.fetched)
+	sort.Strings(cr.res.dead)
+	return cr.res
+}
+
+// add queues u unless it was seen or its host was given up.
+func (cr *refCrawler) add(u string, depth, redirects int) {
+	pu, _ := url.Parse(u)
+	if cr.seen[u] || cr.host(pu.Hostname()).gaveUp {
+		return
+	}
+	cr.seen[u] = true
+	cr.queue = append(cr.queue, &refTask{url: u, host: pu.Hostname(), depth: depth, redirects: redirects})
+}
+
+func (cr *refCrawler) host(h string) *refHost {
+	if cr.hosts[h] == nil {
+		cr.hosts[h] = &refHost{}
+	}
+	return cr.hosts[h]
+}
+
+// need returns the politeness gap of host h.
+func (cr *refCrawler) need(h *refHost) time.Duration {
+	if h.robots != nil && h.robots.delay > cr.opts.gap {
+		return h.robots.delay
+	}
+	return cr.opts.gap
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// run crawls until the queue is empty.
+func (cr *refCrawler) run() {
+	for len(cr.queue) > 0 {
+		now := time.Now()
+		pick, wake := -1, now.Add(time.Hour)
+		for i, tk := range cr.queue {
+			h := cr.host(tk.host)
+			ready := later(h.next, tk.notBefore)
+			if h.robots == nil {
+				ready = later(h.next, h.robotsRetry)
+			}
+			if !ready.After(now) {
 				pick = i
 				break
 			}
-			wait = min(wait, need(h)-time.Since(last))
+			if ready.Before(wake) {
+				wake = ready
+			}
 		}
 		if pick < 0 {
-			time.Sleep(wait)
+			time.Sleep(time.Until(wake))
 			continue
 		}
-		u, _ := url.Parse(queue[pick])
-		h := u.Hostname()
-		if robots[h] == nil {
-			f := do("http://" + h + "/robots.txt")
-			lastDone[h] = time.Now()
-			rd, err := robotstxt.FromStatusAndBytes(f.status, f.body)
-			if err != nil {
-				t.Fatalf("robots.txt of %s: %v", h, err)
+		tk := cr.queue[pick]
+		h := cr.host(tk.host)
+		if h.robots == nil {
+			cr.robots(tk.host, h)
+			continue
+		}
+		cr.queue = slices.Delete(cr.queue, pick, pick+1)
+		u, _ := url.Parse(tk.url)
+		if !h.robots.allowed(u.RequestURI()) {
+			continue
+		}
+		if tk.attempts == 0 {
+			if h.pages >= refHostBudget {
+				continue
 			}
-			robots[h] = rd.FindGroup(token)
-			continue
+			h.pages++
 		}
-		queue = slices.Delete(queue, pick, pick+1)
-		if !robots[h].Test(u.RequestURI()) {
-			continue
+		f := cr.get(tk.url, nil)
+		h.next = f.recv.Add(cr.need(h))
+		if ra, err := strconv.Atoi(f.header.Get("Retry-After")); err == nil {
+			h.next = later(h.next, f.recv.Add(time.Duration(ra)*time.Second))
 		}
-		f := do(u.String())
-		lastDone[h] = time.Now()
-		out = append(out, u.String())
-		if f.status != 200 || !strings.HasPrefix(f.ctype, "text/html") {
-			continue
-		}
-		for _, l := range extractLinks(u, f.body) {
-			if !strings.HasSuffix(strings.SplitN(strings.TrimPrefix(l, "http://"), "/", 2)[0], ".synth.test") {
-				continue // out of scope
+		switch {
+		case f.err != nil || f.status >= 500 || f.status == 429:
+			tk.attempts++
+			if tk.attempts > refMaxRetries {
+				cr.res.dead = append(cr.res.dead, tk.url)
+				continue
 			}
-			if !seen[l] {
-				seen[l] = true
-				queue = append(queue, l)
+			tk.notBefore = f.recv.Add(refRetryBase << tk.attempts)
+			cr.queue = append(cr.queue, tk)
+		case f.status >= 300 && f.status < 400 && f.header.Get("Location") != "":
+			cr.res.fetched = append(cr.res.fetched, tk.url)
+			if l, ok := testNormalize(u, f.header.Get("Location")); ok && tk.redirects < refMaxRedirects {
+				cr.add(l, tk.depth, tk.redirects+1)
+			}
+		default:
+			cr.res.fetched = append(cr.res.fetched, tk.url)
+			if f.header.Get("ETag") != "" || f.header.Get("Last-Modified") != "" {
+				cr.valid[tk.url] = f
+			}
+			if f.status/100 != 2 || !strings.HasPrefix(f.header.Get("Content-Type"), "text/html") || tk.depth >= refMaxDepth {
+				continue
+			}
+			for _, l := range extractLinks(u, f.body) {
+				if lu, _ := url.Parse(l); strings.HasSuffix(lu.Hostname(), ".synth.test") && len(l) <= refMaxURL && !repeatsSegment(lu.Path) {
+					cr.add(l, tk.depth+1, 0)
+				}
 			}
 		}
 	}
-	sort.Strings(out)
-	return out
+}
+
+// repeatsSegment reports whether a path segment occurs more than
+// refMaxRepeats times.
+func repeatsSegment(p string) bool {
+	n := map[string]int{}
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			if n[s]++; n[s] > refMaxRepeats {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// robots fetches robots.txt of host name, following up to 5 redirects.
+func (cr *refCrawler) robots(name string, h *refHost) {
+	u := "http://" + name + "/robots.txt"
+	var f refFetch
+	for hop := 0; ; hop++ {
+		f = cr.getN(u, nil, refRobotsLimit)
+		loc := f.header.Get("Location")
+		if f.err != nil || f.status < 300 || f.status >= 400 || loc == "" {
+			break
+		}
+		if hop == refMaxRedirects { // RFC 9309 2.3.1.2: may be taken as unavailable (allow all)
+			f = refFetch{status: 404, header: http.Header{}, recv: f.recv}
+			break
+		}
+		base, _ := url.Parse(u)
+		ref, err := url.Parse(loc)
+		if err != nil {
+			f = refFetch{status: 404, header: http.Header{}, recv: f.recv}
+			break
+		}
+		u = base.ResolveReference(ref).String()
+	}
+	h.next = f.recv.Add(cr.opts.gap)
+	switch {
+	case f.err == nil && f.status/100 == 2:
+		h.robots = parseRobots(f.body, cr.opts.token)
+		h.next = f.recv.Add(cr.need(h))
+	case f.err == nil && f.status/100 == 4:
+		h.robots = &refRobots{}
+	default: // unavailable: disallow all, retry later, give up eventually
+		h.robotsFails++
+		if h.robotsFails > refMaxRetries {
+			h.gaveUp = true
+			cr.queue = slices.DeleteFunc(cr.queue, func(tk *refTask) bool { return tk.host == name })
+			return
+		}
+		h.robotsRetry = f.recv.Add(refRetryBase << h.robotsFails)
+	}
+}
+
+func (cr *refCrawler) get(u string, hdr map[string]string) refFetch {
+	return cr.getN(u, hdr, cr.opts.maxBody)
+}
+
+// getN sends one GET and reads at most limit bytes of the body, decoding
+// gzip and deflate.
+func (cr *refCrawler) getN(u string, hdr map[string]string, limit int64) refFetch {
+	req, _ := http.NewRequest("GET", u, nil)
+	req.Header.Set("User-Agent", cr.ua)
+	req.Header.Set("Accept-Encoding", "gzip, deflate")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	f := refFetch{sent: time.Now(), header: http.Header{}}
+	resp, err := cr.client.Do(req)
+	if err != nil {
+		f.err, f.recv = err, time.Now()
+		return f
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	f.recv = time.Now()
+	if err != nil {
+		f.err = err
+		return f
+	}
+	f.status, f.header = resp.StatusCode, resp.Header
+	f.body, err = decodeBody(resp.Header.Get("Content-Encoding"), raw)
+	if err != nil {
+		cr.t.Errorf("GET %s: %v", u, err)
+	}
+	return f
+}
+
+// decodeBody undoes a Content-Encoding of gzip or deflate (zlib, or raw
+// deflate as some servers send).
+func decodeBody(coding string, raw []byte) ([]byte, error) {
+	var r io.Reader
+	switch strings.ToLower(coding) {
+	case "":
+		return raw, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		r = zr
+	case "deflate":
+		if zr, err := zlib.NewReader(bytes.NewReader(raw)); err == nil {
+			r = zr
+		} else {
+			r = flate.NewReader(bytes.NewReader(raw))
+		}
+	default:
+		return nil, fmt.Errorf("unknown Content-Encoding %q", coding)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", coding, err)
+	}
+	return b, nil
+}
+
+// recrawl waits until every changing page has had time to change, then
+// fetches every page that had validators again, conditionally: with
+// If-None-Match for some, If-Modified-Since alone for the others.
+func (cr *refCrawler) recrawl() {
+	cr.res.recrawled, cr.res.changed, cr.res.ambiguous = map[string]int{}, map[string]bool{}, map[string]bool{}
+	var urls []string
+	for u := range cr.valid {
+		urls = append(urls, u)
+	}
+	sort.Strings(urls)
+	if len(urls) == 0 {
+		return
+	}
+	time.Sleep(cr.w.Config().ChangePeriod)
+	for i, u := range urls {
+		prev := cr.valid[u]
+		hdr := map[string]string{}
+		if i%2 == 0 && prev.header.Get("ETag") != "" {
+			hdr["If-None-Match"] = prev.header.Get("ETag")
+		} else {
+			hdr["If-Modified-Since"] = prev.header.Get("Last-Modified")
+		}
+		time.Sleep(cr.opts.gap)
+		f := cr.get(u, hdr)
+		if f.err != nil {
+			cr.t.Errorf("recrawl %s: %v", u, f.err)
+			continue
+		}
+		cr.res.recrawled[u] = f.status
+		cr.res.changed[u] = cr.w.Changed(u, prev.sent)
+		cr.res.ambiguous[u] = cr.w.Changed(u, prev.sent) != cr.w.Changed(u, prev.recv) ||
+			cr.w.Changed(u, f.sent) != cr.w.Changed(u, f.recv)
+		if f.status == 200 && !bytes.Equal(f.body, prev.body) != cr.res.changed[u] && !cr.res.ambiguous[u] {
+			cr.t.Errorf("recrawl %s: body changed %v, Changed says %v", u, !bytes.Equal(f.body, prev.body), cr.res.changed[u])
+		}
+	}
+}
+
+// refRobots is the reference crawler's RFC 9309 reading of a robots.txt
+// for one token.
+type refRobots struct {
+	rules []refRule
+	delay time.Duration
+}
+
+type refRule struct {
+	allow bool
+	re    *regexp.Regexp
+	n     int // pattern length, for "longest match"
+}
+
+// parseRobots reads body per RFC 9309 for token's product token: groups
+// start at user-agent lines, every group naming the token is merged, else
+// every "*" group; patterns support "*" and a final "$".
+func parseRobots(body []byte, token string) *refRobots {
+	tok := strings.ToLower(strings.FieldsFunc(token, func(r rune) bool { return r == '/' || r == ' ' })[0])
+	type group struct {
+		agents []string
+		rules  []refRule
+		delay  time.Duration
+	}
+	var groups []*group
+	var cur *group
+	agentLine := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		switch k {
+		case "user-agent":
+			if cur == nil || !agentLine {
+				cur = &group{}
+				groups = append(groups, cur)
+			}
+			cur.agents = append(cur.agents, strings.ToLower(v))
+			agentLine = true
+			continue
+		case "allow", "disallow":
+			if cur != nil && v != "" {
+				pat := regexp.QuoteMeta(strings.TrimSuffix(v, "$"))
+				pat = "^" + strings.ReplaceAll(pat, `\*`, ".*")
+				if strings.HasSuffix(v, "$") {
+					pat += "$"
+				}
+				cur.rules = append(cur.rules, refRule{allow: k == "allow", re: regexp.MustCompile(pat), n: len(v)})
+			}
+		case "crawl-delay":
+			if s, err := strconv.ParseFloat(v, 64); err == nil && cur != nil {
+				cur.delay = time.Duration(s * float64(time.Second))
+			}
+		}
+		agentLine = false
+	}
+	pick := func(name string) *refRobots {
+		var rb *refRobots
+		for _, g := range groups {
+			if slices.Contains(g.agents, name) {
+				if rb == nil {
+					rb = &refRobots{}
+				}
+				rb.rules = append(rb.rules, g.rules...)
+				if rb.delay == 0 {
+					rb.delay = g.delay
+				}
+			}
+		}
+		return rb
+	}
+	if rb := pick(tok); rb != nil {
+		return rb
+	}
+	if rb := pick("*"); rb != nil {
+		return rb
+	}
+	return &refRobots{}
+}
+
+// allowed applies the longest matching rule, Allow winning ties.
+func (rb *refRobots) allowed(pathQuery string) bool {
+	if pathQuery == "/robots.txt" {
+		return true
+	}
+	best, allow := -1, true
+	for _, r := range rb.rules {
+		if r.re.MatchString(pathQuery) && (r.n > best || (r.n == best && r.allow)) {
+			best, allow = r.n, r.allow
+		}
+	}
+	return allow
 }
 
 func TestCrawlMatchesGroundTruth(t *testing.T) {

@@ -704,11 +704,14 @@ func (*Ack) Descriptor() ([]byte, []int) {
 	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{10}
 }
 
-// Task is one URL to crawl, normalised by the sender.
+// Task is one URL to crawl, normalised by the sender. redirects counts the
+// redirect hops that led to it (0 for a link), so an owner can cut chains
+// that cross owners.
 type Task struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	Depth         uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects     uint32                 `protobuf:"varint,3,opt,name=redirects,proto3" json:"redirects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -753,6 +756,13 @@ func (x *Task) GetUrl() string {
 func (x *Task) GetDepth() uint32 {
 	if x != nil {
 		return x.Depth
+	}
+	return 0
+}
+
+func (x *Task) GetRedirects() uint32 {
+	if x != nil {
+		return x.Redirects
 	}
 	return 0
 }
@@ -1110,10 +1120,11 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
 	"successors\x18\x02 \x03(\v2\x13.swarmcrawl.v1.PeerR\n" +
 	"successors\"\x05\n" +
-	"\x03Ack\".\n" +
+	"\x03Ack\"L\n" +
 	"\x04Task\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\rR\x05depth\"6\n" +
+	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
+	"\tredirects\x18\x03 \x01(\rR\tredirects\"6\n" +
 	"\tTaskBatch\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\"\xcb\x01\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+)
+
+// runDLQ lists a running node's dead letters — URLs that failed every
+// retry — and can put them back in the queue.
+func runDLQ(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dlq", stderr)
+	api := fs.String("api", "", "HOST:PORT of the node's HTTP API")
+	data := fs.String("data", "", "data directory of a running node (reads its api file)")
+	asJSON := fs.Bool("json", false, "print dead letters as JSON")
+	requeueAll := fs.Bool("requeue-all", false, "put every dead letter back in the queue")
+	var requeue listFlag
+	fs.Var(&requeue, "requeue", "put these URLs (comma-separated or repeated) back in the queue")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	addr, err := apiAddr(*api, *data)
+	if err != nil {
+		return err
+	}
+	if *requeueAll || len(requeue) > 0 {
+		if *requeueAll && len(requeue) > 0 {
+			return usageErr("give --requeue or --requeue-all, not both")
+		}
+		body, _ := json.Marshal(p2p.RequeueRequest{All: *requeueAll, URLs: requeue})
+		var res p2p.RequeueResult
+		if err := callAPI(addr, http.MethodPost, "/dlq/requeue", body, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "requeued %d dead letters\n", res.Requeued)
+		return nil
+	}
+	var list p2p.DeadLetters
+	if err := callAPI(addr, http.MethodGet, "/dlq", nil, &list); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	for _, d := range list.Items {
+		fmt.Fprintf(stdout, "%s\t%d attempts\t%s\t%s\n", d.URL, d.Attempts, d.At.Format(time.RFC3339), d.LastError)
+	}
+	fmt.Fprintf(stdout, "%d dead letters\n", list.Total)
+	return nil
+}
+
+// callAPI sends one request to a node's HTTP API and decodes its JSON
+// answer into out.
+func callAPI(addr, method, path string, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return usageErr("--api %q: %v", addr, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("no node answers at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
+}

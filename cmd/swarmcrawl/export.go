@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
+)
+
+// runExport writes a node's crawl out of its data dir: the WARC files
+// concatenated into one (gzip members concatenate into a valid .warc.gz),
+// or the extracted text as JSON Lines. It reads files only, so it works on
+// a stopped node and on a running one (the file still being written is
+// left out unless --include-open).
+func runExport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("export", stderr)
+	data := fs.String("data", "", "data directory of a node (required)")
+	format := fs.String("format", "jsonl", "warc (the archived exchanges) or jsonl (extracted text, one JSON object a line)")
+	out := fs.String("out", "-", "output file, - for stdout")
+	includeOpen := fs.Bool("include-open", false, "also read the WARC file a running node is still writing")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *data == "" {
+		return usageErr("--data is required")
+	}
+	if *format != "warc" && *format != "jsonl" {
+		return usageErr("--format %q: want warc or jsonl", *format)
+	}
+	dir := filepath.Join(*data, p2p.WARCDir)
+	files, err := warc.Files(dir, *includeOpen)
+	if err != nil {
+		return fmt.Errorf("list WARC files in %s: %w", dir, err)
+	}
+	var w io.Writer = stdout
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var n int
+	switch *format {
+	case "jsonl":
+		n, err = warc.ExportJSONL(files, bw)
+	case "warc":
+		n, err = concatFiles(files, bw)
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	unit := "pages"
+	if *format == "warc" {
+		unit = "WARC files"
+	}
+	fmt.Fprintf(stderr, "exported %d %s from %s\n", n, unit, dir)
+	return nil
+}
+
+func concatFiles(files []string, w io.Writer) (int, error) {
+	for i, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return i, err
+		}
+		_, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return i, fmt.Errorf("copy %s: %w", name, err)
+		}
+	}
+	return len(files), nil
+}

@@ -1,0 +1,264 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// casesConfig is the crawler configuration the synthetic web's case hosts
+// assume (see synthweb.Config.Cases): 3 retries, 5 redirect hops, depth 16,
+// a budget of 25 pages per host, a timeout shorter than the slow pages, with
+// short waits so the test is quick.
+func casesConfig(w *synthweb.Web, delay time.Duration) Config {
+	cfg := DefaultConfig()
+	cfg.Delay = delay
+	cfg.Workers = 16
+	cfg.Timeout = 2 * time.Second // < synthweb.SlowPageDelay, > the 20 MB page under -race
+	cfg.RetryBase = 20 * time.Millisecond
+	cfg.MaxPagesPerHost = 25
+	cfg.MaxRecrawl = 0
+	cfg.Proxy = w.Proxy()
+	return cfg
+}
+
+// deadLetters returns the dead letters of c by URL.
+func deadLetters(t testing.TB, c *Crawler) map[string]store.DeadLetter {
+	t.Helper()
+	out := map[string]store.DeadLetter{}
+	if err := c.db.DeadLetters(func(d store.DeadLetter) error { out[d.URL] = d; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCrawlCaseWeb crawls the synthetic web with every case host and checks
+// what an operator relies on: the ground truth fetched exactly once, robots
+// rules kept, politeness and Retry-After kept, flaky pages retried until
+// they answer, dead and slow pages retried MaxRetries times and then
+// dead-lettered, redirect chains cut at MaxRedirects, traps bounded, the
+// 20 MB page cut at the body cap, gzip and deflate decoded, near-copies
+// recognised.
+func TestCrawlCaseWeb(t *testing.T) {
+	w := startSynthWeb(t, synthweb.Config{Seed: 3, Hosts: 20, CrawlDelayHosts: 1, Cases: true})
+	const delay = 10 * time.Millisecond
+	cfg := casesConfig(w, delay)
+	rec := newRecorder()
+	ring := &ringStandIn{seen: map[uint64]bool{}}
+	c := newTestCrawler(t, cfg, rec, ring)
+	c.robotsRetry = 50 * time.Millisecond
+	ring.c = c
+	token := ProductToken(cfg.UserAgent)
+
+	start := time.Now()
+	ring.seed(w.Seeds())
+	crawlUntilIdle(t, c, 60*time.Second)
+	s := c.Stats()
+	t.Logf("%d pages in %v; stats %+v", s.Fetched, time.Since(start).Round(time.Millisecond), s)
+
+	report := func(what string, list []string) {
+		t.Helper()
+		for i, s := range list {
+			if i == 10 {
+				t.Errorf("%s: ... and %d more", what, len(list)-10)
+				break
+			}
+			t.Errorf("%s: %s", what, s)
+		}
+	}
+	report("missing", w.Missing(token))
+	report("duplicate", w.Duplicates())
+	report("unexpected", w.Unexpected(token))
+	report("robots violation", w.CheckRobots(token))
+	report("robots.txt not first", w.CheckRobotsFirst())
+	report("politeness violation", w.CheckPoliteness(delay))
+	report("Retry-After violation", w.CheckRetryAfter())
+	for h, n := range w.MaxInFlightPerHost() {
+		// A request the crawler gave up on (the slow host's) ends for the
+		// server only when it notices the closed connection, which under
+		// load can be after the retry arrived.
+		if n != 1 && h != w.CaseHost("slow") {
+			t.Errorf("%s: %d requests in flight at once", h, n)
+		}
+	}
+
+	// Dead and slow pages: retried, then dead letters with the right kind.
+	dead := deadLetters(t, c)
+	for kind, urls := range map[string][]string{"http_5xx": w.DeadURLs(), "timeout": w.SlowURLs()} {
+		if len(urls) == 0 {
+			t.Fatalf("the case web has no %s URLs", kind)
+		}
+		for _, u := range urls {
+			d, ok := dead[u]
+			if !ok || d.Kind != kind || d.Attempts != 1+cfg.MaxRetries {
+				t.Errorf("dead letter of %s: %+v (found %v), want kind %s after %d attempts", u, d, ok, kind, 1+cfg.MaxRetries)
+			}
+		}
+	}
+	var cut []string
+	for u, d := range dead {
+		if d.Kind == "too_many_redirects" {
+			cut = append(cut, u)
+			if d.Redirects != cfg.MaxRedirects {
+				t.Errorf("redirect chain cut at %s after %d hops, want %d", u, d.Redirects, cfg.MaxRedirects)
+			}
+		}
+	}
+	if len(cut) != 1 || !strings.Contains(cut[0], "/hop/7/") {
+		t.Errorf("redirect chains cut at %v, want the one /chain/7 hop", cut)
+	}
+	if want := len(w.DeadURLs()) + len(w.SlowURLs()) + 1; int(s.DeadLetters) != want || len(dead) != want {
+		t.Errorf("%d dead letters (%d listed), want %d", s.DeadLetters, len(dead), want)
+	}
+
+	// Flaky pages answer on their third attempt: retried, not dead.
+	flaky := 0
+	for _, u := range rec.pageURLs() {
+		if host, _ := HostOf(u); host == w.CaseHost("flaky") {
+			flaky++
+			if p := rec.page(u); p.Status != 200 || p.Task.Attempts != 2 {
+				t.Errorf("flaky page %s: status %d after %d failed attempts, want 200 after 2", u, p.Status, p.Task.Attempts)
+			}
+		}
+	}
+	if flaky == 0 {
+		t.Error("no page of the flaky host fetched")
+	}
+
+	// Traps stay bounded: the calendar by the host budget, the deep host by
+	// the repeated-segment and depth limits.
+	pagesOf := func(host string) int {
+		n := 0
+		for _, r := range w.RequestsTo(host) {
+			if r.Path != "/robots.txt" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := pagesOf(w.CaseHost("calendar")); n != cfg.MaxPagesPerHost {
+		t.Errorf("calendar: %d pages requested, want the budget %d", n, cfg.MaxPagesPerHost)
+	}
+	if n := pagesOf(w.CaseHost("deep")); n != 1+3+15 {
+		t.Errorf("deep: %d pages requested, want 19 (/a/a/a/ and /d1/.../d15/)", n)
+	}
+	if s.BudgetDropped == 0 || s.ErrorsByKind["trap"] == 0 {
+		t.Errorf("stats %+v: want budget drops (calendar) and traps refused (deep)", s)
+	}
+
+	// The 20 MB page: cut at the cap, raw and decoded alike.
+	big := rec.page("http://" + w.CaseHost("big") + "/")
+	if big == nil || !big.Truncated || int64(len(big.Body)) != cfg.MaxBodyBytes || int64(len(big.RawBody)) > cfg.MaxBodyBytes {
+		t.Errorf("big page: %v", describe(big))
+	}
+
+	// gzip and deflate: stored as received, decoded for parsing.
+	coded := 0
+	for _, p := range rec.allPages() {
+		enc := p.Header.Get("Content-Encoding")
+		if enc == "" {
+			continue
+		}
+		coded++
+		if p.Request.Get("Accept-Encoding") != "gzip, deflate" || slices.Equal(p.RawBody, p.Body) ||
+			!strings.Contains(string(p.Body), "<html") {
+			t.Errorf("%s (%s): raw %d bytes, body %d bytes %.40q", p.Task.URL, enc, len(p.RawBody), len(p.Body), p.Body)
+		}
+	}
+	if coded == 0 {
+		t.Error("no content-coded page crawled")
+	}
+
+	// Near-copies: recognised, text extracted.
+	var near []string
+	for _, p := range rec.allPages() {
+		if p.NearDuplicateOf != "" {
+			near = append(near, p.Task.URL)
+		}
+	}
+	sort.Strings(near)
+	if len(near) < 2 || int64(len(near)) != s.NearDups {
+		t.Errorf("near-duplicates %v (stats %d), want at least 2 of the nearcopy host's 3 copies", near, s.NearDups)
+	}
+	for _, u := range near {
+		if host, _ := HostOf(u); host != w.CaseHost("nearcopy") {
+			t.Errorf("%s flagged as a near-duplicate of %s", u, rec.page(u).NearDuplicateOf)
+		}
+	}
+}
+
+// describe summarises a page for failure messages.
+func describe(p *Page) string {
+	if p == nil {
+		return "not fetched"
+	}
+	return fmt.Sprintf("%s: status %d, truncated %v, body %d bytes, raw %d bytes",
+		p.Task.URL, p.Status, p.Truncated, len(p.Body), len(p.RawBody))
+}
+
+// TestCrawlResumesAfterStop stops a crawl halfway and starts a new Crawler
+// on the same store: it finishes the ground truth, fetching again only
+// pages whose requests the stop cancelled.
+func TestCrawlResumesAfterStop(t *testing.T) {
+	w := startSynthWeb(t, synthweb.Config{Seed: 5, Hosts: 10})
+	cfg := DefaultConfig()
+	cfg.Delay = 5 * time.Millisecond
+	cfg.MaxDepth = 1000
+	cfg.Proxy = w.Proxy()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	ring := &ringStandIn{seen: map[uint64]bool{}}
+	c1, err := New(cfg, db, nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.c = c1
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c1.Run(ctx) }()
+	ring.seed(w.Seeds())
+	truth := w.GroundTruth(ProductToken(cfg.UserAgent))
+	deadline := time.Now().Add(20 * time.Second)
+	for c1.Stats().Fetched < int64(len(truth)/2) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("half the crawl not done after 20s: %+v", c1.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if c1.Idle() {
+		t.Fatal("crawler idle after half the crawl")
+	}
+	db.Close()
+
+	db2 := openStoreAt(t, dir)
+	c2, err := New(cfg, db2, nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.mu.Lock()
+	ring.c = c2
+	ring.mu.Unlock()
+	if c2.Stats().Queued == 0 {
+		t.Fatal("restarted crawler has an empty queue")
+	}
+	crawlUntilIdle(t, c2, 30*time.Second)
+	if m := w.Missing(ProductToken(cfg.UserAgent)); len(m) > 0 {
+		t.Errorf("missing after restart: %v", m)
+	}
+	// A request cancelled by the stop after the server had sent its answer
+	// is fetched again: at least once, at most the requests in flight.
+	if d := w.Duplicates(); len(d) > cfg.Workers {
+		t.Errorf("%d pages fetched twice after a clean stop: %v", len(d), d)
+	}
+}

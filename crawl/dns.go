@@ -1,0 +1,627 @@
+package crawl
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DialConfig configures a Dialer. Zero durations take their defaults, so
+// only MaxConnsPerIP (where 0 means unlimited) needs DefaultDialConfig.
+type DialConfig struct {
+	// DNSTTL is how long a successful lookup is reused (default 5m). Go's
+	// resolver does not report record TTLs, so one TTL applies to all.
+	DNSTTL time.Duration
+	// NegativeTTL is how long a failed lookup is remembered (default 30s):
+	// short, so a name that starts to resolve is picked up soon, but long
+	// enough that a dead name is not looked up once per queued URL.
+	NegativeTTL time.Duration
+	// ConnectTimeout bounds each TCP connect attempt and each DNS lookup
+	// (default 10s). The caller's context bounds the whole dial as well.
+	ConnectTimeout time.Duration
+	// MaxConnsPerIP caps the concurrent connections to one IP address
+	// across all host names that resolve to it, so a thousand virtual hosts
+	// on one server are not fetched a thousand at a time. A dial over the
+	// cap waits for a slot. DefaultDialConfig sets 4; 0 means unlimited.
+	MaxConnsPerIP int
+	// ReclaimIdle is how long a connection must have been quiet, its last
+	// I/O a read, before a dial waiting for its IP's slot closes it (default
+	// 2s; negative: never). An HTTP client keeps finished connections open
+	// for reuse, and without this those idle connections would hold every
+	// slot of a shared server until the client's idle timeout. A connection
+	// whose last I/O was a write, typically a request awaiting its answer,
+	// is only reclaimed after 15 times as long; one stalled mid-response
+	// for ReclaimIdle may be, but only while another dial waits.
+	ReclaimIdle time.Duration
+	// MaxCacheEntries bounds the number of host names cached (default
+	// 100,000); the least recently used name is dropped first.
+	MaxCacheEntries int
+	// Resolve looks up the addresses of a host name (default
+	// net.DefaultResolver.LookupNetIP with network "ip"). Tests inject it.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// AllowPrivate permits connections to loopback, private (RFC 1918, RFC
+	// 4193), link-local, CGNAT, unspecified, multicast and other non-public
+	// addresses. It is off by default, so that a crawler fed hostile links
+	// or hostile DNS answers is never a weapon against internal networks.
+	AllowPrivate bool
+	// Now is the clock for cache expiry (default time.Now).
+	Now func() time.Time
+}
+
+// writeReclaimFactor stretches ReclaimIdle for connections whose last I/O
+// was a write: a request awaiting its answer is reclaimed only when it has
+// waited longer than any sensible fetch timeout (30s by default).
+const writeReclaimFactor = 15
+
+// DefaultDialConfig returns the configuration a crawler on the public web
+// should use: 5 minute DNS cache, 30 second negative cache, 10 second
+// connect timeout, at most 4 connections per IP, private addresses refused.
+func DefaultDialConfig() DialConfig {
+	return DialConfig{
+		DNSTTL:          5 * time.Minute,
+		NegativeTTL:     30 * time.Second,
+		ConnectTimeout:  10 * time.Second,
+		MaxConnsPerIP:   4,
+		ReclaimIdle:     2 * time.Second,
+		MaxCacheEntries: 100_000,
+	}
+}
+
+// DialStats counts what a Dialer did since it was created.
+type DialStats struct {
+	CacheHits   int64 // lookups answered from the cache, failures included
+	CacheMisses int64 // dials that had to wait for a lookup
+	Lookups     int64 // lookups sent to the resolver (concurrent misses share one)
+	Blocked     int64 // dials refused because every address was blocked
+	Waits       int64 // dials that waited for a per-IP slot
+	Reclaimed   int64 // idle connections closed to free a slot for a waiting dial
+	CacheSize   int   // host names in the cache now
+}
+
+// ErrBlockedAddress matches (with errors.Is) every dial the Dialer refuses
+// because the target address is not public. Its text is the error kind the
+// crawler counts such failures under.
+var ErrBlockedAddress = errors.New("blocked_address")
+
+// BlockedAddressError is the error of a dial refused because the host name
+// resolved only to (or the URL named) addresses that are not public.
+type BlockedAddressError struct {
+	Host   string     // the host as dialled: a name or an IP literal
+	Addr   netip.Addr // the first refused address
+	Reason string     // what kind of address it is, such as "loopback"
+}
+
+// Error says what was refused and how to allow it.
+func (e *BlockedAddressError) Error() string {
+	what := "refusing to connect to " + e.Addr.String()
+	if e.Host != e.Addr.String() {
+		what = fmt.Sprintf("refusing to connect to %s: it resolves to %s", e.Host, e.Addr)
+	}
+	return fmt.Sprintf("%v: %s (%s address; set AllowPrivate to crawl non-public networks)",
+		ErrBlockedAddress, what, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrBlockedAddress) hold.
+func (e *BlockedAddressError) Is(target error) bool { return target == ErrBlockedAddress }
+
+// Dialer opens TCP connections for the crawler's HTTP client. It caches DNS
+// answers, refuses non-public addresses (checked after resolution, so a
+// public name that resolves to 127.0.0.1 is refused too), and caps the
+// connections per IP address. Use DialContext as http.Transport.DialContext.
+// A Dialer is safe for concurrent use and starts no long-lived goroutines.
+type Dialer struct {
+	cfg   DialConfig
+	epoch time.Time // base of the connections' activity clock
+
+	mu       sync.Mutex
+	cache    map[string]*list.Element // host -> *dnsEntry, in lru
+	lru      *list.List               // most recently used first
+	inflight map[string]*lookupCall
+	ips      map[netip.Addr]*ipSlots
+
+	hits, misses, lookups, blocked, waits, reclaimed atomic.Int64
+}
+
+// dnsEntry is a cached lookup: addresses or the error.
+type dnsEntry struct {
+	host    string
+	addrs   []netip.Addr
+	err     error
+	expires time.Time
+}
+
+// lookupCall is one lookup in progress, shared by all who need its answer.
+type lookupCall struct {
+	done  chan struct{}
+	addrs []netip.Addr
+	err   error
+}
+
+// ipSlots is the per-IP connection cap: a token in slots per open
+// connection, and the open connections themselves so idle ones can be
+// reclaimed. refs counts holders and waiters; at zero the entry is dropped,
+// so the map only holds IPs in use.
+type ipSlots struct {
+	slots chan struct{}
+	refs  int
+	conns map[*slotConn]struct{}
+}
+
+// NewDialer returns a Dialer; see DialConfig for the defaults.
+func NewDialer(cfg DialConfig) *Dialer {
+	if cfg.DNSTTL <= 0 {
+		cfg.DNSTTL = 5 * time.Minute
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = 30 * time.Second
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.ReclaimIdle == 0 {
+		cfg.ReclaimIdle = 2 * time.Second
+	}
+	if cfg.MaxCacheEntries <= 0 {
+		cfg.MaxCacheEntries = 100_000
+	}
+	if cfg.Resolve == nil {
+		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Dialer{
+		cfg:      cfg,
+		epoch:    time.Now(),
+		cache:    make(map[string]*list.Element),
+		lru:      list.New(),
+		inflight: make(map[string]*lookupCall),
+		ips:      make(map[netip.Addr]*ipSlots),
+	}
+}
+
+// Stats returns the Dialer's counters.
+func (d *Dialer) Stats() DialStats {
+	d.mu.Lock()
+	size := len(d.cache)
+	d.mu.Unlock()
+	return DialStats{
+		CacheHits:   d.hits.Load(),
+		CacheMisses: d.misses.Load(),
+		Lookups:     d.lookups.Load(),
+		Blocked:     d.blocked.Load(),
+		Waits:       d.waits.Load(),
+		Reclaimed:   d.reclaimed.Load(),
+		CacheSize:   size,
+	}
+}
+
+// DialContext connects to address ("host:port") over network ("tcp",
+// "tcp4" or "tcp6"). It resolves the host through the cache, drops
+// addresses that are not public unless AllowPrivate, waits for a slot of
+// the IP (honouring ctx), and tries the remaining addresses in order. The
+// slot is held until the returned connection is closed.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	port, err := parsePort(network, portStr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	var addrs []netip.Addr
+	if ip, perr := netip.ParseAddr(host); perr == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = d.resolve(ctx, host); err != nil {
+		return nil, err
+	}
+	addrs = forNetwork(network, addrs)
+	if len(addrs) == 0 {
+		return nil, &net.DNSError{Err: "no " + network + " address", Name: host, IsNotFound: true}
+	}
+	if !d.cfg.AllowPrivate {
+		public := make([]netip.Addr, 0, len(addrs))
+		var refused *BlockedAddressError
+		for _, a := range addrs {
+			if reason := blockedReason(a); reason != "" {
+				if refused == nil {
+					refused = &BlockedAddressError{Host: host, Addr: a, Reason: reason}
+				}
+				continue
+			}
+			public = append(public, a)
+		}
+		if len(public) == 0 {
+			d.blocked.Add(1)
+			return nil, refused
+		}
+		addrs = public
+	}
+	var lastErr error
+	for _, ip := range addrs {
+		c, err := d.dialIP(ctx, network, ip, port)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// parsePort accepts a decimal port or a service name.
+func parsePort(network, s string) (uint16, error) {
+	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return uint16(n), nil
+	}
+	n, err := net.LookupPort(network, s)
+	if err != nil {
+		return 0, fmt.Errorf("bad port %q: %w", s, err)
+	}
+	return uint16(n), nil
+}
+
+// forNetwork keeps the addresses network can reach: IPv4 only for "tcp4",
+// IPv6 only for "tcp6", all otherwise. Addresses are unmapped, so an
+// IPv4-mapped IPv6 address counts (and is checked) as the IPv4 one.
+func forNetwork(network string, addrs []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		switch {
+		case !a.IsValid():
+		case strings.HasSuffix(network, "4") && !a.Is4():
+		case strings.HasSuffix(network, "6") && !a.Is6():
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Address ranges refused unless AllowPrivate, beyond what netip classifies.
+var (
+	cgnatPrefix    = netip.MustParsePrefix("100.64.0.0/10")  // RFC 6598 shared address space
+	thisNetPrefix  = netip.MustParsePrefix("0.0.0.0/8")      // "this network"; 0.x reaches the host itself on Linux
+	reservedPrefix = netip.MustParsePrefix("240.0.0.0/4")    // reserved, and the limited broadcast address
+	protoPrefix    = netip.MustParsePrefix("192.0.0.0/24")   // IETF protocol assignments
+	siteLocal6     = netip.MustParsePrefix("fec0::/10")      // deprecated site-local
+	v4Compat6      = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible (also :: and ::1)
+	nat64Prefix    = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052 well-known NAT64 prefix
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215 local-use NAT64
+	sixToFour      = netip.MustParsePrefix("2002::/16")      // 6to4, which embeds an IPv4 address
+)
+
+// blockedReason returns why a is not a public address, or "" if it is.
+// IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by
+// that address, so ::ffff:127.0.0.1 is as loopback as 127.0.0.1.
+func blockedReason(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case !a.IsValid():
+		return "invalid"
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsPrivate():
+		return "private"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsMulticast():
+		return "multicast"
+	}
+	if a.Is4() {
+		switch {
+		case cgnatPrefix.Contains(a):
+			return "CGNAT shared"
+		case thisNetPrefix.Contains(a):
+			return "this-network"
+		case reservedPrefix.Contains(a):
+			return "reserved"
+		case protoPrefix.Contains(a):
+			return "IETF protocol"
+		}
+		return ""
+	}
+	b := a.As16()
+	switch {
+	case siteLocal6.Contains(a):
+		return "site-local"
+	case v4Compat6.Contains(a):
+		return "IPv4-compatible"
+	case nat64Local.Contains(a):
+		return "local-use NAT64"
+	case nat64Prefix.Contains(a):
+		if r := blockedReason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+			return "NAT64 " + r
+		}
+	case sixToFour.Contains(a):
+		if r := blockedReason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+			return "6to4 " + r
+		}
+	}
+	return ""
+}
+
+// resolve returns host's addresses from the cache, or looks them up. Every
+// caller that misses while a lookup of the same host is in flight waits for
+// that lookup instead of starting its own. The lookup does not belong to the
+// first caller, so one caller giving up does not fail the others.
+func (d *Dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "" {
+		return nil, &net.DNSError{Err: "empty host name", IsNotFound: true}
+	}
+	now := d.cfg.Now()
+	d.mu.Lock()
+	if el := d.cache[host]; el != nil {
+		e := el.Value.(*dnsEntry)
+		if now.Before(e.expires) {
+			d.lru.MoveToFront(el)
+			d.mu.Unlock()
+			d.hits.Add(1)
+			return e.addrs, e.err
+		}
+	}
+	d.misses.Add(1)
+	call := d.inflight[host]
+	if call == nil {
+		call = &lookupCall{done: make(chan struct{})}
+		d.inflight[host] = call
+		d.lookups.Add(1)
+		go d.lookup(context.WithoutCancel(ctx), host, call)
+	}
+	d.mu.Unlock()
+
+	select {
+	case <-call.done:
+		return call.addrs, call.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("resolve %s: %w", host, ctx.Err())
+	}
+}
+
+// lookup runs one resolver query, caches its outcome and wakes its waiters.
+func (d *Dialer) lookup(ctx context.Context, host string, call *lookupCall) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ConnectTimeout)
+	defer cancel()
+	addrs, err := d.cfg.Resolve(ctx, host)
+	valid := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if a.IsValid() {
+			valid = append(valid, a.Unmap())
+		}
+	}
+	switch {
+	case err != nil:
+		var dnsErr *net.DNSError
+		if !errors.As(err, &dnsErr) {
+			// Keep the kind recognisable as a DNS failure to the caller.
+			err = &net.DNSError{Err: err.Error(), Name: host, UnwrapErr: err,
+				IsTimeout: errors.Is(err, context.DeadlineExceeded)}
+		}
+		valid = nil
+	case len(valid) == 0:
+		err = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	}
+	ttl := d.cfg.DNSTTL
+	if err != nil {
+		ttl = d.cfg.NegativeTTL
+	}
+	call.addrs, call.err = valid, err
+
+	d.mu.Lock()
+	d.store(&dnsEntry{host: host, addrs: valid, err: err, expires: d.cfg.Now().Add(ttl)})
+	delete(d.inflight, host)
+	d.mu.Unlock()
+	close(call.done)
+}
+
+// store puts e in the cache, dropping the least recently used names beyond
+// MaxCacheEntries. d.mu must be held.
+func (d *Dialer) store(e *dnsEntry) {
+	if el := d.cache[e.host]; el != nil {
+		el.Value = e
+		d.lru.MoveToFront(el)
+		return
+	}
+	d.cache[e.host] = d.lru.PushFront(e)
+	for len(d.cache) > d.cfg.MaxCacheEntries {
+		oldest := d.lru.Back()
+		d.lru.Remove(oldest)
+		delete(d.cache, oldest.Value.(*dnsEntry).host)
+	}
+}
+
+// dialIP connects to ip:port under the IP's connection cap.
+func (d *Dialer) dialIP(ctx context.Context, network string, ip netip.Addr, port uint16) (net.Conn, error) {
+	nd := net.Dialer{Timeout: d.cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	target := netip.AddrPortFrom(ip, port).String()
+	if d.cfg.MaxConnsPerIP <= 0 {
+		return nd.DialContext(ctx, network, target)
+	}
+	s, err := d.acquire(ctx, ip)
+	if err != nil {
+		return nil, err
+	}
+	c, err := nd.DialContext(ctx, network, target)
+	if err != nil {
+		d.release(ip, s, nil)
+		return nil, err
+	}
+	sc := &slotConn{Conn: c, d: d, ip: ip, slots: s}
+	sc.touch(false)
+	d.mu.Lock()
+	s.conns[sc] = struct{}{}
+	d.mu.Unlock()
+	return sc, nil
+}
+
+// acquire takes one of ip's connection slots, waiting while all are held.
+// While it waits it closes connections of the IP that are idle (see
+// DialConfig.ReclaimIdle), since those hold slots no request needs.
+func (d *Dialer) acquire(ctx context.Context, ip netip.Addr) (*ipSlots, error) {
+	d.mu.Lock()
+	s := d.ips[ip]
+	if s == nil {
+		s = &ipSlots{slots: make(chan struct{}, d.cfg.MaxConnsPerIP), conns: make(map[*slotConn]struct{})}
+		d.ips[ip] = s
+	}
+	s.refs++
+	d.mu.Unlock()
+
+	select {
+	case s.slots <- struct{}{}:
+		return s, nil
+	default:
+	}
+	d.waits.Add(1)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		retry := d.reclaim(s)
+		if retry <= 0 {
+			retry = time.Hour // nothing can become reclaimable: wait for a Close
+		}
+		timer.Reset(retry)
+		select {
+		case s.slots <- struct{}{}:
+			return s, nil
+		case <-ctx.Done():
+			d.unref(ip, s)
+			return nil, fmt.Errorf("wait for a connection slot of %s: %w", ip, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// reclaim closes the longest-idle connection in s that may be reclaimed now,
+// if any, and returns how long until the next one may be (0: none can).
+func (d *Dialer) reclaim(s *ipSlots) time.Duration {
+	if d.cfg.ReclaimIdle < 0 {
+		return 0
+	}
+	now := d.clock()
+	var victim *slotConn
+	var victimIdle time.Duration
+	var next time.Duration
+	d.mu.Lock()
+	for c := range s.conns {
+		if c.closing.Load() {
+			continue
+		}
+		limit := d.cfg.ReclaimIdle
+		if c.lastWrite.Load() {
+			limit *= writeReclaimFactor
+		}
+		idle := time.Duration(now - c.lastActive.Load())
+		if idle >= limit {
+			if victim == nil || idle > victimIdle {
+				victim, victimIdle = c, idle
+			}
+		} else if wait := limit - idle; next == 0 || wait < next {
+			next = wait
+		}
+	}
+	if victim != nil {
+		victim.closing.Store(true)
+	}
+	d.mu.Unlock()
+	if victim != nil {
+		d.reclaimed.Add(1)
+		victim.Close()
+		// The slot may go to another waiter; look again soon.
+		return time.Millisecond
+	}
+	return next
+}
+
+// release gives back the slot of a connection (c may be nil for a dial
+// that failed).
+func (d *Dialer) release(ip netip.Addr, s *ipSlots, c *slotConn) {
+	if c != nil {
+		d.mu.Lock()
+		delete(s.conns, c)
+		d.mu.Unlock()
+	}
+	<-s.slots
+	d.unref(ip, s)
+}
+
+// unref drops one holder or waiter of s, and s itself when none is left.
+func (d *Dialer) unref(ip netip.Addr, s *ipSlots) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.refs--
+	if s.refs == 0 && d.ips[ip] == s {
+		delete(d.ips, ip)
+	}
+}
+
+// clock is the monotonic time for connection activity, in nanoseconds.
+func (d *Dialer) clock() int64 { return int64(time.Since(d.epoch)) }
+
+// slotConn is a connection holding a per-IP slot until it is closed. It
+// notes when it was last active and whether that was a write, which tells
+// an idle pooled connection (last I/O a read of the previous response) from
+// one whose request awaits an answer.
+type slotConn struct {
+	net.Conn
+	d     *Dialer
+	ip    netip.Addr
+	slots *ipSlots
+
+	lastActive atomic.Int64 // Dialer.clock of the last I/O
+	lastWrite  atomic.Bool  // the last I/O was (or is) a write
+	closing    atomic.Bool  // picked for reclaim or closed
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+func (c *slotConn) touch(write bool) {
+	c.lastActive.Store(c.d.clock())
+	c.lastWrite.Store(write)
+}
+
+// Read reads from the connection and notes the activity.
+func (c *slotConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.touch(false)
+	}
+	return n, err
+}
+
+// Write writes to the connection and notes the activity; a write in
+// progress already protects the connection from being reclaimed.
+func (c *slotConn) Write(b []byte) (int, error) {
+	c.touch(true)
+	n, err := c.Conn.Write(b)
+	c.touch(true)
+	return n, err
+}
+
+// Close closes the connection and releases its slot; later calls return
+// the first call's error.
+func (c *slotConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		c.closeErr = c.Conn.Close()
+		c.d.release(c.ip, c.slots, c)
+	})
+	return c.closeErr
+}

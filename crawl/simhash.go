@@ -1,0 +1,183 @@
+package crawl
+
+import (
+	"math/bits"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Simhash returns the 64-bit simhash (Charikar) of a text: similar texts
+// get fingerprints that differ in few bits, so near-duplicate pages can be
+// found by Hamming distance (see SimhashDistance).
+//
+// The features are word 3-shingles: the text is split into words (runs of
+// letters and digits, lowercased; every Han, Hiragana or Katakana character
+// is a word of its own, since those scripts do not separate words), and
+// each run of three consecutive words is hashed. A word's hash is FNV-1a
+// over its lowercased UTF-8 bytes; a shingle's hash chains its three word
+// hashes and goes through the MurmurHash3 64-bit finaliser, so that every
+// bit of it is an even coin toss, which simhash needs. Each shingle votes
+// +1 or -1 on each of the 64 bits; bit i of the result is set when its vote
+// is positive. A text of one or two words is a single shingle; a text
+// without words returns 0, which callers treat as "no fingerprint".
+func Simhash(text string) uint64 {
+	var v voter
+	var w [3]uint64 // hashes of the last three words, oldest first
+	n := 0          // words so far
+	for word := range words(text) {
+		w[0], w[1], w[2] = w[1], w[2], word
+		n++
+		if n >= 3 {
+			v.add(shingleHash(w[0], w[1], w[2]))
+		}
+	}
+	switch n {
+	case 0:
+		return 0
+	case 1:
+		v.add(shingleHash(0, 0, w[2]))
+	case 2:
+		v.add(shingleHash(0, w[1], w[2]))
+	}
+	return v.result()
+}
+
+// voter counts, for each of 64 bit positions, how many shingle hashes have
+// that bit set. It adds eight bits at a time: lane j holds, in its byte k,
+// the count of bit 8k+j over the last few hashes, which is flushed into
+// the wide counters before a byte can overflow.
+type voter struct {
+	lanes   [8]uint64
+	pending int       // hashes in lanes
+	ones    [64]int64 // flushed counts of set bits
+	n       int64     // hashes added
+}
+
+const laneBits = 0x0101010101010101
+
+func (v *voter) add(h uint64) {
+	for j := range v.lanes {
+		v.lanes[j] += h >> j & laneBits
+	}
+	v.n++
+	if v.pending++; v.pending == 255 {
+		v.flush()
+	}
+}
+
+func (v *voter) flush() {
+	for j, l := range v.lanes {
+		for k := 0; k < 8; k++ {
+			v.ones[8*k+j] += int64(l >> (8 * k) & 0xff)
+		}
+		v.lanes[j] = 0
+	}
+	v.pending = 0
+}
+
+// result sets each bit that more than half of the hashes set, i.e. whose
+// +1/-1 vote is positive.
+func (v *voter) result() uint64 {
+	v.flush()
+	var fp uint64
+	for i, ones := range v.ones {
+		if 2*ones > v.n {
+			fp |= 1 << i
+		}
+	}
+	return fp
+}
+
+// SimhashDistance returns the Hamming distance between two fingerprints:
+// the number of bits in which they differ, from 0 (same) to 64.
+func SimhashDistance(a, b uint64) int { return bits.OnesCount64(a ^ b) }
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// shingleHash combines three word hashes, order-sensitively, into one
+// well-mixed 64-bit hash.
+func shingleHash(a, b, c uint64) uint64 {
+	h := (a*fnvPrime64 ^ b) * fnvPrime64
+	return fmix64(h ^ c)
+}
+
+// fmix64 is the finaliser of MurmurHash3: every input bit affects every
+// output bit with probability close to one half.
+func fmix64(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// words yields the FNV-1a hash of each lowercased word of s.
+func words(s string) func(yield func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		var h uint64
+		inWord := false
+		for i := 0; i < len(s); {
+			r, size := rune(s[i]), 1
+			if r >= utf8.RuneSelf {
+				r, size = utf8.DecodeRuneInString(s[i:])
+			}
+			i += size
+			switch {
+			case r < utf8.RuneSelf && isASCIIWordByte(byte(r)):
+				if !inWord {
+					h, inWord = fnvOffset64, true
+				}
+				c := byte(r)
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				h = (h ^ uint64(c)) * fnvPrime64
+			case r >= utf8.RuneSelf && isIdeograph(r):
+				if inWord && !yield(h) {
+					return
+				}
+				inWord = false
+				if !yield(hashRune(fnvOffset64, r)) {
+					return
+				}
+			case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)):
+				if !inWord {
+					h, inWord = fnvOffset64, true
+				}
+				h = hashRune(h, unicode.ToLower(r))
+			default:
+				if inWord && !yield(h) {
+					return
+				}
+				inWord = false
+			}
+		}
+		if inWord {
+			yield(h)
+		}
+	}
+}
+
+func isASCIIWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// isIdeograph reports whether r belongs to a script written without spaces
+// between words, so that each character counts as a word.
+func isIdeograph(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana)
+}
+
+// hashRune feeds the UTF-8 bytes of r into an FNV-1a hash.
+func hashRune(h uint64, r rune) uint64 {
+	var buf [utf8.UTFMax]byte
+	n := utf8.EncodeRune(buf[:], r)
+	for _, c := range buf[:n] {
+		h = (h ^ uint64(c)) * fnvPrime64
+	}
+	return h
+}

@@ -1,0 +1,393 @@
+package crawl
+
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+	"golang.org/x/net/html/charset"
+)
+
+// MaxTextBytes caps the text ExtractText returns. Text beyond it is
+// dropped, cut at a character boundary: a page's first megabyte of prose is
+// plenty for fingerprints and search, and the cap keeps a huge page from
+// making a huge WARC conversion record.
+const MaxTextBytes = 1 << 20
+
+// maxTitleBytes caps the title ExtractText returns.
+const maxTitleBytes = 1024
+
+// ExtractText returns the title and the visible text of a response body.
+//
+// HTML (text/html or application/xhtml+xml, or a body that sniffs as HTML
+// when contentType is empty) is decoded to UTF-8 from the charset its
+// Content-Type, byte order mark or <meta> declares, and tokenised once, so
+// the cost is linear in the size of the body whatever its shape. The text
+// leaves out the contents of script, style, noscript, template, svg, math,
+// iframe, noembed and noframes elements and the title; each block-level
+// element (p, div, li, h1-h6, tr, br, section, article...) starts a new
+// line, table cells are separated by a space, runs of whitespace collapse to
+// one space (newlines are kept inside pre), lines are trimmed and empty lines
+// dropped, and character references are decoded. The title is the first
+// <title> outside svg, with whitespace collapsed, capped at 1 KiB.
+//
+// text/plain is decoded to UTF-8 the same way, CRLF line ends become LF, and
+// the result is trimmed. Any other type returns "", "".
+//
+// Both results are valid UTF-8 and the text is capped at MaxTextBytes.
+// Malformed, truncated or binary input never panics; it yields whatever text
+// the HTML tokeniser recovers from it.
+func ExtractText(body []byte, contentType string) (title, text string) {
+	switch textKind(contentType, body) {
+	case kindHTML:
+		return extractHTML(toUTF8(body, contentType))
+	case kindPlain:
+		// Two bytes per character are enough input for the cap in any
+		// charset a server would send.
+		if len(body) > 2*MaxTextBytes+4096 {
+			body = body[:2*MaxTextBytes+4096]
+		}
+		return "", extractPlain(toUTF8(body, contentType))
+	default:
+		return "", ""
+	}
+}
+
+// Kinds of body ExtractText knows.
+const (
+	kindOther = iota
+	kindHTML
+	kindPlain
+)
+
+// textKind classifies a body by its media type, sniffing only when the type
+// is missing (as IsHTML does).
+func textKind(contentType string, body []byte) int {
+	if strings.TrimSpace(contentType) == "" {
+		contentType = http.DetectContentType(body)
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		// A malformed parameter does not hide a usable media type.
+		mt, _, _ = strings.Cut(contentType, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+	}
+	switch mt {
+	case "text/html", "application/xhtml+xml":
+		return kindHTML
+	case "text/plain":
+		return kindPlain
+	default:
+		return kindOther
+	}
+}
+
+// toUTF8 transcodes body to UTF-8 when its declared or detected charset is
+// another one. The result may still hold invalid UTF-8, which the text
+// builder replaces.
+func toUTF8(body []byte, contentType string) []byte {
+	enc, name, _ := charset.DetermineEncoding(body, contentType)
+	if name == "utf-8" || enc == nil {
+		return body
+	}
+	// Every charset but UTF-16 agrees with ASCII on ASCII bytes, and most
+	// pages without a declaration are ASCII: skip the copy for them.
+	if !strings.HasPrefix(name, "utf-16") && isASCII(body) {
+		return body
+	}
+	out, err := enc.NewDecoder().Bytes(body)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// extractPlain cleans up a text/plain body.
+func extractPlain(body []byte) string {
+	if len(body) > MaxTextBytes+4096 {
+		// Leave room for the CR and whitespace that are trimmed below.
+		body = body[:MaxTextBytes+4096]
+	}
+	s := strings.ToValidUTF8(string(body), "\uFFFD")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.TrimSpace(s)
+	return truncateUTF8(s, MaxTextBytes)
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Elements whose contents are not visible text. The raw ones make the
+// tokeniser read everything up to their end tag as one text token, even
+// when written self-closing; the others nest normally.
+func skippedRaw(a atom.Atom) bool {
+	switch a {
+	case atom.Script, atom.Style, atom.Noscript, atom.Iframe, atom.Noembed, atom.Noframes:
+		return true
+	}
+	return false
+}
+
+func skippedNested(a atom.Atom) bool {
+	switch a {
+	case atom.Template, atom.Svg, atom.Math:
+		return true
+	}
+	return false
+}
+
+// blockElement reports whether an element starts and ends a line of text.
+func blockElement(a atom.Atom) bool {
+	switch a {
+	case atom.Address, atom.Article, atom.Aside, atom.Blockquote, atom.Body,
+		atom.Br, atom.Caption, atom.Center, atom.Dd, atom.Details, atom.Dialog,
+		atom.Dir, atom.Div, atom.Dl, atom.Dt, atom.Fieldset, atom.Figcaption,
+		atom.Figure, atom.Footer, atom.Form, atom.H1, atom.H2, atom.H3, atom.H4,
+		atom.H5, atom.H6, atom.Head, atom.Header, atom.Hgroup, atom.Hr, atom.Html,
+		atom.Legend, atom.Li, atom.Main, atom.Menu, atom.Nav, atom.Ol,
+		atom.Option, atom.P, atom.Pre, atom.Section, atom.Summary, atom.Table,
+		atom.Tbody, atom.Tfoot, atom.Thead, atom.Tr, atom.Ul, atom.Textarea,
+		atom.Select, atom.Plaintext, atom.Xmp, atom.Listing:
+		return true
+	}
+	return false
+}
+
+// extractHTML tokenises an HTML document once and collects its title and
+// visible text.
+func extractHTML(body []byte) (title, text string) {
+	textBuf := textBuilder{limit: MaxTextBytes}
+	titleBuf := textBuilder{limit: maxTitleBytes}
+	defer func() {
+		// The tokeniser is not known to panic; should it ever, the text
+		// gathered so far is still the best answer.
+		if recover() != nil {
+			title, text = titleBuf.String(), textBuf.String()
+		}
+	}()
+	z := html.NewTokenizer(bytes.NewReader(body))
+	var (
+		open      [16]int // open skipped elements, by slot
+		skipping  int     // sum of open
+		pre       int     // open pre/listing/plaintext elements
+		inTitle   bool
+		titleDone bool
+	)
+	for !textBuf.full {
+		tt := z.Next()
+		switch tt {
+		case html.ErrorToken:
+			return titleBuf.String(), textBuf.String()
+		case html.TextToken:
+			switch {
+			case skipping > 0:
+			case inTitle:
+				if !titleDone {
+					titleBuf.write(tokenText(z), false)
+				}
+			default:
+				textBuf.write(tokenText(z), pre > 0)
+			}
+		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
+			a := tagAtom(z.Raw())
+			start := tt != html.EndTagToken
+			switch {
+			case skippedRaw(a):
+				// A raw element's contents run to its end tag even when
+				// it is written self-closing.
+				if start {
+					open[slot(a)]++
+					skipping++
+				} else if open[slot(a)] > 0 {
+					open[slot(a)]--
+					skipping--
+				}
+			case skippedNested(a):
+				if tt == html.StartTagToken {
+					open[slot(a)]++
+					skipping++
+				} else if tt == html.EndTagToken && open[slot(a)] > 0 {
+					open[slot(a)]--
+					skipping--
+				}
+			case a == atom.Title:
+				// <title> is raw text to the tokeniser wherever it is,
+				// so its contents always end at </title>. One inside a
+				// skipped element (an svg icon's) is dropped with it.
+				if start {
+					inTitle = true
+				} else if inTitle {
+					inTitle = false
+					titleDone = titleDone || len(titleBuf.b) > 0
+				}
+			case a == atom.Td || a == atom.Th:
+				textBuf.space()
+			case blockElement(a):
+				textBuf.lineBreak()
+				if a == atom.Pre || a == atom.Listing || a == atom.Plaintext {
+					if tt == html.StartTagToken {
+						pre++
+					} else if tt == html.EndTagToken && pre > 0 {
+						pre--
+					}
+				}
+			}
+		}
+	}
+	return titleBuf.String(), textBuf.String()
+}
+
+// tokenText returns the text of the current text token. The tokeniser's
+// Text allocates a copy for every token; most text has no character
+// references or NULs to replace, and its raw bytes are the text.
+func tokenText(z *html.Tokenizer) []byte {
+	raw := z.Raw()
+	if bytes.IndexByte(raw, '&') < 0 && bytes.IndexByte(raw, 0) < 0 {
+		return raw
+	}
+	return z.Text()
+}
+
+// tagAtom returns the atom of the tag whose raw bytes ("<div ...>",
+// "</P>") are given, or 0 for unknown names. The tokeniser's TagName
+// allocates for every tag; this does not.
+func tagAtom(raw []byte) atom.Atom {
+	i := 1 // past '<'
+	if i < len(raw) && raw[i] == '/' {
+		i++
+	}
+	var name [16]byte
+	n := 0
+	for ; i < len(raw); i++ {
+		c := raw[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '/' || c == '>' {
+			break
+		}
+		if n == len(name) {
+			return 0 // longer than any atom we look for
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		name[n] = c
+		n++
+	}
+	return atom.Lookup(name[:n])
+}
+
+// slot maps a skipped element's atom to a counter index.
+func slot(a atom.Atom) int {
+	switch a {
+	case atom.Script:
+		return 0
+	case atom.Style:
+		return 1
+	case atom.Noscript:
+		return 2
+	case atom.Iframe:
+		return 3
+	case atom.Noembed:
+		return 4
+	case atom.Noframes:
+		return 5
+	case atom.Template:
+		return 6
+	case atom.Svg:
+		return 7
+	case atom.Math:
+		return 8
+	}
+	return 15
+}
+
+// textBuilder accumulates text with collapsed whitespace and line breaks,
+// up to a byte limit.
+type textBuilder struct {
+	b        []byte
+	limit    int
+	full     bool // the limit was reached; further text is dropped
+	spaceDue bool // a space is due before the next character
+	lineDue  bool // a line break is due before the next character
+}
+
+// String returns the text so far.
+func (t *textBuilder) String() string { return string(t.b) }
+
+// space asks for a space before the next character.
+func (t *textBuilder) space() { t.spaceDue = true }
+
+// lineBreak asks for a line break before the next character.
+func (t *textBuilder) lineBreak() { t.lineDue = true }
+
+// write appends text, collapsing whitespace. With keepLines, newlines
+// become line breaks instead of spaces. Control characters are dropped and
+// invalid UTF-8 becomes U+FFFD.
+func (t *textBuilder) write(s []byte, keepLines bool) {
+	for i := 0; i < len(s) && !t.full; {
+		c := s[i]
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(s[i:])
+		}
+		i += size
+		switch {
+		case r == '\n' && keepLines:
+			t.lineDue = true
+		case r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v' ||
+			(r >= utf8.RuneSelf && unicode.IsSpace(r)):
+			t.spaceDue = true
+		case r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			// Control characters are invisible.
+		default:
+			t.appendRune(r, size)
+		}
+	}
+}
+
+// appendRune appends r (encoded in size bytes, or invalid) after any due
+// separator, unless that would pass the limit.
+func (t *textBuilder) appendRune(r rune, size int) {
+	if r == utf8.RuneError {
+		size = 3 // written as the encoded U+FFFD
+	}
+	sep := len(t.b) > 0 && (t.lineDue || t.spaceDue)
+	need := size
+	if sep {
+		need++
+	}
+	if len(t.b)+need > t.limit {
+		t.full = true
+		return
+	}
+	if sep {
+		if t.lineDue {
+			t.b = append(t.b, '\n')
+		} else {
+			t.b = append(t.b, ' ')
+		}
+	}
+	t.lineDue, t.spaceDue = false, false
+	t.b = utf8.AppendRune(t.b, r)
+}

@@ -1,0 +1,212 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func qe(host uint64, prio int, url string) QueueEntry {
+	return QueueEntry{HostKey: host, RingKey: host, URLHash: uint64(len(url))<<32 | host, URL: url, Depth: prio, Priority: prio}
+}
+
+func apply(t *testing.T, db *DB, u *QueueUpdate) QueueCounts {
+	t.Helper()
+	c, err := db.ApplyQueue(u)
+	if err != nil {
+		t.Fatalf("ApplyQueue: %v", err)
+	}
+	return c
+}
+
+func urls(es []QueueEntry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.URL
+	}
+	return out
+}
+
+// TestQueueOrderAndHosts checks that a host's queue reads back in
+// (priority, arrival) order, that other hosts' entries never mix in, and
+// that QueueHosts yields each host's head once.
+func TestQueueOrderAndHosts(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	u := &QueueUpdate{Push: []QueueEntry{
+		qe(7, 3, "http://a/3"), qe(7, 1, "http://a/1"), qe(8, 0, "http://b/0"),
+		qe(7, 1, "http://a/1b"), qe(6, 2, "http://c/2"), qe(7, 0, "http://a/0"),
+	}}
+	c := apply(t, db, u)
+	if c.Queued != 6 {
+		t.Fatalf("counts %+v", c)
+	}
+	for i := 1; i < len(u.Push); i++ {
+		if u.Push[i].Seq <= u.Push[i-1].Seq {
+			t.Fatalf("sequence numbers not increasing: %+v", u.Push)
+		}
+	}
+	head, err := db.QueueHead(7, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := urls(head), []string{"http://a/0", "http://a/1", "http://a/1b", "http://a/3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("host 7 queue %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(head[1], u.Push[1]) {
+		t.Errorf("entry read back %+v, written %+v", head[1], u.Push[1])
+	}
+	skipped, _ := db.QueueHead(7, 2, func(e *QueueEntry) bool { return e.URL == "http://a/0" })
+	if got := urls(skipped); !reflect.DeepEqual(got, []string{"http://a/1", "http://a/1b"}) {
+		t.Errorf("QueueHead with skip: %v", got)
+	}
+	var heads []string
+	if err := db.QueueHosts(func(h QueueEntry) error { heads = append(heads, h.URL); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://c/2", "http://a/0", "http://b/0"}; !reflect.DeepEqual(heads, want) {
+		t.Errorf("QueueHosts heads %v, want %v", heads, want)
+	}
+	if _, err := db.ApplyQueue(&QueueUpdate{Push: []QueueEntry{qe(1, 256, "x")}}); err == nil {
+		t.Error("priority 256 accepted")
+	}
+}
+
+// TestQueueCountsExactAndDurable checks the counters across removals of
+// absent entries, replaced dead letters, promotion, and a reopen.
+func TestQueueCountsExactAndDurable(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	push := &QueueUpdate{Push: []QueueEntry{qe(1, 1, "http://a/1"), qe(1, 1, "http://a/2"), qe(2, 1, "http://b/1")}}
+	apply(t, db, push)
+	retry := qe(1, 1, "http://a/1")
+	retry.Attempts, retry.Due = 1, now.Add(time.Minute)
+	recrawl := qe(2, 1, "http://b/1")
+	recrawl.Recrawl, recrawl.Due = true, now.Add(time.Hour)
+	dead := DeadLetter{URL: "http://a/2", RingKey: 1, URLHash: 99, HostKey: 1, Attempts: 4, Kind: "http_5xx", LastError: "HTTP 503", At: now}
+	c := apply(t, db, &QueueUpdate{
+		Remove:   []QueueEntry{push.Push[0], push.Push[1], push.Push[2], {HostKey: 5, Seq: 12345}},
+		Schedule: []QueueEntry{retry, recrawl},
+		Dead:     []DeadLetter{dead},
+	})
+	want := QueueCounts{Queued: 0, Scheduled: 2, Retrying: 1, Dead: 1}
+	if c != want {
+		t.Fatalf("counts %+v, want %+v", c, want)
+	}
+	dead.LastError = "HTTP 500"
+	if c := apply(t, db, &QueueUpdate{Dead: []DeadLetter{dead}}); c.Dead != 1 {
+		t.Fatalf("replacing a dead letter counted it twice: %+v", c)
+	}
+	due, ok, err := db.NextDue()
+	if err != nil || !ok || !due.Equal(retry.Due) {
+		t.Fatalf("NextDue = %v %v %v, want %v", due, ok, err, retry.Due)
+	}
+	if got, _ := db.PromoteDue(now, 10); len(got) != 0 {
+		t.Fatalf("promoted %v before due", got)
+	}
+	got, err := db.PromoteDue(now.Add(2*time.Minute), 10)
+	if err != nil || len(got) != 1 || got[0].URL != retry.URL || got[0].Attempts != 1 || !got[0].Due.IsZero() {
+		t.Fatalf("PromoteDue = %+v, %v", got, err)
+	}
+	db.Close()
+
+	db = openTest(t, dir, testOptions(SeenExact))
+	c, err = db.QueueCounts()
+	if want := (QueueCounts{Queued: 1, Scheduled: 1, Retrying: 0, Dead: 1}); err != nil || c != want {
+		t.Fatalf("counts after reopen %+v %v, want %+v", c, err, want)
+	}
+	head, _ := db.QueueHead(1, 10, nil)
+	if len(head) != 1 || head[0].Seq != got[0].Seq || head[0].Attempts != 1 {
+		t.Fatalf("promoted entry in the queue: %+v", head)
+	}
+	var sched []QueueEntry
+	db.ScanSchedule(func(e QueueEntry) error { sched = append(sched, e); return nil })
+	if len(sched) != 1 || !sched[0].Recrawl || !sched[0].Due.Equal(recrawl.Due) || sched[0].HostKey != 2 || sched[0].Priority != 1 {
+		t.Fatalf("schedule %+v", sched)
+	}
+	var dls []DeadLetter
+	db.DeadLetters(func(d DeadLetter) error { dls = append(dls, d); return nil })
+	if len(dls) != 1 || !reflect.DeepEqual(dls[0], dead) {
+		t.Fatalf("dead letters %+v, want %+v", dls, dead)
+	}
+	if err := db.DeleteDeadLetter(1, 99); err != nil || db.DeadLetterCount() != 0 {
+		t.Fatalf("DeleteDeadLetter: %v, count %d", err, db.DeadLetterCount())
+	}
+	// Pushes after the reopen continue the sequence.
+	more := &QueueUpdate{Push: []QueueEntry{qe(3, 0, "http://c/0")}}
+	apply(t, db, more)
+	if more.Push[0].Seq <= got[0].Seq {
+		t.Errorf("sequence restarted after reopen: %d <= %d", more.Push[0].Seq, got[0].Seq)
+	}
+}
+
+func TestDropHostQueue(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	var es []QueueEntry
+	for i := range 2500 {
+		e := qe(4, i%3, fmt.Sprintf("http://d/%d", i))
+		e.Recrawl = i%100 == 0
+		es = append(es, e)
+	}
+	es = append(es, qe(5, 0, "http://e/0"))
+	apply(t, db, &QueueUpdate{Push: es})
+	n, err := db.DropHostQueue(4, func(e *QueueEntry) bool { return e.Recrawl })
+	if err != nil || n != 2475 {
+		t.Fatalf("DropHostQueue = %d, %v; want 2475", n, err)
+	}
+	left, _ := db.QueueHead(4, 100, nil)
+	if len(left) != 25 {
+		t.Errorf("%d entries left, want the 25 recrawls", len(left))
+	}
+	if c, _ := db.QueueCounts(); c.Queued != 26 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestURLMetaAndHostRoundTrip(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	if _, ok, err := db.URLMeta(1, 2); ok || err != nil {
+		t.Fatalf("URLMeta of nothing: %v %v", ok, err)
+	}
+	m := URLMeta{URL: "http://a/", ETag: `"x"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT", Fingerprint: 1 << 63, ContentHash: 42,
+		LastFetch: time.Unix(1700000000, 5).UTC(), NextCrawl: time.Unix(1700003600, 0).UTC(), Interval: time.Hour, Status: 200, Changes: 2, Fetches: 5}
+	if err := db.PutURLMeta(1, 2, m); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := db.URLMeta(1, 2)
+	if err != nil || !ok || !reflect.DeepEqual(got, m) {
+		t.Fatalf("URLMeta = %+v %v %v, want %+v", got, ok, err, m)
+	}
+	var scanned int
+	db.ScanURLMeta(0, 0, func(k, h uint64, _ URLMeta) error { scanned++; return nil })
+	if scanned != 1 {
+		t.Errorf("ScanURLMeta saw %d", scanned)
+	}
+	h := HostState{HostKey: 9, Host: "a.example", Fetched: 25, Dropped: 3, NotBefore: time.Unix(1800000000, 0).UTC()}
+	if err := db.PutHost(h); err != nil {
+		t.Fatal(err)
+	}
+	gotH, ok, err := db.Host(9)
+	if err != nil || !ok || !reflect.DeepEqual(gotH, h) {
+		t.Fatalf("Host = %+v %v %v", gotH, ok, err)
+	}
+	// Corrupt records are reported, not misread.
+	if err := db.ldb.Put(urlKey(prefixURLMeta, 1, 3), []byte{1, 200}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.URLMeta(1, 3); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("truncated url meta: %v", err)
+	}
+	if err := db.ldb.Put(hostRecordKey(10), []byte{9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.Host(10); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("unknown host record version: %v", err)
+	}
+	db.Close()
+	if _, err := db.ApplyQueue(&QueueUpdate{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("ApplyQueue on a closed DB: %v", err)
+	}
+}

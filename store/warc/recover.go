@@ -1,0 +1,67 @@
+package warc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// recoverOpenFile completes a file that a crashed Writer left with the
+// .open suffix: it keeps the file up to the end of its last complete
+// record and renames it, or removes it when no record is complete.
+func recoverOpenFile(path string) error {
+	good, err := completeLength(path)
+	if err != nil {
+		return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
+	}
+	if good == 0 {
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
+		}
+		return nil
+	}
+	if err := os.Truncate(path, good); err != nil {
+		return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
+	}
+	final := strings.TrimSuffix(path, openSuffix)
+	if _, err := os.Lstat(final); err == nil {
+		return fmt.Errorf("warc: recover %s: %s exists too", filepath.Base(path), filepath.Base(final))
+	}
+	if err := os.Rename(path, final); err != nil {
+		return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// completeLength returns the length of the prefix of a WARC file that
+// holds only complete, readable records, each ending a gzip member.
+func completeLength(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := NewReader(f)
+	var good int64
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			return good, nil
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrMalformed) {
+				return good, nil // the damage a crash leaves: cut it off
+			}
+			return 0, err
+		}
+		if !r.gzipped {
+			return 0, errors.New("not a gzip-compressed WARC file")
+		}
+		if !r.inMember {
+			good = r.end
+		}
+	}
+}
