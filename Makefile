@@ -29,8 +29,14 @@ test-short:
 run: build
 	./$(BIN) demo
 
+# Every benchmark, then a CPU profile of one crawler on the 1,000-host
+# synthetic web (zero delay), printed as the top functions and kept in
+# bin/crawl.cpu.prof for `go tool pprof`.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 20m $(PKGS)
+	mkdir -p bin
+	$(GO) test -run '^$$' -bench 'CrawlSynthetic' -benchtime 1x -cpuprofile bin/crawl.cpu.prof -o bin/crawl.test ./crawl/
+	$(GO) tool pprof -top -nodecount 25 bin/crawl.test bin/crawl.cpu.prof
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

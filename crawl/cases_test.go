@@ -63,23 +63,13 @@ func TestCrawlCaseWeb(t *testing.T) {
 	s := c.Stats()
 	t.Logf("%d pages in %v; stats %+v", s.Fetched, time.Since(start).Round(time.Millisecond), s)
 
-	report := func(what string, list []string) {
-		t.Helper()
-		for i, s := range list {
-			if i == 10 {
-				t.Errorf("%s: ... and %d more", what, len(list)-10)
-				break
-			}
-			t.Errorf("%s: %s", what, s)
-		}
-	}
-	report("missing", w.Missing(token))
-	report("duplicate", w.Duplicates())
-	report("unexpected", w.Unexpected(token))
-	report("robots violation", w.CheckRobots(token))
-	report("robots.txt not first", w.CheckRobotsFirst())
-	report("politeness violation", w.CheckPoliteness(delay))
-	report("Retry-After violation", w.CheckRetryAfter())
+	reportAll(t, "missing", w.Missing(token))
+	reportAll(t, "duplicate", w.Duplicates())
+	reportAll(t, "unexpected", w.Unexpected(token))
+	reportAll(t, "robots violation", w.CheckRobots(token))
+	reportAll(t, "robots.txt not first", w.CheckRobotsFirst())
+	reportAll(t, "politeness violation", w.CheckPoliteness(delay))
+	reportAll(t, "Retry-After violation", w.CheckRetryAfter())
 	for h, n := range w.MaxInFlightPerHost() {
 		// A request the crawler gave up on (the slow host's) ends for the
 		// server only when it notices the closed connection, which under

@@ -109,22 +109,12 @@ func TestCrawlSyntheticWeb(t *testing.T) {
 	if len(truth) < 50 {
 		t.Fatalf("ground truth has only %d URLs; the synthetic web is too small to prove anything", len(truth))
 	}
-	report := func(what string, list []string) {
-		t.Helper()
-		for i, s := range list {
-			if i == 10 {
-				t.Errorf("%s: ... and %d more", what, len(list)-10)
-				break
-			}
-			t.Errorf("%s: %s", what, s)
-		}
-	}
-	report("missing", w.Missing(token))
-	report("duplicate", w.Duplicates())
-	report("unexpected", w.Unexpected(token))
-	report("robots violation", w.CheckRobots(token))
-	report("robots.txt not first", w.CheckRobotsFirst())
-	report("politeness violation", w.CheckPoliteness(delay))
+	reportAll(t, "missing", w.Missing(token))
+	reportAll(t, "duplicate", w.Duplicates())
+	reportAll(t, "unexpected", w.Unexpected(token))
+	reportAll(t, "robots violation", w.CheckRobots(token))
+	reportAll(t, "robots.txt not first", w.CheckRobotsFirst())
+	reportAll(t, "politeness violation", w.CheckPoliteness(delay))
 
 	s := c.Stats()
 	if s.Fetched != int64(len(truth)) {

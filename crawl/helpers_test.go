@@ -175,3 +175,16 @@ func gaps(hits []hit) []time.Duration {
 	}
 	return out
 }
+
+// reportAll fails t with each problem of one kind (the first ten, then a
+// count), so a test shows what went wrong rather than just how much.
+func reportAll(t *testing.T, what string, list []string) {
+	t.Helper()
+	for i, s := range list {
+		if i == 10 {
+			t.Errorf("%s: ... and %d more", what, len(list)-10)
+			break
+		}
+		t.Errorf("%s: %s", what, s)
+	}
+}

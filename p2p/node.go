@@ -412,12 +412,7 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 	if err != nil {
 		return fmt.Errorf("store page %s: %w", p.Task.URL, err)
 	}
-	err = s.archive.WriteExchange(warc.Exchange{
-		URL: p.Task.URL, Date: p.FetchedAt, RemoteAddr: p.RemoteAddr, Method: http.MethodGet,
-		RequestHeader: p.Request, Proto: p.Proto, Status: p.Status, ResponseHeader: p.Header,
-		Body: p.RawBody, Truncated: p.Truncated, Title: p.Title, Text: p.Text, Simhash: p.Simhash,
-	})
-	if err != nil {
+	if err := s.archive.WriteExchange(p.WARCExchange()); err != nil {
 		return fmt.Errorf("archive %s: %w", p.Task.URL, err)
 	}
 	return s.db.PutPage(&store.Page{

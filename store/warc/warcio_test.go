@@ -198,24 +198,7 @@ func TestWarcioReadsOurFiles(t *testing.T) {
 		t.Fatalf("want several files to check rotation too, got %d", len(paths))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("testdata", "warcio-check.mjs"), npmDir}, paths...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("warcio-check.mjs: %v\n%s", err, stderr.String())
-	}
-	if stderr.Len() > 0 {
-		// warcio warns on stderr about records it finds odd, e.g. a
-		// Content-Length that does not match the block.
-		t.Errorf("warcio complained:\n%s", stderr.String())
-	}
-	var report warcioReport
-	if err := json.Unmarshal(out, &report); err != nil {
-		t.Fatalf("warcio-check.mjs output: %v\n%.2000s", err, out)
-	}
+	report := runWarcio(t, node, npmDir, paths)
 	if report.Warcio != warcioVersion || len(report.Files) != len(paths) {
 		t.Fatalf("warcio %s read %d files, want %s and %d", report.Warcio, len(report.Files), warcioVersion, len(paths))
 	}
@@ -364,4 +347,28 @@ func checkWarcioResponse(t *testing.T, where string, rec warcioRecord, ids map[s
 	if req, ok := ids[rec.ConcurrentTo]; !ok || req.Type != "request" || req.TargetURI != rec.TargetURI {
 		t.Errorf("%s: WARC-Concurrent-To %q does not name its request", where, rec.ConcurrentTo)
 	}
+}
+
+// runWarcio reads paths with warcio through testdata/warcio-check.mjs.
+// Anything warcio prints on stderr (it warns about records it finds odd,
+// e.g. a Content-Length that does not match the block) fails the test.
+func runWarcio(t *testing.T, node, npmDir string, paths []string) warcioReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("testdata", "warcio-check.mjs"), npmDir}, paths...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("warcio-check.mjs: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("warcio complained:\n%s", stderr.String())
+	}
+	var report warcioReport
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("warcio-check.mjs output: %v\n%.2000s", err, out)
+	}
+	return report
 }

@@ -1,0 +1,17 @@
+package crawl
+
+import (
+	"net/http"
+
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
+)
+
+// WARCExchange returns what to archive of p: the request as sent, the
+// response as received (body still content-coded) and the extracted text.
+func (p *Page) WARCExchange() warc.Exchange {
+	return warc.Exchange{
+		URL: p.Task.URL, Date: p.FetchedAt, RemoteAddr: p.RemoteAddr, Method: http.MethodGet,
+		RequestHeader: p.Request, Proto: p.Proto, Status: p.Status, ResponseHeader: p.Header,
+		Body: p.RawBody, Truncated: p.Truncated, Title: p.Title, Text: p.Text, Simhash: p.Simhash,
+	}
+}
