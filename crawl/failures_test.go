@@ -284,3 +284,32 @@ func TestNearDuplicateLinksNotReported(t *testing.T) {
 		t.Errorf("stats %+v", c.Stats())
 	}
 }
+
+// TestShortPagesAreNeverNearDuplicates: pages with almost no text (an app
+// shell, a login wall) share a fingerprint, but each keeps its links: they
+// may be the only way into the site.
+func TestShortPagesAreNeverNearDuplicates(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><p>Loading, please wait</p><a href="/in%s">enter</a></body></html>`, r.URL.Path)
+	})
+	rec := newRecorder()
+	cfg := testConfig()
+	cfg.Delay = 0
+	cfg.MaxDepth = 1
+	c := newTestCrawler(t, cfg, rec, rec)
+	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	crawlUntilIdle(t, c, 5*time.Second)
+	for _, u := range []string{srv.URL + "/a", srv.URL + "/b"} {
+		p := rec.page(u)
+		if p == nil {
+			t.Fatalf("%s not fetched", u)
+		}
+		if p.NearDuplicateOf != "" || len(rec.links[u]) != 1 {
+			t.Errorf("%s: near-duplicate of %q, links %v; want its own link reported", u, p.NearDuplicateOf, rec.links[u])
+		}
+	}
+}

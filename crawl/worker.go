@@ -434,7 +434,7 @@ func (c *Crawler) content(f *fetched, p *Page) {
 		return
 	}
 	p.Simhash = Simhash(p.Text)
-	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 {
+	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 || !hasWords(p.Text, minNearDupWords) {
 		return
 	}
 	// Check and add as one step: two near-copies processed at once must not
@@ -450,6 +450,27 @@ func (c *Crawler) content(f *fetched, p *Page) {
 	if err := c.db.AddFingerprint(f.ringKey, f.urlHash, p.Simhash, p.Task.URL); err != nil {
 		c.countError("store")
 	}
+}
+
+// minNearDupWords is the least text a page needs to be judged a
+// near-duplicate. Short texts (an app shell's "Loading…", a login wall)
+// collide on their fingerprints, and their links, often the only way into
+// a site, would be withheld.
+const minNearDupWords = 50
+
+// hasWords reports whether text holds at least n space-separated words.
+func hasWords(text string, n int) bool {
+	words, inWord := 0, false
+	for i := 0; i < len(text); i++ {
+		space := text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'
+		if !space && !inWord {
+			if words++; words >= n {
+				return true
+			}
+		}
+		inWord = !space
+	}
+	return false
 }
 
 // pageLinks extracts the followable links of an HTML page, unless the page

@@ -2,8 +2,10 @@ package store
 
 import (
 	"bytes"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -128,7 +130,8 @@ func heapInUse() uint64 {
 // seenHeap is the result of measureSeenHeap.
 type seenHeap struct {
 	urls       int
-	heapBytes  int64 // live Go heap of the open DB holding urls URLs
+	rssBytes   int64 // growth of the resident set while opening and filling the DB
+	heapBytes  int64 // live Go heap of the DB holding urls URLs
 	openBytes  int64 // live Go heap of the DB right after Open (incl. Bloom filter)
 	bloomBytes int64 // size of the Bloom filter's bit set
 	insert     time.Duration
@@ -144,7 +147,7 @@ func measureSeenHeap(tb testing.TB, mode SeenMode, n int) seenHeap {
 	opts.BloomExpected = uint(max(n, 1))
 	batch := make([]SeenEntry, 1000)
 	dir := tb.TempDir()
-	before := heapInUse()
+	before, rssBefore := heapInUse(), residentBytes()
 	db, err := Open(dir, opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -163,6 +166,7 @@ func measureSeenHeap(tb testing.TB, mode SeenMode, n int) seenHeap {
 	after := heapInUse()
 	res := seenHeap{
 		urls:       n,
+		rssBytes:   int64(residentBytes()) - int64(rssBefore),
 		heapBytes:  int64(after) - int64(before),
 		openBytes:  int64(opened) - int64(before),
 		bloomBytes: int64(db.bloom.Cap() / 8),
@@ -188,8 +192,26 @@ func BenchmarkSeenHeap(b *testing.B) {
 			r := measureSeenHeap(b, mode, b.N)
 			perM := 1e6 / float64(r.urls)
 			b.ReportMetric(float64(r.heapBytes)*perM, "heapB/1Murls")
+			b.ReportMetric(float64(r.rssBytes)*perM, "rssB/1Murls")
 			b.ReportMetric(float64(r.bloomBytes)*perM, "bloomB/1Murls")
 			b.ReportMetric(float64(r.heapBytes-r.bloomBytes), "otherB")
 		})
 	}
+}
+
+// residentBytes is the process's resident set size (VmRSS), or 0 where
+// /proc is not available. Go returns freed memory to the OS lazily, so a
+// difference of two readings bounds what an operation made resident.
+func residentBytes() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -19,7 +19,7 @@ type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
 	listen, bootstrap, relays                       listFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
-	minRecrawl, maxRecrawl, dnsTTL                  time.Duration
+	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP                                   int
 	maxBody, warcMaxBytes                           int64
@@ -43,6 +43,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.minRecrawl, "min-recrawl", def.MinRecrawl, "shortest recrawl interval (pages that change often)")
 	fs.DurationVar(&o.maxRecrawl, "max-recrawl", def.MaxRecrawl, "longest recrawl interval (pages that never change)")
 	fs.IntVar(&o.maxRetries, "max-retries", def.MaxRetries, "retries of a failed fetch (timeouts, connection errors, 429, 5xx) before it goes to the dead-letter queue")
+	fs.DurationVar(&o.retryBase, "retry-base", def.RetryBase, "first retry delay; each retry doubles it, with jitter")
 	fs.IntVar(&o.maxPagesPerHost, "max-pages-per-host", def.MaxPagesPerHost, "page budget per host, a guard against traps (0 = unlimited)")
 	fs.BoolVar(&o.allowPrivate, "allow-private", false, "allow fetches from loopback and private addresses (off: the crawler cannot be aimed at internal networks)")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", def.Dial.MaxConnsPerIP, "concurrent connections to one IP address across all its hostnames (0 = unlimited)")
@@ -135,6 +136,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	cfg.Crawl.MinRecrawl = o.minRecrawl
 	cfg.Crawl.MaxRecrawl = o.maxRecrawl
 	cfg.Crawl.MaxRetries = o.maxRetries
+	cfg.Crawl.RetryBase = o.retryBase
 	cfg.Crawl.MaxPagesPerHost = o.maxPagesPerHost
 	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
 	cfg.Crawl.Dial.MaxConnsPerIP = o.maxConnsPerIP
