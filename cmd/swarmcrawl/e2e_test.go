@@ -23,6 +23,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
 // buildBinary compiles the command once per test binary run.
@@ -266,7 +267,39 @@ func TestMultiProcessSwarm(t *testing.T) {
 			t.Errorf("export lacks %s or its text (%d bytes)", u, len(text))
 		}
 	}
-	t.Logf("3 processes crawled %d pages on %d hosts; export holds %d pages with text", len(truth), len(web.Hosts()), len(exported))
+	// The WARC export of all three nodes reads back as one archive holding
+	// a response record for every ground-truth page.
+	responses := map[string]bool{}
+	for i, n := range nodes {
+		out := filepath.Join(t.TempDir(), fmt.Sprintf("node%d.warc.gz", i))
+		if msg, err := exec.Command(bin, "export", "--data", n.data, "--format", "warc", "--out", out).CombinedOutput(); err != nil {
+			t.Fatalf("export warc: %v\n%s", err, msg)
+		}
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := warc.NewReader(f)
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("read exported WARC of node %d: %v", i, err)
+			}
+			if rec.Type == "response" {
+				responses[rec.TargetURI] = true
+			}
+		}
+		f.Close()
+	}
+	for _, u := range truth {
+		if !responses[u] {
+			t.Errorf("exported WARC lacks the response for %s", u)
+		}
+	}
+	t.Logf("3 processes crawled %d pages on %d hosts; export holds %d pages with text, WARC export %d responses", len(truth), len(web.Hosts()), len(exported), len(responses))
 }
 
 const token = "swarmcrawl"
