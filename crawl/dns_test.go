@@ -16,24 +16,6 @@ import (
 	"time"
 )
 
-// dnsClock is a settable clock for cache expiry.
-type dnsClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *dnsClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *dnsClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // dnsFake is an injected resolver: names in addrs resolve to their
 // addresses, anything else to "no such host". It counts calls per name.
 type dnsFake struct {
@@ -196,7 +178,7 @@ func TestDNSCacheHitMissExpiry(t *testing.T) {
 	srv := newSlotServer(t)
 	fake := newDNSFake()
 	fake.set("a.test", "127.0.0.1")
-	clock := &dnsClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := newFakeClock()
 	d := NewDialer(DialConfig{Resolve: fake.Resolve, Now: clock.Now, AllowPrivate: true,
 		DNSTTL: 5 * time.Minute, NegativeTTL: 30 * time.Second})
 	ctx := testCtx(t)
