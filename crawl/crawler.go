@@ -125,6 +125,22 @@ type Config struct {
 	// decides politeness; waits still use real timers, so it must advance
 	// with real time.
 	Clock func() time.Time
+	// Owns, if set, is asked right before any network request for a task
+	// (robots.txt included) with the task's ring key (TaskKey in KeyMode).
+	// When it answers false the task is not fetched: it goes back to the
+	// store untouched and its host is parked (removed from the in-memory
+	// scheduler, store left as is) until Resume or Enqueue brings it back.
+	// It is called from worker goroutines and must be quick.
+	Owns func(ringKey uint64) bool
+	// OnDone, if set, is called once a task reaches a terminal state:
+	// fetched and stored (including recrawl rescheduling), dead-lettered,
+	// dropped for good (robots disallow, trap, budget, a stale recrawl
+	// copy). Not called for a retry that is scheduled, nor for a task that
+	// goes back to the store (stopped, not owned, released). It is called
+	// after the outcome is written to the store, from worker goroutines or,
+	// for tasks Enqueue drops, from Enqueue's caller; it must not block for
+	// long and must not call Enqueue or Release.
+	OnDone func(t Task, ringKey, urlHash uint64)
 }
 
 // DefaultUserAgent is the User-Agent of DefaultConfig: honest, with a
@@ -337,6 +353,11 @@ type Crawler struct {
 
 	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
 
+	// dead indexes the dead letters in the store by (ring key, URL hash)
+	// for Fetched; nil until Fetched first needs it (see isDead).
+	deadMu sync.Mutex
+	dead   map[urlID]struct{}
+
 	mu       sync.Mutex
 	errors   map[string]int64
 	latency  [latencyWindow]time.Duration
@@ -408,11 +429,12 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
 		if _, err := HostOf(t.URL); err != nil {
-			c.countError("bad_url")
+			c.countError("bad_url") // no ring key either: OnDone cannot name it
 			continue
 		}
 		if c.isTrap(t.URL) {
 			c.countError("trap")
+			c.done(t)
 			continue
 		}
 		good = append(good, t)
@@ -420,10 +442,13 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 	if len(good) == 0 {
 		return
 	}
-	dropped, err := c.frontier.Push(good...)
-	c.budgetDropped.Add(int64(dropped))
+	dropped, err := c.frontier.push(good, nil)
+	c.budgetDropped.Add(int64(len(dropped)))
 	if err != nil {
 		c.countError("store")
+	}
+	for _, t := range dropped {
+		c.done(t)
 	}
 }
 
@@ -450,6 +475,9 @@ func (c *Crawler) RequeueDeadLetters(filter func(store.DeadLetter) bool) (int, e
 		}
 		if _, err := c.frontier.push(tasks, chunk); err != nil {
 			return moved, fmt.Errorf("requeue dead letters: %w", err)
+		}
+		for _, d := range chunk {
+			c.noteDead(d.RingKey, d.URLHash, false)
 		}
 		moved += len(chunk)
 	}

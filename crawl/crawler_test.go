@@ -2,6 +2,8 @@ package crawl
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -130,4 +132,43 @@ func TestCrawlSyntheticWeb(t *testing.T) {
 	}
 	t.Logf("%d pages from 20 hosts in %v; statuses %v; %d robots-denied; stats %+v",
 		len(truth), elapsed.Round(time.Millisecond), store.byStatus, s.RobotsDenied, s)
+}
+
+// TestRunStopsWithRequestInFlight: with no delay between requests, a Run
+// stopped while a request is in flight returns, the task still queued.
+// (Next used to hand the requeued task out again to the stopping worker,
+// whose request failed at once, forever.)
+func TestRunStopsWithRequestInFlight(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprint(w, "slow")
+	})
+	cfg := testConfig()
+	cfg.Delay = 0
+	c := newTestCrawler(t, cfg, nil, nil)
+	c.Enqueue(Task{URL: srv.URL + "/page"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for srv.count("/page") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Run still running 10s after it was stopped; %d requests so far", len(srv.log()))
+	}
+	if n := srv.count("/page"); n != 1 {
+		t.Errorf("/page requested %d times, want 1", n)
+	}
+	if s := c.Stats(); s.Queued != 1 {
+		t.Errorf("%d tasks queued after the stop, want the interrupted one", s.Queued)
+	}
 }

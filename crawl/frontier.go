@@ -68,6 +68,18 @@ type Frontier struct {
 	nextDue   time.Time
 	ops       int // operations since the last sweep of idle hosts
 	storeErrs int // failed reads of the store, see StoreErrors
+
+	// fences are the ring key sets of the Releases in progress: no entry
+	// whose ring key one of them holds is handed out. fenceCh is closed
+	// (and replaced) whenever a task or lease ends while there are fences,
+	// to wake the Releases waiting for their tasks in flight.
+	fences  []*fence
+	fenceCh chan struct{}
+}
+
+// fence is the ring key set of one Release in progress.
+type fence struct {
+	in func(ringKey uint64) bool
 }
 
 // hostQueue is the in-memory part of one host's back queue and its
@@ -90,6 +102,12 @@ type hostQueue struct {
 
 	state      store.HostState // budget and Retry-After, persisted
 	stateDirty bool
+
+	// parked is set when Config.Owns refused one of the host's tasks: the
+	// host stays out of the heaps, its queue in the store, until Resume or
+	// a Push brings it back. held is set while a Release fences its head
+	// task; the end of the Release brings it back.
+	parked, held bool
 }
 
 func (q *hostQueue) hasWork() bool { return len(q.buf) > 0 || q.more }
@@ -126,6 +144,7 @@ func NewFrontier(db *store.DB, delay, maxCrawlDelay time.Duration, now func() ti
 		now:           now,
 		hosts:         make(map[string]*hostQueue),
 		changed:       make(chan struct{}),
+		fenceCh:       make(chan struct{}),
 	}
 	f.waiting.less = func(a, b *hostQueue) bool {
 		if !a.nextAllowed.Equal(b.nextAllowed) {
@@ -231,11 +250,15 @@ func taskOf(e *store.QueueEntry) Task {
 // the result. A task whose URL has no usable host is reported in the error
 // and not queued; the others are.
 func (f *Frontier) Push(tasks ...Task) (dropped int, err error) {
-	return f.push(tasks, nil)
+	d, err := f.push(tasks, nil)
+	return len(d), err
 }
 
-func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped int, err error) {
+// push is Push returning the tasks it dropped; it also deletes the dead
+// letters undead in the same write.
+func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped []Task, err error) {
 	var bad []string
+	var pushed []Task // tasks[i] of entries[i]
 	entries := make([]store.QueueEntry, 0, len(tasks))
 	hostOf := make([]string, 0, len(tasks))
 	for _, t := range tasks {
@@ -246,6 +269,7 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped int, e
 		}
 		entries = append(entries, e)
 		hostOf = append(hostOf, host)
+		pushed = append(pushed, t)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -263,7 +287,7 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped int, e
 			}
 			q.state.Dropped++
 			q.stateDirty = true
-			dropped++
+			dropped = append(dropped, pushed[i])
 			continue
 		}
 		u.Push = append(u.Push, entries[i])
@@ -279,6 +303,11 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped int, e
 		q.stateDirty = false
 	}
 	for i, q := range queues {
+		if q.parked {
+			// A new task of the host: ask Owns again. The store holds
+			// the whole queue; its head is read when the host is ready.
+			q.parked, q.buf, q.more = false, nil, true
+		}
 		f.insertLocked(q, u.Push[i])
 		f.scheduleLocked(q)
 	}
@@ -341,7 +370,7 @@ func (f *Frontier) insertLocked(q *hostQueue, e store.QueueEntry) {
 
 // scheduleLocked puts an idle host with work into the waiting heap.
 func (f *Frontier) scheduleLocked(q *hostQueue) {
-	if q.busy || q.heap != nil || !q.hasWork() {
+	if q.busy || q.heap != nil || q.parked || q.held || !q.hasWork() {
 		return
 	}
 	f.seq++
@@ -376,7 +405,8 @@ func (f *Frontier) ensureHeadLocked(q *hostQueue) bool {
 // (a request was made) or Release (none was), and the task with Complete or
 // Requeue. Next waits on a timer for the earliest next-allowed or due time
 // and is woken early by Push and Done; it never spins. It returns ctx.Err()
-// when ctx ends first.
+// when ctx ends first, and at once when ctx has ended, even if a task is
+// ready: a stopping worker must not take (and put back) tasks forever.
 func (f *Frontier) Next(ctx context.Context) (Task, error) {
 	var timer *time.Timer
 	defer func() {
@@ -385,6 +415,9 @@ func (f *Frontier) Next(ctx context.Context) (Task, error) {
 		}
 	}()
 	for {
+		if err := ctx.Err(); err != nil {
+			return Task{}, err
+		}
 		f.mu.Lock()
 		t, ok, readyAt := f.tryNextLocked()
 		changed := f.changed
@@ -439,21 +472,44 @@ func (f *Frontier) tryNextLocked() (Task, bool, time.Time) {
 			f.scheduleLocked(q) // the read failed: try again later
 		}
 	}
-	if len(f.ready.items) == 0 {
-		var readyAt time.Time
-		if len(f.waiting.items) > 0 {
-			readyAt = f.waiting.items[0].nextAllowed
+	for len(f.ready.items) > 0 {
+		q := heap.Pop(&f.ready).(*hostQueue)
+		q.heap = nil
+		if f.fencedLocked(&q.buf[0]) {
+			q.held = true // until the Release ends
+			continue
 		}
-		if !f.nextDue.IsZero() && (readyAt.IsZero() || f.nextDue.Before(readyAt)) {
-			readyAt = f.nextDue
-		}
-		return Task{}, false, readyAt
+		q.busy = true
+		f.inFlight++
+		return f.takeLocked(q), true, time.Time{}
 	}
-	q := heap.Pop(&f.ready).(*hostQueue)
-	q.heap = nil
-	q.busy = true
-	f.inFlight++
-	return f.takeLocked(q), true, time.Time{}
+	var readyAt time.Time
+	if len(f.waiting.items) > 0 {
+		readyAt = f.waiting.items[0].nextAllowed
+	}
+	if !f.nextDue.IsZero() && (readyAt.IsZero() || f.nextDue.Before(readyAt)) {
+		readyAt = f.nextDue
+	}
+	return Task{}, false, readyAt
+}
+
+// fencedLocked reports whether a Release in progress holds the entry's
+// ring key.
+func (f *Frontier) fencedLocked(e *store.QueueEntry) bool {
+	for _, fc := range f.fences {
+		if fc.in(e.RingKey) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalLocked wakes the Releases waiting for tasks in flight to end.
+func (f *Frontier) signalLocked() {
+	if len(f.fences) > 0 {
+		close(f.fenceCh)
+		f.fenceCh = make(chan struct{})
+	}
 }
 
 // promoteLocked moves due scheduled entries into their hosts' queues.
@@ -512,6 +568,10 @@ func (f *Frontier) NextFromHost(host string) (Task, bool) {
 	if q == nil || !q.busy || !f.ensureHeadLocked(q) {
 		return Task{}, false
 	}
+	if f.fencedLocked(&q.buf[0]) {
+		q.held = true // the lease ends without it
+		return Task{}, false
+	}
 	return f.takeLocked(q), true
 }
 
@@ -566,6 +626,7 @@ func (f *Frontier) Requeue(t Task) error {
 	q.taken = slices.Delete(q.taken, i, i+1)
 	f.taken--
 	f.insertLocked(q, e)
+	f.signalLocked()
 	return nil
 }
 
@@ -626,6 +687,7 @@ func (f *Frontier) Complete(t Task, o Outcome) error {
 	}
 	q.taken = slices.Delete(q.taken, i, i+1)
 	f.taken--
+	f.signalLocked()
 	return nil
 }
 
@@ -660,27 +722,58 @@ func (f *Frontier) Unreserve(host string) {
 // DropHost removes every queued task of a leased host except recrawls, for
 // a host whose page budget is spent, and returns how many it removed.
 func (f *Frontier) DropHost(host string) (int, error) {
+	return f.dropHost(host, nil)
+}
+
+// dropHost is DropHost calling dropped, if not nil, with each task it
+// removed, outside the lock, batch by batch.
+func (f *Frontier) dropHost(host string, dropped func(Task)) (int, error) {
+	n := 0
+	for {
+		batch, err := f.dropHostBatch(host)
+		n += len(batch)
+		if dropped != nil {
+			for i := range batch {
+				dropped(taskOf(&batch[i]))
+			}
+		}
+		if err != nil || len(batch) == 0 {
+			return n, err
+		}
+	}
+}
+
+// dropHostBatch removes up to dropBatch queued entries of a leased host,
+// recrawls and those handed out excepted, and returns them.
+func (f *Frontier) dropHostBatch(host string) ([]store.QueueEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.hosts[host]
 	if q == nil || !q.busy {
-		return 0, fmt.Errorf("frontier: drop host %s: not leased", host)
+		return nil, fmt.Errorf("frontier: drop host %s: not leased", host)
 	}
 	taken := q.taken
-	n, err := f.db.DropHostQueue(q.key, func(e *store.QueueEntry) bool {
+	batch, err := f.db.QueueHead(q.key, dropBatch, func(e *store.QueueEntry) bool {
 		return e.Recrawl || slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
 	})
-	q.buf, q.more = nil, true // recrawls may remain
-	q.state.Dropped += int64(n)
-	q.stateDirty = true
-	if counts, cerr := f.db.QueueCounts(); cerr == nil {
-		f.counts = counts
+	if err == nil && len(batch) > 0 {
+		var counts store.QueueCounts
+		if counts, err = f.db.ApplyQueue(&store.QueueUpdate{Remove: batch}); err == nil {
+			f.counts = counts
+		}
 	}
 	if err != nil {
-		return n, fmt.Errorf("frontier: drop host %s: %w", host, err)
+		return nil, fmt.Errorf("frontier: drop host %s: %w", host, err)
 	}
-	return n, nil
+	q.buf, q.more = nil, true // recrawls may remain
+	q.state.Dropped += int64(len(batch))
+	q.stateDirty = true
+	return batch, nil
 }
+
+// dropBatch is how many queue entries one write removes when a host's or
+// a key range's queue is dropped.
+const dropBatch = 1024
 
 // Done ends the lease on host after a request to it that completed at
 // completedAt. The host may be contacted again after the larger of the
@@ -724,6 +817,7 @@ func (f *Frontier) release(host string, nextAllowed time.Time, persist bool) {
 	}
 	q.busy = false
 	f.inFlight--
+	f.signalLocked()
 	if nextAllowed.After(q.nextAllowed) {
 		q.nextAllowed = nextAllowed
 	}

@@ -1,6 +1,10 @@
 package crawl
 
 import (
+	"bytes"
+	"compress/flate"
+	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -62,6 +66,14 @@ type robotsRules struct {
 	rules      []robotsRule
 	crawlDelay time.Duration
 	expires    time.Time
+
+	// What was fetched, kept so that the host's next owner can use the
+	// same file (see HostSnapshot): the HTTP status (0 when there was no
+	// answer, which is not handed over), the body (deflated, see
+	// packRobots) and when it was fetched.
+	status  int
+	packed  []byte
+	fetched time.Time
 }
 
 // allowed reports whether the path-and-query part of a URL may be fetched.
@@ -467,6 +479,10 @@ func (c *robotsCache) get(origin string, now time.Time) *robotsRules {
 func (c *robotsCache) put(origin string, r *robotsRules, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(origin, r, now)
+}
+
+func (c *robotsCache) putLocked(origin string, r *robotsRules, now time.Time) {
 	if r.unavailable {
 		r.attempt = 1
 		if old := c.entries[origin]; old != nil && old.unavailable {
@@ -497,4 +513,81 @@ func (c *robotsCache) put(origin string, r *robotsRules, now time.Time) {
 	}
 	// Doubling the threshold keeps sweeps amortised constant per put.
 	c.sweepAt = min(max(1024, 2*len(c.entries)), c.maxEntries+1)
+}
+
+// restore installs rules handed over by the previous owner of origin's
+// host, unless the cache holds unexpired rules for origin fetched at the
+// same time or later. It reports whether it installed them.
+func (c *robotsCache) restore(origin string, r *robotsRules, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.entries[origin]; old != nil && now.Before(old.expires) && !old.fetched.Before(r.fetched) {
+		return false
+	}
+	c.putLocked(origin, r, now)
+	return true
+}
+
+// robotsEntry is the cached robots.txt of one origin.
+type robotsEntry struct {
+	origin string
+	rules  *robotsRules
+}
+
+// latest returns, for every hostname want accepts, the unexpired rules
+// that came from an answer (status set) and were fetched last among the
+// host's origins. Cached rules are never modified, so they may be read
+// without the lock.
+func (c *robotsCache) latest(now time.Time, want func(host string) bool) map[string]robotsEntry {
+	out := make(map[string]robotsEntry)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for origin, r := range c.entries {
+		if r.status == 0 || !now.Before(r.expires) {
+			continue
+		}
+		host, err := HostOf(origin)
+		if err != nil || !want(host) {
+			continue
+		}
+		if old, ok := out[host]; ok && !r.fetched.After(old.rules.fetched) {
+			continue
+		}
+		out[host] = robotsEntry{origin: origin, rules: r}
+	}
+	return out
+}
+
+// deflaters reuses the compressors of packRobots: a flate.Writer holds
+// hundreds of KiB of tables.
+var deflaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed) // cannot fail for a valid level
+	return w
+}}
+
+// packRobots deflates a robots.txt body for the cache: kept for every
+// origin so that it can be handed to the host's next owner, it would
+// otherwise cost as much memory as the rules themselves, or more.
+func packRobots(body []byte) []byte {
+	var buf bytes.Buffer
+	w := deflaters.Get().(*flate.Writer)
+	w.Reset(&buf)
+	_, _ = w.Write(body) // writes to a bytes.Buffer do not fail
+	_ = w.Close()
+	deflaters.Put(w)
+	return bytes.Clone(buf.Bytes())
+}
+
+// unpackRobots inflates a body packed by packRobots.
+func unpackRobots(packed []byte) ([]byte, error) {
+	r := flate.NewReader(bytes.NewReader(packed))
+	defer r.Close()
+	body, err := io.ReadAll(io.LimitReader(r, maxRobotsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("inflate robots.txt: %w", err)
+	}
+	if len(body) > maxRobotsBytes {
+		return nil, fmt.Errorf("robots.txt longer than %d bytes", maxRobotsBytes)
+	}
+	return body, nil
 }

@@ -70,6 +70,11 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 	l := &lease{host: host}
 	var reserved bool
 	for {
+		if !c.owns(t) {
+			// Not ours (any more): no request at all, robots.txt included.
+			c.park(t, l)
+			return
+		}
 		origin, pathQuery := splitOrigin(t.URL)
 		rules := c.robots.get(origin, c.now())
 		if rules == nil {
@@ -101,7 +106,7 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 		case !rules.allowed(pathQuery):
 			// Disallowed (or robots.txt unavailable too often): drop it.
 			c.robotsDenied.Add(1)
-			c.complete(t, Outcome{})
+			c.complete(t, Outcome{}, true)
 		case t.Recrawl || t.Attempts > 0:
 			ok = true // counted against the budget at its first attempt
 		case c.frontier.Reserve(host):
@@ -109,12 +114,12 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 		default:
 			// The host's page budget is spent: drop its queue, recrawls
 			// excepted, in one go.
-			n, err := c.frontier.DropHost(host)
+			n, err := c.frontier.dropHost(host, c.done)
 			if err != nil {
 				c.countError("store")
 			}
 			c.budgetDropped.Add(int64(n) + 1)
-			c.complete(t, Outcome{})
+			c.complete(t, Outcome{}, true)
 		}
 		if ok {
 			break
@@ -136,8 +141,16 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 	ringKey, urlHash := c.keys(t.URL)
 	meta, hasMeta := c.urlMeta(ringKey, urlHash)
 	if stale || t.Recrawl && hasMeta && meta.NextCrawl.After(c.now()) {
-		c.complete(t, Outcome{})
+		c.complete(t, Outcome{}, true)
 		c.finish(l)
+		return
+	}
+	if !c.owns(t) {
+		// Ownership moved while robots.txt and the URL's metadata were read.
+		if reserved {
+			c.frontier.Unreserve(host)
+		}
+		c.park(t, l)
 		return
 	}
 	resp, err := c.request(ctx, l, t.URL, c.cfg.MaxBodyBytes, conditional(meta, hasMeta))
@@ -182,10 +195,19 @@ func (c *Crawler) requeue(t Task) {
 }
 
 // complete records the outcome of a task; a failure leaves the task in the
-// store, to be fetched again after a restart.
-func (c *Crawler) complete(t Task, o Outcome) {
+// store, to be fetched again after a restart. terminal marks an outcome
+// that ends the task (anything but a retry): once it is recorded,
+// Config.OnDone hears of it.
+func (c *Crawler) complete(t Task, o Outcome, terminal bool) {
 	if err := c.frontier.Complete(t, o); err != nil {
 		c.countError("store")
+		return
+	}
+	if o.Dead != nil {
+		c.noteDead(o.Dead.RingKey, o.Dead.URLHash, true)
+	}
+	if terminal {
+		c.done(t)
 	}
 }
 
@@ -265,7 +287,13 @@ func (c *Crawler) fetchRobots(ctx context.Context, l *lease, origin string) (*ro
 }
 
 func (c *Crawler) robotsFrom(status int, body []byte) *robotsRules {
-	return robotsFromResponse(status, body, c.token, c.now(), c.cfg.RobotsTTL, c.robotsRetry)
+	now := c.now()
+	r := robotsFromResponse(status, body, c.token, now, c.cfg.RobotsTTL, c.robotsRetry)
+	r.status, r.fetched = status, now
+	if status >= 200 && status < 300 {
+		r.packed = packRobots(body) // other answers need no body to be handed over
+	}
+	return r
 }
 
 // fetched is the outcome of one fetch of a task, with what was known about
@@ -340,7 +368,7 @@ func (c *Crawler) process(ctx context.Context, f *fetched) {
 		o.At = meta.NextCrawl
 	}
 	c.deliver(ctx, p, links)
-	c.complete(t, o)
+	c.complete(t, o, true)
 }
 
 // fail handles a failed attempt: another one after a backoff while retries
@@ -358,13 +386,13 @@ func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry 
 		if f.notBefore.After(at) {
 			at = f.notBefore
 		}
-		c.complete(t, Outcome{Reschedule: &next, At: at})
+		c.complete(t, Outcome{Reschedule: &next, At: at}, false)
 		return
 	}
 	if f.resp != nil {
 		c.deliver(ctx, c.page(t, f.resp, now), nil)
 	}
-	c.complete(t, Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)})
+	c.complete(t, Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)}, true)
 }
 
 func (c *Crawler) deadLetter(f *fetched, attempts int, kind, msg string, now time.Time) *store.DeadLetter {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -60,6 +62,8 @@ type Config struct {
 	WARC warc.Options
 	// Ring configures Chord maintenance.
 	Ring ring.Config
+	// Shard configures replication, failure detection and handoff.
+	Shard shard.Config
 	// JoinTimeout bounds joining through the bootstrap peers. Default 30s.
 	JoinTimeout time.Duration
 	// Logger receives structured logs. Default slog.Default().
@@ -77,6 +81,7 @@ func DefaultConfig() Config {
 		Crawl:       crawl.DefaultConfig(),
 		Store:       store.DefaultOptions(),
 		Ring:        ring.DefaultConfig(),
+		Shard:       shard.Config{Replicas: 2, FailureTimeout: 5 * time.Second, TickInterval: 50 * time.Millisecond},
 		JoinTimeout: 30 * time.Second,
 	}
 }
@@ -90,6 +95,8 @@ type Node struct {
 	streams *Streams
 	ringTr  *RingTransport
 	ring    *ring.Node
+	shardTr *ShardTransport
+	shard   *shard.Manager
 	db      *store.DB
 	archive *warc.Writer
 	crawler *crawl.Crawler
@@ -101,8 +108,19 @@ type Node struct {
 	api     *http.Server
 	apiAddr string
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// Loops stop in three stages on Close: the crawler first (no fetch
+	// after the node starts leaving), then the shard manager (no claim
+	// changes while handing ranges off), then everything else.
+	cancelCrawl context.CancelFunc
+	crawlWG     sync.WaitGroup
+	cancelShard context.CancelFunc
+	shardWG     sync.WaitGroup
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+
+	// doneWait holds finished URLs until their links are settled (onDone).
+	doneMu   sync.Mutex
+	doneWait []doneItem
 
 	closeOnce sync.Once
 	closeErr  error
@@ -152,16 +170,38 @@ func New(cfg Config) (*Node, error) {
 	n.streams = NewStreams(h, 0)
 	n.ringTr = NewRingTransport(h, n.streams)
 	n.ring = ring.NewNode(RingPeer(h.ID()), n.ringTr, cfg.Ring)
-	n.owner = &owner{ring: n.ring, db: db, keyMode: cfg.KeyMode, maxDepth: cfg.Crawl.MaxDepth}
+	n.owner = &owner{db: db, keyMode: cfg.KeyMode, maxDepth: cfg.Crawl.MaxDepth}
 	n.router = newRouter(n.ring, n.owner, db, sendTasks(n.streams), cfg.KeyMode, n.log)
-	n.crawler, err = crawl.New(cfg.Crawl, db, pageStore{db: db, archive: archive, mode: cfg.KeyMode}, n.router)
-	if err != nil {
+	// The crawler fetches only what the shard manager says this node owns
+	// right now, and reports every finished URL so replicas learn it.
+	crawlCfg := cfg.Crawl
+	crawlCfg.Owns = func(key uint64) bool { return n.shard.Owns(key) }
+	crawlCfg.OnDone = n.onDone
+	fail := func(err error) (*Node, error) {
 		_ = h.Close()
 		_ = archive.Close()
 		_ = db.Close()
 		return nil, fmt.Errorf("new node: %w", err)
 	}
+	n.crawler, err = crawl.New(crawlCfg, db, pageStore{db: db, archive: archive, mode: cfg.KeyMode}, n.router)
+	if err != nil {
+		return fail(err)
+	}
 	n.owner.crawler = n.crawler
+	n.shardTr = NewShardTransport(n.streams)
+	shardCfg := cfg.Shard
+	if shardCfg.Clock == nil {
+		shardCfg.Clock = cfg.Ring.Clock
+	}
+	if shardCfg.Logger == nil {
+		shardCfg.Logger = n.log
+	}
+	app := &shardApp{owner: n.owner, db: db, crawler: n.crawler, log: n.log}
+	n.shard, err = shard.New(n.ring, n.shardTr, shardStorage{db: db}, app, shardCfg)
+	if err != nil {
+		return fail(err)
+	}
+	n.owner.shard = n.shard
 	return n, nil
 }
 
@@ -171,6 +211,7 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Start(ctx context.Context) error {
 	n.started = time.Now()
 	n.ringTr.Serve(n.ring)
+	n.shardTr.Serve(n.shard)
 	serveTasks(n.streams, n.owner)
 	n.serveSeeds()
 
@@ -199,9 +240,16 @@ func (n *Node) Start(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	crawlCtx, cancelCrawl := context.WithCancel(runCtx)
+	n.cancelCrawl = cancelCrawl
+	shardCtx, cancelShard := context.WithCancel(runCtx)
+	n.cancelShard = cancelShard
 	n.goRun("ring", func() { _ = n.ring.Run(runCtx) })
-	n.goRun("crawler", func() { _ = n.crawler.Run(runCtx) })
+	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
+	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
+	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
 	n.goRun("router", func() { n.router.Run(runCtx) })
+	n.goRun("progress", func() { n.progressLoop(runCtx) })
 	if n.dht != nil {
 		n.goRun("discovery", func() { n.discover(runCtx) })
 	}
@@ -209,13 +257,95 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) goRun(name string, fn func()) {
-	n.wg.Add(1)
+func (n *Node) goRun(name string, fn func()) { goRunIn(&n.wg, n.log, name, fn) }
+
+// goRunIn runs one of the node's loops in a goroutine that wg waits for.
+func goRunIn(wg *sync.WaitGroup, log *slog.Logger, name string, fn func()) {
+	wg.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer wg.Done()
 		fn()
-		n.log.Debug("loop stopped", "loop", name)
+		log.Debug("loop stopped", "loop", name)
 	}()
+}
+
+// unparkInterval is how often hosts the crawler parked (because the node
+// did not own them at that moment: no lease yet, a range in transit) are
+// offered again.
+const unparkInterval = 250 * time.Millisecond
+
+// unparkLoop gives the crawler back the parked hosts the node owns now.
+func (n *Node) unparkLoop(ctx context.Context) {
+	t := time.NewTicker(unparkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := n.crawler.Resume(n.shard.Owns); err != nil {
+			n.log.Warn("resuming parked hosts failed", "err", err)
+		}
+	}
+}
+
+// onDone hears that a URL needs no more fetching. The replicas learn it
+// only once the links found on the page are settled with their owners: a
+// page marked done while its links sit in this node's outbox would lose
+// them if the node died for good, since the next owner would not fetch the
+// page again.
+func (n *Node) onDone(t crawl.Task, key, urlHash uint64) {
+	rec := shard.Record{Key: key, Hash: urlHash, URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Done: true}
+	links := n.router.TakeLinks(t.URL)
+	n.doneMu.Lock()
+	n.doneWait = append(n.doneWait, doneItem{rec: rec, links: links})
+	n.doneMu.Unlock()
+}
+
+// doneItem is a finished URL waiting for its page's links to be settled.
+type doneItem struct {
+	rec   shard.Record
+	links []uint64 // outbox entries of the page's links
+}
+
+// progressInterval is how often finished URLs are released to the shard
+// manager once their links are settled.
+const progressInterval = 50 * time.Millisecond
+
+// progressLoop reports finished URLs to the shard manager.
+func (n *Node) progressLoop(ctx context.Context) {
+	t := time.NewTicker(progressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.flushProgress()
+	}
+}
+
+// flushProgress hands the shard manager every finished URL whose page's
+// links are settled.
+func (n *Node) flushProgress() {
+	n.doneMu.Lock()
+	var ready []shard.Record
+	n.doneWait = slices.DeleteFunc(n.doneWait, func(d doneItem) bool {
+		if n.router.Settled(d.links) {
+			ready = append(ready, d.rec)
+			return true
+		}
+		return false
+	})
+	n.doneMu.Unlock()
+	if len(ready) == 0 {
+		return
+	}
+	if err := n.shard.Progress(ready, nil); err != nil {
+		n.log.Warn("recording progress failed", "urls", len(ready), "err", err)
+	}
 }
 
 // join links the node into the ring through the first bootstrap peer that
@@ -367,8 +497,20 @@ func (n *Node) Close() error {
 func (n *Node) close() error {
 	var errs []error
 	if n.cancel != nil {
-		leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Stop fetching, then stop claim maintenance, then hand every
+		// claimed range to the successor as the node leaves the ring.
+		n.cancelCrawl()
+		n.crawlWG.Wait()
+		n.cancelShard()
+		n.shardWG.Wait()
+		// Report what is settled; the rest stays pending at the replicas
+		// and is fetched again by the next owner, which loses nothing.
+		n.flushProgress()
+		leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := n.ring.Leave(leaveCtx); err != nil {
+			n.log.Warn("graceful ring leave incomplete", "err", err)
+		}
+		if err := n.shard.Leave(leaveCtx); err != nil {
 			n.log.Warn("graceful leave incomplete", "err", err)
 		}
 		cancel()
@@ -425,5 +567,46 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 // Idle reports whether the node has nothing queued, nothing in flight and
 // no undelivered links.
 func (n *Node) Idle() bool {
-	return n.crawler.Idle() && n.router.Pending() == 0
+	return n.crawler.Idle() && n.router.Pending() == 0 && n.Settled()
+}
+
+// Settled reports whether the node claims the whole range the ring gives
+// it, with nothing still being handed off.
+func (n *Node) Settled() bool {
+	st := n.shard.Stats()
+	if len(st.Releasing) > 0 {
+		return false
+	}
+	pred := n.ring.Predecessor()
+	if pred.IsZero() {
+		return alone(n.ring) && len(st.Claims) > 0
+	}
+	return covers(st.Claims, pred.ID, n.ring.Self().ID)
+}
+
+// covers reports whether the claims together hold every key of the arc
+// (from, to], walking the arc clockwise from claim to claim.
+func covers(claims []shard.Claim, from, to ring.ID) bool {
+	for i := 0; i <= len(claims); i++ {
+		next := false
+		for _, c := range claims {
+			if c.Range.From == c.Range.To {
+				return true // the whole ring
+			}
+			if !c.Range.Contains(from + 1) {
+				continue
+			}
+			// The claim holds the next key; it covers the rest of the arc
+			// when the arc's end lies inside it.
+			if c.Range.Contains(to) && (to-from) <= (c.Range.To-from) {
+				return true
+			}
+			from, next = c.Range.To, true
+			break
+		}
+		if !next {
+			return false
+		}
+	}
+	return false
 }

@@ -2,11 +2,12 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
-	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -28,8 +29,10 @@ type rejection struct {
 type owner struct {
 	// mu serialises Accept: between checking the seen set and marking it,
 	// a concurrent batch with the same URL must not slip through.
-	mu      sync.Mutex
-	ring    *ring.Node
+	mu sync.Mutex
+	// shard says which keys this node may accept (its claims, under a
+	// valid lease) and replicates new URLs before they are acknowledged.
+	shard   *shard.Manager
 	db      *store.DB
 	crawler *crawl.Crawler
 	keyMode crawl.KeyMode
@@ -61,7 +64,7 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
 			continue
 		}
-		if !o.owns(ring.ID(key)) {
+		if !o.shard.Owns(key) {
 			res.notOwned = append(res.notOwned, t)
 			continue
 		}
@@ -71,10 +74,11 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 	if len(entries) == 0 {
 		return res, nil
 	}
-	// Queue first, then mark seen. The other order loses URLs to a crash
-	// in between: the sender's retry would find them "seen" and they would
-	// never be crawled. This order at worst queues a URL twice after a
-	// crash, and the queue is durable before the seen set says "seen".
+	// Replicate and queue first, then mark seen. The other order loses URLs
+	// to a crash in between: the sender's retry would find them "seen" and
+	// they would never be crawled. This order at worst queues a URL twice
+	// after a crash, and the queue is durable before the seen set says
+	// "seen".
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var fresh []crawl.Task
@@ -94,23 +98,28 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 		fresh = append(fresh, queued[i])
 		freshEntries = append(freshEntries, e)
 	}
+	if len(fresh) == 0 {
+		return res, nil
+	}
+	// Sync-on-accept: the replicas hold the new URLs before the sender is
+	// told they are accepted. A node that learns here that it is stale, or
+	// whose range moved meanwhile, hands the tasks back as not owned, and
+	// the sender routes them to the new owner.
+	recs := make([]shard.Record, len(fresh))
+	for i, e := range freshEntries {
+		recs[i] = shard.Record{Key: e.Key, Hash: e.URLHash, URL: e.URL, Depth: e.Depth, Redirects: fresh[i].Redirects}
+	}
+	if err := o.shard.Accept(ctx, recs); err != nil {
+		if errors.Is(err, shard.ErrNotOwned) || errors.Is(err, shard.ErrStale) {
+			res.notOwned = append(res.notOwned, fresh...)
+			return res, nil
+		}
+		return res, fmt.Errorf("accept %d tasks: %w", len(fresh), err)
+	}
 	o.crawler.Enqueue(fresh...)
 	if _, err := o.db.MarkSeen(freshEntries); err != nil {
 		return res, fmt.Errorf("accept %d tasks: %w", len(freshEntries), err)
 	}
 	res.accepted = len(fresh)
 	return res, nil
-}
-
-// owns is ring ownership made strict for accepting work. Chord treats a
-// node with no known predecessor as owning every key; right after a join
-// or a predecessor crash that would let two nodes accept the same host.
-// Refusing instead is safe: the sender keeps the task and asks again once
-// stabilization has told this node its predecessor, a fraction of a second
-// later. A node alone on its ring owns everything.
-func (o *owner) owns(key ring.ID) bool {
-	if o.ring.Predecessor().IsZero() {
-		return alone(o.ring)
-	}
-	return o.ring.Owns(key)
 }

@@ -46,8 +46,12 @@ type router struct {
 	mu         sync.Mutex
 	outbox     []pending
 	delivering int // tasks taken from the outbox and not yet settled
-	cache      map[ring.ID]cachedOwner
-	wake       chan struct{}
+	// live holds the outbox entries not yet settled; pageLinks the entries
+	// of each page's links, until the node asks for them (TakeLinks).
+	live      map[uint64]struct{}
+	pageLinks map[string][]uint64
+	cache     map[ring.ID]cachedOwner
+	wake      chan struct{}
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
 	lookups    atomic.Int64
@@ -69,7 +73,8 @@ type cachedOwner struct {
 
 func newRouter(r *ring.Node, o *owner, db *store.DB, send sendFunc, mode crawl.KeyMode, log *slog.Logger) *router {
 	return &router{ring: r, owner: o, db: db, send: send, keyMode: mode, log: log,
-		cache: map[ring.ID]cachedOwner{}, wake: make(chan struct{}, 1)}
+		cache: map[ring.ID]cachedOwner{}, wake: make(chan struct{}, 1),
+		live: map[uint64]struct{}{}, pageLinks: map[string][]uint64{}}
 }
 
 // Load puts the tasks a previous run left undelivered back in the outbox.
@@ -84,6 +89,9 @@ func (r *router) Load() (int, error) {
 	}
 	r.mu.Lock()
 	r.outbox = append(r.outbox, loaded...)
+	for _, p := range loaded {
+		r.live[p.id] = struct{}{}
+	}
 	r.mu.Unlock()
 	return len(loaded), nil
 }
@@ -196,16 +204,45 @@ func (r *router) Defer(tasks []crawl.Task, attempts int) {
 
 // Discovered implements crawl.LinkSink: links found by this node's crawler
 // go through the outbox so fetch workers never wait on the network.
-func (r *router) Discovered(_ context.Context, _ crawl.Task, links []crawl.Task) {
-	r.add(links, 0, time.Now())
+func (r *router) Discovered(_ context.Context, page crawl.Task, links []crawl.Task) {
+	ids := r.add(links, 0, time.Now())
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.pageLinks[page.URL] = append(r.pageLinks[page.URL], ids...)
+	r.mu.Unlock()
+}
+
+// TakeLinks returns (and forgets) the outbox entries of the links found on
+// page.
+func (r *router) TakeLinks(page string) []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.pageLinks[page]
+	delete(r.pageLinks, page)
+	return ids
+}
+
+// Settled reports whether every one of the outbox entries ids has been
+// settled with an owner (accepted, duplicate or rejected).
+func (r *router) Settled(ids []uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := r.live[id]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // add records tasks in the durable outbox and queues them for delivery.
 // If the store refuses them they are still delivered from memory: only
 // the crash protection is lost, and the log says so.
-func (r *router) add(tasks []crawl.Task, attempts int, notBefore time.Time) {
+func (r *router) add(tasks []crawl.Task, attempts int, notBefore time.Time) []uint64 {
 	if len(tasks) == 0 {
-		return
+		return nil
 	}
 	entries := make([]store.OutboxEntry, len(tasks))
 	for i, t := range tasks {
@@ -214,15 +251,21 @@ func (r *router) add(tasks []crawl.Task, attempts int, notBefore time.Time) {
 	if err := r.db.PutOutbox(entries); err != nil {
 		r.log.Error("outbox not persisted; links will be lost if the node crashes", "tasks", len(tasks), "err", err)
 	}
+	var ids []uint64
 	r.mu.Lock()
 	for i, t := range tasks {
 		r.outbox = append(r.outbox, pending{id: entries[i].ID, task: t, attempts: attempts, notBefore: notBefore})
+		if id := entries[i].ID; id != 0 {
+			r.live[id] = struct{}{}
+			ids = append(ids, id)
+		}
 	}
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	return ids
 }
 
 // Pending is the number of tasks not yet settled with an owner.
@@ -309,6 +352,9 @@ func (r *router) deliver(ctx context.Context, due []pending) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.delivering -= len(due)
+	for _, id := range settled {
+		delete(r.live, id)
+	}
 	for _, p := range retry {
 		p.attempts++
 		if p.attempts == warnAttempts {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
 // Status is a node's view of itself and its neighbourhood, served as JSON
@@ -32,6 +33,69 @@ type Status struct {
 	MeanLookupHops float64     `json:"mean_lookup_hops"`
 	SendErrors     int64       `json:"send_errors"`
 	Crawl          crawl.Stats `json:"crawl"`
+	// Shard is the node's replication and ownership state.
+	Shard ShardStatus `json:"shard"`
+}
+
+// ShardStatus reports the key ranges a node holds as owner, with their
+// epochs, and the counters of replication, failover and handoff.
+type ShardStatus struct {
+	Replicas int         `json:"replicas"`
+	Claims   []ClaimInfo `json:"claims"`
+	// Releasing are ranges being handed to their new owner.
+	Releasing []ClaimInfo `json:"releasing,omitempty"`
+	// LeaseValid is false while the first successor has not confirmed the
+	// node's claims recently; the node then neither fetches nor accepts.
+	LeaseValid bool `json:"lease_valid"`
+	// Degraded is set while new URLs are acknowledged without every
+	// replica holding them (a replica is slow or unreachable).
+	Degraded       bool  `json:"degraded"`
+	DegradedWrites int64 `json:"degraded_writes"`
+	// StaleRejections counts this node's writes that replicas refused
+	// because another node holds the range at a higher epoch.
+	StaleRejections int64 `json:"stale_rejections"`
+	// RejectedWrites counts writes this node refused for a stale epoch.
+	RejectedWrites int64 `json:"rejected_writes"`
+	Promotions     int64 `json:"promotions"`
+	HandoffsOut    int64 `json:"handoffs_out"`
+	HandoffsIn     int64 `json:"handoffs_in"`
+	MergesIn       int64 `json:"merges_in"`
+	Pulls          int64 `json:"pulls"`
+}
+
+// ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
+type ClaimInfo struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Epoch uint64 `json:"epoch"`
+	Owner string `json:"owner"`
+}
+
+func claimInfos(cs []shard.Claim) []ClaimInfo {
+	out := make([]ClaimInfo, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, ClaimInfo{From: c.Range.From.String(), To: c.Range.To.String(), Epoch: c.Epoch.N, Owner: c.Epoch.Owner})
+	}
+	return out
+}
+
+func (n *Node) shardStatus() ShardStatus {
+	st := n.shard.Stats()
+	return ShardStatus{
+		Replicas:        n.cfg.Shard.Replicas,
+		Claims:          claimInfos(st.Claims),
+		Releasing:       claimInfos(st.Releasing),
+		LeaseValid:      st.LeaseValid,
+		Degraded:        st.Degraded,
+		DegradedWrites:  st.DegradedWrites,
+		StaleRejections: st.StaleRejections,
+		RejectedWrites:  st.RejectedWrites,
+		Promotions:      st.Promotions,
+		HandoffsOut:     st.HandoffsOut,
+		HandoffsIn:      st.HandoffsIn,
+		MergesIn:        st.MergesIn,
+		Pulls:           st.Pulls,
+	}
 }
 
 // PeerInfo names a ring neighbour.
@@ -66,6 +130,7 @@ func (n *Node) Status() Status {
 		Routed:  n.router.routed.Load(),
 		Lookups: n.router.lookups.Load(),
 		Crawl:   n.crawler.Stats(),
+		Shard:   n.shardStatus(),
 	}
 	s.SendErrors = n.router.sendErrors.Load()
 	if s.Lookups > 0 {

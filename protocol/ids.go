@@ -10,6 +10,17 @@ const (
 	TasksID = "/swarmcrawl/tasks/1.0.0"
 	// SeedID lets a client submit seed URLs to any member (SeedRequest/SeedResponse).
 	SeedID = "/swarmcrawl/seed/1.0.0"
+	// ReplicateID carries an owner's writes and heartbeats to its successor
+	// replicas (WriteRequest/WriteReply).
+	ReplicateID = "/swarmcrawl/replicate/1.0.0"
+	// HandoffID moves a key range's state to its new owner, or merges
+	// records after a partition (HandoffRequest/HandoffReply).
+	HandoffID = "/swarmcrawl/handoff/1.0.0"
+	// DigestID compares a range's records by bucket digests
+	// (DigestRequest/DigestReply).
+	DigestID = "/swarmcrawl/digest/1.0.0"
+	// PullID fetches the state a node holds of a range (PullRequest/PullReply).
+	PullID = "/swarmcrawl/pull/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -24,6 +35,11 @@ const (
 	MaxRingMsgBytes = 64 << 10
 	MaxTaskMsgBytes = 4 << 20
 	MaxSeedMsgBytes = 4 << 20
+	// MaxShardMsgBytes bounds replication, handoff, digest and pull
+	// messages: MaxShardRecords records of URLs up to a few KB each.
+	MaxShardMsgBytes = 16 << 20
+	// MaxShardRecords bounds the records (and host states) of one shard message.
+	MaxShardRecords = 2000
 	// MaxBatchTasks bounds how many tasks one TaskBatch may carry.
 	MaxBatchTasks = 1000
 	// MaxSeedURLs bounds how many URLs one SeedRequest may carry.

@@ -152,6 +152,9 @@ type DB struct {
 
 	outbox outboxState // see outbox.go
 
+	// shardMu serialises the read-merge-write of PutShardRecords.
+	shardMu sync.Mutex
+
 	// seenReads counts leveldb reads of the seen table; tests use it to
 	// prove that the Bloom filter saves reads.
 	seenReads atomic.Int64

@@ -20,8 +20,9 @@ type nodeOptions struct {
 	listen, bootstrap, relays                       listFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
+	failureTimeout                                  time.Duration
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
-	maxConnsPerIP                                   int
+	maxConnsPerIP, replicas                         int
 	maxBody, warcMaxBytes                           int64
 	nat, discovery, allowPrivate                    bool
 }
@@ -49,6 +50,8 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", def.Dial.MaxConnsPerIP, "concurrent connections to one IP address across all its hostnames (0 = unlimited)")
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
 	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", 1<<30, "WARC files are rotated past this size")
+	fs.IntVar(&o.replicas, "replicas", 2, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
+	fs.DurationVar(&o.failureTimeout, "failure-timeout", 5*time.Second, "silence from an owner after which its first successor takes its range over")
 	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", true, "find swarm members through the Kademlia DHT")
@@ -114,8 +117,16 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	if o.delay < 0 {
 		return p2p.Config{}, usageErr("--delay must not be negative")
 	}
+	if o.replicas < 1 || o.replicas > 7 {
+		return p2p.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
+	}
+	if o.failureTimeout < 100*time.Millisecond {
+		return p2p.Config{}, usageErr("--failure-timeout must be at least 100ms")
+	}
 	cfg := p2p.DefaultConfig()
 	cfg.DataDir = o.data
+	cfg.Shard.Replicas = o.replicas
+	cfg.Shard.FailureTimeout = o.failureTimeout
 	cfg.Host.Listen = o.listen
 	if len(cfg.Host.Listen) == 0 {
 		cfg.Host.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}

@@ -19,6 +19,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
 // Options configures a local swarm.
@@ -36,6 +37,9 @@ type Options struct {
 	// Ring tunes ring maintenance. Default: ring.DefaultConfig() with
 	// faster stabilization, which a swarm on loopback can afford.
 	Ring *ring.Config
+	// Shard tunes replication and failover. Default: p2p's defaults with
+	// a 2s failure timeout.
+	Shard *shard.Config
 	// Discovery runs the DHT on every node. Default false: nodes join
 	// through node 0 directly.
 	Discovery bool
@@ -82,6 +86,10 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 		cfg.Crawl = opts.Crawl
 		cfg.Crawl.Proxy = opts.Proxy
 		cfg.Ring = rc
+		cfg.Shard.FailureTimeout = 2 * time.Second
+		if opts.Shard != nil {
+			cfg.Shard = *opts.Shard
+		}
 		cfg.Logger = opts.Logger.With("i", i)
 		if i > 0 {
 			cfg.Bootstrap = s.Nodes[0].Addrs()
@@ -106,7 +114,8 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 }
 
 // Converged reports whether every node's predecessor and first successor
-// are its true neighbours on the ring of all live nodes.
+// are its true neighbours on the ring of all live nodes, and every node
+// claims its whole range.
 func (s *Swarm) Converged() bool {
 	ids := make([]ring.ID, len(s.Nodes))
 	for i, n := range s.Nodes {
@@ -123,6 +132,9 @@ func (s *Swarm) Converged() bool {
 			return false
 		}
 		if len(ids) > 1 && n.Ring().Predecessor().ID != wantPred {
+			return false
+		}
+		if !n.Settled() {
 			return false
 		}
 	}

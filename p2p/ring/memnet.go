@@ -131,28 +131,80 @@ const (
 	dropReply
 )
 
+// Deliver carries one message of another protocol layered on this network
+// (the shard layer's transport, say) from one address to another under the
+// same faults as ring calls: crashed callers and targets, partitions, random
+// drops and delay. It runs call, in the caller's goroutine, unless the
+// request is lost, and returns ErrDropped (wrapped) if the reply is lost
+// after call ran, exactly as ring calls do. The target need not have a ring
+// handler registered; the layer above keeps its own registry. Deliver does
+// not count towards Calls, which measures ring traffic.
+func (m *MemNet) Deliver(ctx context.Context, from, to string, call func()) error {
+	f, err := m.decide(ctx, from, to, false)
+	if err != nil {
+		return err
+	}
+	if call != nil {
+		call()
+	}
+	if f == dropReply {
+		return fmt.Errorf("%s -> %s: reply: %w", from, to, ErrDropped)
+	}
+	return nil
+}
+
+// Reachable reports whether a message from one address to another would
+// get through right now, applying the same faults as Deliver (a random
+// drop of either the request or the reply counts as unreachable). It
+// returns nil when the message would be delivered.
+func (m *MemNet) Reachable(ctx context.Context, from, to string) error {
+	return m.Deliver(ctx, from, to, nil)
+}
+
 // route decides the fate of a call from one address to another and returns
 // the target's handler.
 func (m *MemNet) route(ctx context.Context, from, to string) (Handler, fate, error) {
 	m.calls.Add(1)
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
 	m.mu.Lock()
 	h, ok := m.handlers[to]
+	m.mu.Unlock()
+	if !ok {
+		// A crashed caller or target is the more useful explanation.
+		if _, err := m.decide(ctx, from, to, true); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("%s -> %s: no such peer: %w", from, to, ErrUnreachable)
+	}
+	f, err := m.decide(ctx, from, to, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return h, f, nil
+}
+
+// decide applies the fault model to one message: crash, partition, random
+// drop (drawn from the seeded generator) and delay. With checkOnly it
+// reports only crash and partition errors, drawing nothing and not waiting.
+func (m *MemNet) decide(ctx context.Context, from, to string, checkOnly bool) (fate, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
 	var err error
 	switch {
 	case m.crashed[from]:
 		err = fmt.Errorf("%s -> %s: caller crashed: %w", from, to, ErrUnreachable)
 	case m.crashed[to]:
 		err = fmt.Errorf("%s -> %s: target crashed: %w", from, to, ErrUnreachable)
-	case !ok:
-		err = fmt.Errorf("%s -> %s: no such peer: %w", from, to, ErrUnreachable)
 	case m.group != nil && (m.group[from] == 0 || m.group[from] != m.group[to]):
 		err = fmt.Errorf("%s -> %s: partitioned: %w", from, to, ErrUnreachable)
 	}
+	if err != nil || checkOnly {
+		m.mu.Unlock()
+		return 0, err
+	}
 	f := deliver
-	if err == nil && m.dropRate > 0 && m.rng.Float64() < m.dropRate {
+	if m.dropRate > 0 && m.rng.Float64() < m.dropRate {
 		f = dropRequest
 		if m.rng.IntN(2) == 0 {
 			f = dropReply
@@ -160,22 +212,19 @@ func (m *MemNet) route(ctx context.Context, from, to string) (Handler, fate, err
 	}
 	delay := m.delay
 	m.mu.Unlock()
-	if err != nil {
-		return nil, 0, err
-	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("%s -> %s: %w", from, to, ctx.Err())
+			return 0, fmt.Errorf("%s -> %s: %w", from, to, ctx.Err())
 		case <-t.C:
 		}
 	}
 	if f == dropRequest {
-		return nil, 0, fmt.Errorf("%s -> %s: request: %w", from, to, ErrDropped)
+		return 0, fmt.Errorf("%s -> %s: request: %w", from, to, ErrDropped)
 	}
-	return h, f, nil
+	return f, nil
 }
 
 // memTransport is one node's view of a MemNet.

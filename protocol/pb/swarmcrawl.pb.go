@@ -1071,6 +1071,884 @@ func (x *SeedResponse) GetPending() uint32 {
 	return 0
 }
 
+// ShardRange is the arc (from, to] of the ring; from == to is the whole ring.
+type ShardRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint64                 `protobuf:"fixed64,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"fixed64,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardRange) Reset() {
+	*x = ShardRange{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardRange) ProtoMessage() {}
+
+func (x *ShardRange) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
+func (*ShardRange) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ShardRange) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ShardRange) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// Epoch is an ownership epoch, the fencing token of a key range: ordered by
+// n, then by owner (a peer ID) so that two claims never tie.
+type Epoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	N             uint64                 `protobuf:"varint,1,opt,name=n,proto3" json:"n,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Epoch) Reset() {
+	*x = Epoch{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Epoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Epoch) ProtoMessage() {}
+
+func (x *Epoch) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Epoch.ProtoReflect.Descriptor instead.
+func (*Epoch) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Epoch) GetN() uint64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *Epoch) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// Claim is a key range held by an owner at an epoch.
+type Claim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Epoch         *Epoch                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Claim) Reset() {
+	*x = Claim{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Claim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Claim) ProtoMessage() {}
+
+func (x *Claim) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Claim.ProtoReflect.Descriptor instead.
+func (*Claim) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Claim) GetRange() *ShardRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *Claim) GetEpoch() *Epoch {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+// ShardRecord is the replicated state of one URL.
+type ShardRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Depth         int32                  `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects     int32                  `protobuf:"varint,5,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	Done          bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardRecord) Reset() {
+	*x = ShardRecord{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardRecord) ProtoMessage() {}
+
+func (x *ShardRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardRecord.ProtoReflect.Descriptor instead.
+func (*ShardRecord) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ShardRecord) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *ShardRecord) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+func (x *ShardRecord) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ShardRecord) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *ShardRecord) GetRedirects() int32 {
+	if x != nil {
+		return x.Redirects
+	}
+	return 0
+}
+
+func (x *ShardRecord) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+// HostState is the replicated politeness state of one host (its clock and
+// cached robots.txt), an opaque blob of the crawler.
+type HostState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostState) Reset() {
+	*x = HostState{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostState) ProtoMessage() {}
+
+func (x *HostState) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostState.ProtoReflect.Descriptor instead.
+func (*HostState) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *HostState) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *HostState) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *HostState) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// WriteRequest replicates an owner's writes to a successor replica, on
+// /swarmcrawl/replicate/1.0.0. The claims are the fencing tokens: a replica
+// refuses every claim whose epoch is lower than one it knows for any key of
+// the range, and keeps only the records inside the claims it accepts. An
+// empty write is a heartbeat that renews the owner's lease.
+type WriteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Claims        []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	Records       []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts         []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteRequest) Reset() {
+	*x = WriteRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteRequest) ProtoMessage() {}
+
+func (x *WriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
+func (*WriteRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WriteRequest) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetRecords() []*ShardRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetHosts() []*HostState {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+// WriteReply lists the refused claims, each with the higher epoch known.
+type WriteReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Rejected      []*Claim               `protobuf:"bytes,2,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteReply) Reset() {
+	*x = WriteReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteReply) ProtoMessage() {}
+
+func (x *WriteReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
+func (*WriteReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *WriteReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *WriteReply) GetRejected() []*Claim {
+	if x != nil {
+		return x.Rejected
+	}
+	return nil
+}
+
+// HandoffRequest moves a key range's state to its new owner, on
+// /swarmcrawl/handoff/1.0.0, in chunks; the last has final set and makes
+// the receiver claim the range at a higher epoch. With merge set it only
+// adds records (partition reconciliation) and moves no ownership.
+type HandoffRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Epoch         *Epoch                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Records       []*ShardRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts         []*HostState           `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Final         bool                   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	Merge         bool                   `protobuf:"varint,6,opt,name=merge,proto3" json:"merge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffRequest) Reset() {
+	*x = HandoffRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffRequest) ProtoMessage() {}
+
+func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
+func (*HandoffRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HandoffRequest) GetRange() *ShardRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetEpoch() *Epoch {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetRecords() []*ShardRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetHosts() []*HostState {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *HandoffRequest) GetMerge() bool {
+	if x != nil {
+		return x.Merge
+	}
+	return false
+}
+
+// HandoffReply accepts a chunk, or refuses it with the range the receiver
+// owns so that the sender can trim the transfer.
+type HandoffReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Accepted      bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Owned         *ShardRange            `protobuf:"bytes,3,opt,name=owned,proto3" json:"owned,omitempty"`
+	HasOwned      bool                   `protobuf:"varint,4,opt,name=has_owned,json=hasOwned,proto3" json:"has_owned,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Epoch         *Epoch                 `protobuf:"bytes,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffReply) Reset() {
+	*x = HandoffReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffReply) ProtoMessage() {}
+
+func (x *HandoffReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
+func (*HandoffReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *HandoffReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HandoffReply) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *HandoffReply) GetOwned() *ShardRange {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+func (x *HandoffReply) GetHasOwned() bool {
+	if x != nil {
+		return x.HasOwned
+	}
+	return false
+}
+
+func (x *HandoffReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HandoffReply) GetEpoch() *Epoch {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+// DigestRequest asks for bucketed digests of the records of a range, on
+// /swarmcrawl/digest/1.0.0, to find what two nodes disagree on.
+type DigestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Buckets       uint32                 `protobuf:"varint,2,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestRequest) Reset() {
+	*x = DigestRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestRequest) ProtoMessage() {}
+
+func (x *DigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
+func (*DigestRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DigestRequest) GetRange() *ShardRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *DigestRequest) GetBuckets() uint32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+// DigestReply holds one digest per bucket.
+type DigestReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Sums          []uint64               `protobuf:"fixed64,2,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestReply) Reset() {
+	*x = DigestReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestReply) ProtoMessage() {}
+
+func (x *DigestReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
+func (*DigestReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DigestReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DigestReply) GetSums() []uint64 {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+// PullRequest asks a node for the state it holds of a range, on
+// /swarmcrawl/pull/1.0.0, a page at a time after the given record.
+type PullRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	AfterKey      uint64                 `protobuf:"fixed64,2,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
+	AfterHash     uint64                 `protobuf:"fixed64,3,opt,name=after_hash,json=afterHash,proto3" json:"after_hash,omitempty"`
+	HasAfter      bool                   `protobuf:"varint,4,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRequest) Reset() {
+	*x = PullRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRequest) ProtoMessage() {}
+
+func (x *PullRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
+func (*PullRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PullRequest) GetRange() *ShardRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *PullRequest) GetAfterKey() uint64 {
+	if x != nil {
+		return x.AfterKey
+	}
+	return 0
+}
+
+func (x *PullRequest) GetAfterHash() uint64 {
+	if x != nil {
+		return x.AfterHash
+	}
+	return 0
+}
+
+func (x *PullRequest) GetHasAfter() bool {
+	if x != nil {
+		return x.HasAfter
+	}
+	return false
+}
+
+// PullReply is a page of records; owner set means the responder holds the
+// range as owner and will hand it off itself.
+type PullReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Owner         bool                   `protobuf:"varint,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Records       []*ShardRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts         []*HostState           `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Epochs        []*Claim               `protobuf:"bytes,5,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	More          bool                   `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"`
+	NextKey       uint64                 `protobuf:"fixed64,7,opt,name=next_key,json=nextKey,proto3" json:"next_key,omitempty"`
+	NextHash      uint64                 `protobuf:"fixed64,8,opt,name=next_hash,json=nextHash,proto3" json:"next_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullReply) Reset() {
+	*x = PullReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullReply) ProtoMessage() {}
+
+func (x *PullReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
+func (*PullReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PullReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *PullReply) GetOwner() bool {
+	if x != nil {
+		return x.Owner
+	}
+	return false
+}
+
+func (x *PullReply) GetRecords() []*ShardRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *PullReply) GetHosts() []*HostState {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *PullReply) GetEpochs() []*Claim {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+func (x *PullReply) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *PullReply) GetNextKey() uint64 {
+	if x != nil {
+		return x.NextKey
+	}
+	return 0
+}
+
+func (x *PullReply) GetNextHash() uint64 {
+	if x != nil {
+		return x.NextHash
+	}
+	return 0
+}
+
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
@@ -1147,7 +2025,71 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"duplicates\x18\x03 \x01(\rR\n" +
 	"duplicates\x124\n" +
 	"\brejected\x18\x04 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12\x18\n" +
-	"\apending\x18\x05 \x01(\rR\apendingB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	"\apending\x18\x05 \x01(\rR\apending\"0\n" +
+	"\n" +
+	"ShardRange\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x06R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x06R\x02to\"+\n" +
+	"\x05Epoch\x12\f\n" +
+	"\x01n\x18\x01 \x01(\x04R\x01n\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
+	"\x05Claim\x12/\n" +
+	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\x8d\x01\n" +
+	"\vShardRecord\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x14\n" +
+	"\x05depth\x18\x04 \x01(\x05R\x05depth\x12\x1c\n" +
+	"\tredirects\x18\x05 \x01(\x05R\tredirects\x12\x12\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\"E\n" +
+	"\tHostState\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xa2\x01\n" +
+	"\fWriteRequest\x12,\n" +
+	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
+	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"T\n" +
+	"\n" +
+	"WriteReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
+	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\"\xff\x01\n" +
+	"\x0eHandoffRequest\x12/\n" +
+	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
+	"\arecords\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
+	"\x05hosts\x18\x04 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12\x14\n" +
+	"\x05merge\x18\x06 \x01(\bR\x05merge\"\xd2\x01\n" +
+	"\fHandoffReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12/\n" +
+	"\x05owned\x18\x03 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05owned\x12\x1b\n" +
+	"\thas_owned\x18\x04 \x01(\bR\bhasOwned\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12*\n" +
+	"\x05epoch\x18\x06 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"Z\n" +
+	"\rDigestRequest\x12/\n" +
+	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x18\n" +
+	"\abuckets\x18\x02 \x01(\rR\abuckets\"7\n" +
+	"\vDigestReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
+	"\x04sums\x18\x02 \x03(\x06R\x04sums\"\x97\x01\n" +
+	"\vPullRequest\x12/\n" +
+	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x1b\n" +
+	"\tafter_key\x18\x02 \x01(\x06R\bafterKey\x12\x1d\n" +
+	"\n" +
+	"after_hash\x18\x03 \x01(\x06R\tafterHash\x12\x1b\n" +
+	"\thas_after\x18\x04 \x01(\bR\bhasAfter\"\x97\x02\n" +
+	"\tPullReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\bR\x05owner\x124\n" +
+	"\arecords\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
+	"\x05hosts\x18\x04 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12,\n" +
+	"\x06epochs\x18\x05 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06epochs\x12\x12\n" +
+	"\x04more\x18\x06 \x01(\bR\x04more\x12\x19\n" +
+	"\bnext_key\x18\a \x01(\x06R\anextKey\x12\x1b\n" +
+	"\tnext_hash\x18\b \x01(\x06R\bnextHashB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -1161,7 +2103,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -1180,6 +2122,19 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Rejection)(nil),         // 14: swarmcrawl.v1.Rejection
 	(*SeedRequest)(nil),       // 15: swarmcrawl.v1.SeedRequest
 	(*SeedResponse)(nil),      // 16: swarmcrawl.v1.SeedResponse
+	(*ShardRange)(nil),        // 17: swarmcrawl.v1.ShardRange
+	(*Epoch)(nil),             // 18: swarmcrawl.v1.Epoch
+	(*Claim)(nil),             // 19: swarmcrawl.v1.Claim
+	(*ShardRecord)(nil),       // 20: swarmcrawl.v1.ShardRecord
+	(*HostState)(nil),         // 21: swarmcrawl.v1.HostState
+	(*WriteRequest)(nil),      // 22: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 23: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 24: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 25: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 26: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 27: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 28: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 29: swarmcrawl.v1.PullReply
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -1202,11 +2157,28 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	11, // 17: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
 	14, // 18: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
 	14, // 19: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 20: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
+	18, // 21: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
+	19, // 22: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	20, // 23: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 24: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 25: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	17, // 26: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	18, // 27: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	20, // 28: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 29: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	17, // 30: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	18, // 31: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	17, // 32: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	17, // 33: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 34: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 35: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 36: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -1232,7 +2204,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

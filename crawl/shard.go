@@ -1,0 +1,891 @@
+package crawl
+
+// Moving key ranges between nodes. The node decides what it owns; the
+// crawler offers the hooks: an ownership gate before every request
+// (Config.Owns), a callback for every task that reaches its end
+// (Config.OnDone), Release to stop work on a range and clear its queue,
+// HostSnapshot to carry a host's politeness state and robots.txt to its
+// next owner (Snapshots, Release, Restore), Resume to pick up parked hosts
+// again, and Fetched to tell whether a URL was already crawled here.
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// HostSnapshot is the politeness state of one host, to hand to a new owner:
+// when the host may next be contacted, and the robots.txt this node uses
+// for it. MarshalBinary gives the opaque blob a node stores and ships;
+// Restore installs it on the receiving crawler.
+type HostSnapshot struct {
+	// Host is the hostname (lowercase, no port) and Key its host key,
+	// HostKey(Host).
+	Host string
+	Key  uint64
+	// NotBefore is when the host may next be contacted: no request to it
+	// before this time (zero: no constraint).
+	NotBefore time.Time
+	// Robots is the raw robots.txt body as fetched (nil if none cached or
+	// the answer was not a 2xx, whose body does not matter).
+	Robots []byte
+	// RobotsStatus is the HTTP status of the robots.txt fetch (0 = none
+	// cached; a network failure is not handed over either).
+	RobotsStatus int
+	// RobotsFetched is when robots.txt was fetched: the receiver trusts it
+	// until RobotsFetched plus its own Config.RobotsTTL.
+	RobotsFetched time.Time
+	// Origin is the scheme://host[:port] the robots.txt belongs to, as RFC
+	// 9309 scopes it; "" when RobotsStatus is 0. (An addition to the plan's
+	// fields: without it the receiver could not tell an http robots.txt
+	// from an https one.)
+	Origin string
+}
+
+// snapshotVersion1 is the first byte of a marshalled HostSnapshot.
+//
+//	version         byte = 1
+//	host            uvarint length, bytes
+//	key             8 bytes BE
+//	not before      time (presence byte, then varint Unix seconds and uvarint nanoseconds)
+//	origin          uvarint length, bytes
+//	robots status   uvarint
+//	robots fetched  time
+//	robots          presence byte, then uvarint length, bytes
+const snapshotVersion1 = 1
+
+// maxSnapshotHost bounds the host names accepted (DNS allows 253 bytes).
+const maxSnapshotHost = 255
+
+// check reports what makes s unusable, if anything.
+func (s *HostSnapshot) check() error {
+	switch {
+	case s.Host == "" || len(s.Host) > maxSnapshotHost:
+		return fmt.Errorf("host %q: empty or longer than %d bytes", truncate(s.Host, 80), maxSnapshotHost)
+	case s.Key != HostKey(s.Host):
+		return fmt.Errorf("host %s: key %016x is not its host key %016x", s.Host, s.Key, HostKey(s.Host))
+	case s.RobotsStatus < 0 || s.RobotsStatus > 999 || s.RobotsStatus > 0 && s.RobotsStatus < 100:
+		return fmt.Errorf("host %s: robots.txt status %d", s.Host, s.RobotsStatus)
+	case len(s.Robots) > maxRobotsBytes:
+		return fmt.Errorf("host %s: robots.txt of %d bytes, more than %d", s.Host, len(s.Robots), maxRobotsBytes)
+	case s.RobotsStatus == 0 && (s.Robots != nil || s.Origin != ""):
+		return fmt.Errorf("host %s: robots.txt without a status", s.Host)
+	}
+	if s.Origin != "" {
+		host, err := HostOf(s.Origin)
+		if err != nil || host != s.Host || s.Origin != originOf(s.Origin) {
+			return fmt.Errorf("host %s: bad robots.txt origin %q", s.Host, truncate(s.Origin, 80))
+		}
+	} else if s.RobotsStatus != 0 {
+		return fmt.Errorf("host %s: robots.txt without an origin", s.Host)
+	}
+	return nil
+}
+
+// originOf returns the scheme://authority part of an absolute URL.
+func originOf(u string) string {
+	origin, _ := splitOrigin(u)
+	return origin
+}
+
+// MarshalBinary encodes s in a versioned binary form. It fails for a
+// snapshot UnmarshalBinary would reject: an empty host, a Key that is not
+// HostKey(Host), robots.txt data that does not fit together.
+func (s HostSnapshot) MarshalBinary() ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("host snapshot: %w", err)
+	}
+	b := make([]byte, 0, 64+len(s.Host)+len(s.Origin)+len(s.Robots))
+	b = append(b, snapshotVersion1)
+	b = appendBytes(b, []byte(s.Host))
+	b = binary.BigEndian.AppendUint64(b, s.Key)
+	b = appendTime(b, s.NotBefore)
+	b = appendBytes(b, []byte(s.Origin))
+	b = binary.AppendUvarint(b, uint64(s.RobotsStatus))
+	b = appendTime(b, s.RobotsFetched)
+	if s.Robots == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendBytes(b, s.Robots)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary encoded. It rejects an
+// unknown version, truncated or trailing bytes, and contents that do not
+// fit together (see MarshalBinary), leaving s unchanged then.
+func (s *HostSnapshot) UnmarshalBinary(data []byte) error {
+	d := snapDecoder{b: data}
+	if v := d.byte(); d.err == nil && v != snapshotVersion1 {
+		return fmt.Errorf("host snapshot: unknown version %d", v)
+	}
+	var out HostSnapshot
+	out.Host = string(d.bytes(maxSnapshotHost))
+	out.Key = d.uint64()
+	out.NotBefore = d.time()
+	out.Origin = string(d.bytes(maxSnapshotHost + len("https://[]:65535")))
+	status := d.uvarint()
+	out.RobotsFetched = d.time()
+	switch d.byte() {
+	case 0:
+	case 1:
+		out.Robots = slices.Clone(d.bytes(maxRobotsBytes))
+		if out.Robots == nil {
+			out.Robots = []byte{}
+		}
+	default:
+		d.fail("bad robots.txt presence byte")
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return fmt.Errorf("host snapshot: %w", d.err)
+	}
+	if status > 999 {
+		return fmt.Errorf("host snapshot: robots.txt status %d", status)
+	}
+	out.RobotsStatus = int(status)
+	if err := out.check(); err != nil {
+		return fmt.Errorf("host snapshot: %w", err)
+	}
+	*s = out
+	return nil
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendTime appends t as a presence byte, then Unix seconds (varint) and
+// nanoseconds (uvarint), so that the zero time survives a round trip.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+// snapDecoder reads a marshalled HostSnapshot; the first error sticks.
+type snapDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *snapDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *snapDecoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *snapDecoder) uint64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *snapDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("truncated or overlong varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("truncated or overlong varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes reads a length-prefixed field of at most limit bytes; the result
+// aliases the input.
+func (d *snapDecoder) bytes(limit int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(limit) {
+		d.fail("field of %d bytes, more than %d", n, limit)
+		return nil
+	}
+	if uint64(len(d.b)) < n {
+		d.fail("truncated")
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapDecoder) time() time.Time {
+	switch d.byte() {
+	case 0:
+		return time.Time{}
+	case 1:
+	default:
+		d.fail("bad time presence byte")
+		return time.Time{}
+	}
+	sec := d.varint()
+	nsec := d.uvarint()
+	if d.err == nil && nsec >= 1e9 {
+		d.fail("nanoseconds %d out of range", nsec)
+	}
+	if d.err != nil {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// owns reports whether Config.Owns lets the crawler contact t's host for t.
+func (c *Crawler) owns(t Task) bool {
+	if c.cfg.Owns == nil {
+		return true
+	}
+	ringKey, _ := c.keys(t.URL)
+	return c.cfg.Owns(ringKey)
+}
+
+// park puts a task the node does not own back into the store and parks its
+// host, ending the lease.
+func (c *Crawler) park(t Task, l *lease) {
+	c.requeue(t)
+	c.frontier.park(l.host)
+	c.finish(l)
+}
+
+// done tells Config.OnDone that t reached its end.
+func (c *Crawler) done(t Task) {
+	if c.cfg.OnDone == nil {
+		return
+	}
+	ringKey, urlHash := c.keys(t.URL)
+	c.cfg.OnDone(t, ringKey, urlHash)
+}
+
+// Release stops all work on tasks whose ring key satisfies in: no new task
+// of them is handed out, and Release waits (bounded by ctx) until none is
+// in flight, fetch and processing included. It then deletes their queue
+// and schedule entries from the store and the frontier's memory and
+// returns the hosts' snapshots (NotBefore = the time the next request
+// would have been allowed), for hosts with a NotBefore still ahead or a
+// cached robots.txt. In host-key mode "in" is evaluated per host key; in
+// URL-key mode per task's ring key (entries scanned and filtered), and the
+// snapshots are those of the hosts that had entries released.
+//
+// in is called with the frontier's lock held: it must be quick and must
+// not call the Crawler. Tasks of the range that are enqueued while Release
+// runs may survive it (the ownership gate, Config.Owns, keeps them from
+// being fetched). When ctx ends first Release returns its error and
+// changes nothing. Host and robots.txt state stays in memory (it expires
+// on its own), so a range released and taken back keeps its politeness.
+func (c *Crawler) Release(ctx context.Context, in func(ringKey uint64) bool) ([]HostSnapshot, error) {
+	fc := c.frontier.fence(in)
+	defer c.frontier.unfence(fc)
+	if err := c.frontier.waitFence(ctx, fc, c.cfg.KeyMode); err != nil {
+		return nil, fmt.Errorf("crawl: release: %w", err)
+	}
+	hosts, err := c.frontier.dropRange(in, c.cfg.KeyMode)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: release: %w", err)
+	}
+	want := func(host string) bool { return hosts[host] }
+	if c.cfg.KeyMode == KeyHost {
+		want = func(host string) bool { return hosts[host] || in(HostKey(host)) }
+	}
+	return c.snapshots(hosts, want, true), nil
+}
+
+// Snapshots returns the current snapshots of hosts whose key satisfies
+// in: those the crawler has in memory with a NotBefore still ahead or a
+// cached robots.txt. It reads no store.
+func (c *Crawler) Snapshots(in func(hostKey uint64) bool) []HostSnapshot {
+	hosts := c.frontier.hostsWhere(in)
+	return c.snapshots(hosts, func(host string) bool { return in(HostKey(host)) }, false)
+}
+
+// snapshots builds the snapshots of hosts, and of the hosts whose robots.txt
+// is cached and want accepts, leaving out those with nothing to hand over.
+// readStore looks up the durable Retry-After of hosts not in memory.
+func (c *Crawler) snapshots(hosts map[string]bool, want func(host string) bool, readStore bool) []HostSnapshot {
+	now := c.now()
+	robots := c.robots.latest(now, want)
+	names := make([]string, 0, len(hosts)+len(robots))
+	for h := range hosts {
+		names = append(names, h)
+	}
+	for h := range robots {
+		if !hosts[h] {
+			names = append(names, h)
+		}
+	}
+	sort.Strings(names)
+	notBefore := c.frontier.notBefore(names, readStore)
+	var out []HostSnapshot
+	for _, host := range names {
+		s := HostSnapshot{Host: host, Key: HostKey(host), NotBefore: notBefore[host]}
+		if e, ok := robots[host]; ok {
+			s.Origin, s.RobotsStatus, s.RobotsFetched = e.origin, e.rules.status, e.rules.fetched
+			if e.rules.packed != nil {
+				body, err := unpackRobots(e.rules.packed)
+				if err != nil {
+					c.countError("other") // cannot happen: packed here
+					s.Origin, s.RobotsStatus, s.RobotsFetched = "", 0, time.Time{}
+				} else {
+					s.Robots = body
+				}
+			}
+		}
+		if s.RobotsStatus == 0 && !s.NotBefore.After(now) {
+			continue // nothing to hand over
+		}
+		if s.check() != nil {
+			continue // an odd host name: not worth shipping
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Restore installs snapshots from a previous owner: a host's next request
+// waits until NotBefore (kept durably, like a Retry-After), and its
+// robots.txt is used from the snapshot (respecting Config.RobotsTTL from
+// RobotsFetched) instead of fetched again, unless this crawler has a
+// robots.txt for the origin fetched at the same time or later. Invalid
+// snapshots are skipped and counted as errors of kind "other". Clocks of
+// nodes differ: a RobotsFetched ahead of this crawler's clock counts as
+// now, and a NotBefore is capped at the longest wait the crawler itself
+// would impose (MaxRetryAfter, or the delay after a request if longer).
+func (c *Crawler) Restore(hosts []HostSnapshot) {
+	now := c.now()
+	latest := now.Add(max(c.cfg.MaxRetryAfter, c.gap(c.cfg.MaxCrawlDelay)))
+	valid := make([]HostSnapshot, 0, len(hosts))
+	for _, s := range hosts {
+		if s.check() != nil {
+			c.countError("other")
+			continue
+		}
+		if s.RobotsFetched.After(now) {
+			s.RobotsFetched = now
+		}
+		if s.NotBefore.After(latest) {
+			s.NotBefore = latest
+		}
+		valid = append(valid, s)
+		if s.RobotsStatus == 0 {
+			continue
+		}
+		r := robotsFromResponse(s.RobotsStatus, s.Robots, c.token, s.RobotsFetched, c.cfg.RobotsTTL, c.robotsRetry)
+		r.status, r.fetched = s.RobotsStatus, s.RobotsFetched
+		if s.RobotsStatus >= 200 && s.RobotsStatus < 300 {
+			r.packed = packRobots(s.Robots)
+		}
+		if now.Before(r.expires) {
+			c.robots.restore(s.Origin, r, now)
+		}
+	}
+	if err := c.frontier.restore(valid, now); err != nil {
+		c.countError("store")
+	}
+}
+
+// Resume brings back the hosts Config.Owns parked whose key satisfies in,
+// reloading their queues from the store, and schedules every host with a
+// queue in the store that the frontier does not have in memory. In URL-key
+// mode every parked host comes back (its entries have many ring keys);
+// Owns parks again those that are still not owned, without a request.
+func (c *Crawler) Resume(in func(ringKey uint64) bool) error {
+	if err := c.frontier.resume(in, c.cfg.KeyMode); err != nil {
+		return fmt.Errorf("crawl: resume: %w", err)
+	}
+	return nil
+}
+
+// Fetched reports whether the store has a record of the URL (ring key, URL
+// hash) being crawled here: its metadata (written when a fetch completes),
+// a page record (written by the node's PageSink) or a dead letter. The
+// node fetched it, or gave up on it. A URL dropped without a request
+// (robots.txt, budget, trap) leaves no record and is not Fetched.
+func (c *Crawler) Fetched(ringKey, urlHash uint64) (bool, error) {
+	if _, ok, err := c.db.URLMeta(ringKey, urlHash); err != nil {
+		return false, fmt.Errorf("crawl: fetched: %w", err)
+	} else if ok {
+		return true, nil
+	}
+	if _, err := c.db.Page(ringKey, urlHash); err == nil {
+		return true, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("crawl: fetched: %w", err)
+	}
+	dead, err := c.isDead(ringKey, urlHash)
+	if err != nil {
+		return false, fmt.Errorf("crawl: fetched: %w", err)
+	}
+	return dead, nil
+}
+
+// urlID is the identity of a URL in the per-URL tables.
+type urlID struct{ ringKey, urlHash uint64 }
+
+// isDead reports whether the store holds a dead letter for the URL. The
+// store has no point lookup of dead letters, so the first call reads them
+// all into an index that complete and RequeueDeadLetters keep current
+// (see noteDead); dead letters are few, 16 bytes each in it.
+func (c *Crawler) isDead(ringKey, urlHash uint64) (bool, error) {
+	c.deadMu.Lock()
+	defer c.deadMu.Unlock()
+	if c.dead == nil {
+		dead := make(map[urlID]struct{})
+		err := c.db.DeadLetters(func(d store.DeadLetter) error {
+			dead[urlID{d.RingKey, d.URLHash}] = struct{}{}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		c.dead = dead
+	}
+	_, ok := c.dead[urlID{ringKey, urlHash}]
+	return ok, nil
+}
+
+// noteDead records in the dead letter index, once it exists, that a dead
+// letter was written (dead) or deleted. Called after the store write, so
+// that an index built concurrently misses nothing.
+func (c *Crawler) noteDead(ringKey, urlHash uint64, dead bool) {
+	c.deadMu.Lock()
+	defer c.deadMu.Unlock()
+	switch {
+	case c.dead == nil:
+	case dead:
+		c.dead[urlID{ringKey, urlHash}] = struct{}{}
+	default:
+		delete(c.dead, urlID{ringKey, urlHash})
+	}
+}
+
+// park takes a leased host out of the scheduler until Resume or a Push:
+// its queue stays in the store, its head is forgotten.
+func (f *Frontier) park(host string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	if q == nil {
+		return
+	}
+	q.parked = true
+	q.buf, q.more = nil, true
+	f.unheapLocked(q)
+}
+
+// unpark brings a parked host back, to read its head from the store.
+func (f *Frontier) unparkLocked(q *hostQueue) {
+	q.parked = false
+	q.buf, q.more = nil, true
+	f.scheduleLocked(q)
+}
+
+// unheapLocked takes q out of the heap it is in, if any.
+func (f *Frontier) unheapLocked(q *hostQueue) {
+	if q.heap != nil {
+		heap.Remove(q.heap, q.index)
+		q.heap = nil
+	}
+}
+
+// resume is Crawler.Resume.
+func (f *Frontier) resume(in func(uint64) bool, mode KeyMode) error {
+	match := func(key uint64) bool { return mode != KeyHost || in(key) }
+	var heads []store.QueueEntry
+	err := f.db.QueueHosts(func(head store.QueueEntry) error {
+		if match(head.RingKey) {
+			heads = append(heads, head)
+		}
+		return nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, q := range f.hosts {
+		if q.parked && match(q.key) {
+			f.unparkLocked(q)
+		}
+	}
+	for _, head := range heads {
+		host, herr := HostOf(head.URL)
+		if herr != nil {
+			continue // cannot happen: only URLs with a host are queued
+		}
+		if q := f.hosts[host]; q != nil {
+			continue // in memory already, and not parked any more
+		}
+		q, herr := f.hostLocked(host, head.HostKey)
+		if herr != nil {
+			err = errors.Join(err, herr)
+			continue
+		}
+		q.more = true
+		f.scheduleLocked(q)
+	}
+	f.broadcastLocked()
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	return nil
+}
+
+// fence starts a Release of the ring keys in: from now on no entry of
+// theirs is handed out.
+func (f *Frontier) fence(in func(uint64) bool) *fence {
+	fc := &fence{in: in}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fences = append(f.fences, fc)
+	return fc
+}
+
+// unfence ends a Release: hosts held because of a fence are scheduled again
+// (those another fence still holds are held again when they come up).
+func (f *Frontier) unfence(fc *fence) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fences = slices.DeleteFunc(f.fences, func(x *fence) bool { return x == fc })
+	for _, q := range f.hosts {
+		if q.held {
+			q.held = false
+			f.scheduleLocked(q)
+		}
+	}
+	f.broadcastLocked()
+}
+
+// waitFence waits until no task fc fences is handed out and no host it
+// covers is leased (in URL-key mode: no leased host has an entry of the
+// range at its head), or until ctx ends.
+func (f *Frontier) waitFence(ctx context.Context, fc *fence, mode KeyMode) error {
+	for {
+		f.mu.Lock()
+		busy := f.busyLocked(fc.in, mode)
+		ch := f.fenceCh
+		f.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for tasks in flight: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// busyLocked reports whether work of the ring keys in is in flight: a task
+// handed out and not completed, or a lease on one of their hosts (whose
+// next-allowed time is not final until the lease ends).
+func (f *Frontier) busyLocked(in func(uint64) bool, mode KeyMode) bool {
+	for _, q := range f.hosts {
+		for i := range q.taken {
+			if in(q.taken[i].RingKey) {
+				return true
+			}
+		}
+		if !q.busy {
+			continue
+		}
+		if mode == KeyHost {
+			if in(q.key) {
+				return true
+			}
+			continue
+		}
+		for i := range q.buf {
+			if in(q.buf[i].RingKey) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dropRange deletes the queue and schedule entries of the ring keys in, and
+// returns the hosts concerned: in host-key mode every host of the range
+// that has a queue, a schedule entry or a frontier entry; in URL-key mode
+// the hosts that lost entries.
+func (f *Frontier) dropRange(in func(uint64) bool, mode KeyMode) (map[string]bool, error) {
+	hosts := make(map[string]bool)
+	// The schedule first: an entry of the range falling due meanwhile
+	// would otherwise move into a queue already dropped.
+	f.mu.Lock()
+	err := f.dropScheduleLocked(in, hosts)
+	if mode == KeyHost {
+		for host, q := range f.hosts {
+			if in(q.key) {
+				hosts[host] = true
+			}
+		}
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return hosts, err
+	}
+	type queued struct {
+		host string
+		key  uint64
+	}
+	var list []queued
+	err = f.db.QueueHosts(func(head store.QueueEntry) error {
+		if mode == KeyHost && !in(head.RingKey) {
+			return nil
+		}
+		if host, err := HostOf(head.URL); err == nil {
+			list = append(list, queued{host, head.HostKey})
+		}
+		return nil
+	})
+	if err != nil {
+		return hosts, fmt.Errorf("frontier: list queued hosts: %w", err)
+	}
+	for _, h := range list {
+		n, err := f.dropHostRange(h.host, h.key, in, mode)
+		if n > 0 || mode == KeyHost {
+			hosts[h.host] = true
+		}
+		if err != nil {
+			return hosts, err
+		}
+	}
+	return hosts, nil
+}
+
+// dropHostRange deletes the queue entries of one host whose ring key in
+// holds (all of them in host-key mode), except any handed out, and makes
+// the host read its head from the store again.
+func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, mode KeyMode) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.hosts[host]
+	var taken []store.QueueEntry
+	if q != nil {
+		taken = q.taken
+	}
+	n, err := f.db.DropHostQueue(key, func(e *store.QueueEntry) bool {
+		return mode != KeyHost && !in(e.RingKey) ||
+			slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
+	})
+	if counts, cerr := f.db.QueueCounts(); cerr == nil {
+		f.counts = counts
+	}
+	if q != nil {
+		f.unheapLocked(q)
+		q.buf, q.more, q.held = nil, true, false
+		if n > 0 {
+			q.parked = false // what made Owns refuse it may be gone: ask again
+		}
+		f.scheduleLocked(q)
+		f.broadcastLocked()
+	}
+	if err != nil {
+		return n, fmt.Errorf("frontier: drop queue of host %s: %w", host, err)
+	}
+	return n, nil
+}
+
+// dropScheduleLocked deletes the schedule entries whose ring key in holds
+// and adds their hosts to hosts.
+//
+// The store has no way to delete a schedule entry, so this falls back on
+// what it has: it promotes every entry up to the last one to delete into
+// the queue (PromoteDue), then, in one write, removes them from the queue
+// and schedules again, at their due times, those to keep. That rewrites
+// the schedule up to that point; a crash between the two writes leaves
+// those entries queued early, to be fetched (if owned) before their time.
+// A store call deleting schedule entries would make it one write.
+func (f *Frontier) dropScheduleLocked(in func(uint64) bool, hosts map[string]bool) error {
+	var all []store.QueueEntry
+	if err := f.db.ScanSchedule(func(e store.QueueEntry) error {
+		all = append(all, e)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("frontier: scan schedule: %w", err)
+	}
+	last := -1
+	for i := range all {
+		if in(all[i].RingKey) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	all = all[:last+1]
+	// The frontier lock keeps every other writer of the schedule out, so
+	// the first entries due are exactly those just read.
+	promoted, err := f.db.PromoteDue(all[last].Due, len(all))
+	if err != nil {
+		return fmt.Errorf("frontier: drop schedule entries: %w", err)
+	}
+	same := len(promoted) == len(all)
+	for i := 0; same && i < len(all); i++ {
+		same = promoted[i].URL == all[i].URL && promoted[i].HostKey == all[i].HostKey
+	}
+	if !same {
+		// Cannot happen; should it, the promoted entries are queued like
+		// due ones, and nothing is lost.
+		for _, e := range promoted {
+			if host, herr := HostOf(e.URL); herr == nil {
+				if q, herr := f.hostLocked(host, e.HostKey); herr == nil {
+					f.insertLocked(q, e)
+					f.scheduleLocked(q)
+				}
+			}
+		}
+		f.broadcastLocked()
+		return errors.New("frontier: drop schedule entries: the schedule changed underneath")
+	}
+	u := &store.QueueUpdate{Remove: promoted}
+	for i := range all {
+		if !in(all[i].RingKey) {
+			u.Schedule = append(u.Schedule, all[i])
+			continue
+		}
+		if host, herr := HostOf(all[i].URL); herr == nil {
+			hosts[host] = true
+		}
+	}
+	if err := f.applyLocked(u); err != nil {
+		return fmt.Errorf("frontier: drop schedule entries: %w", err)
+	}
+	if err := f.refreshDueLocked(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// hostsWhere returns the hosts in memory whose host key in holds.
+func (f *Frontier) hostsWhere(in func(uint64) bool) map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]bool)
+	for host, q := range f.hosts {
+		if in(q.key) {
+			out[host] = true
+		}
+	}
+	return out
+}
+
+// notBefore returns when each host may next be contacted: its next-allowed
+// time or its durable Retry-After, whichever is later. Hosts not in memory
+// have no pending delay but a durable one, which readStore looks up.
+func (f *Frontier) notBefore(hosts []string, readStore bool) map[string]time.Time {
+	out := make(map[string]time.Time, len(hosts))
+	var missing []string
+	f.mu.Lock()
+	for _, host := range hosts {
+		q := f.hosts[host]
+		if q == nil {
+			missing = append(missing, host)
+			continue
+		}
+		t := q.nextAllowed
+		if q.state.NotBefore.After(t) {
+			t = q.state.NotBefore
+		}
+		out[host] = t
+	}
+	f.mu.Unlock()
+	if readStore {
+		for _, host := range missing {
+			if st, ok, err := f.db.Host(HostKey(host)); err == nil && ok {
+				out[host] = st.NotBefore
+			}
+		}
+	}
+	return out
+}
+
+// restore makes each host wait until its snapshot's NotBefore, durably.
+func (f *Frontier) restore(snaps []HostSnapshot, now time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	u := &store.QueueUpdate{}
+	var dirty []*hostQueue
+	for _, s := range snaps {
+		if !s.NotBefore.After(now) {
+			continue
+		}
+		q, err := f.hostLocked(s.Host, s.Key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if s.NotBefore.After(q.nextAllowed) {
+			q.nextAllowed = s.NotBefore
+			switch q.heap {
+			case &f.waiting:
+				heap.Fix(&f.waiting, q.index)
+			case &f.ready:
+				f.unheapLocked(q)
+				f.scheduleLocked(q)
+			}
+		}
+		if s.NotBefore.After(q.state.NotBefore) {
+			q.state.NotBefore = s.NotBefore
+			u.Hosts = append(u.Hosts, q.state)
+			dirty = append(dirty, q)
+		}
+	}
+	if len(u.Hosts) > 0 {
+		if err := f.applyLocked(u); err != nil {
+			for _, q := range dirty {
+				q.stateDirty = true // written with the host's next completion
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,248 @@
+package shard
+
+import (
+	"context"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// HandleReplicate serves an owner's write as its replica: every claim
+// lower than the epoch table anywhere in its range is refused (the reply
+// names the higher epochs); the others raise the table, and the records
+// and hosts inside them are stored before the reply goes out. A claim
+// above one of this node's own active claims makes that part stale here.
+func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *WriteRequest) *WriteReply {
+	now := m.cfg.Clock.Now()
+	m.mu.Lock()
+	m.lastHeard[from.Addr] = now
+	var rejected []Claim
+	var accepted spanSet
+	changed := false
+	for _, c := range req.Claims {
+		if c.Epoch.IsZero() {
+			continue
+		}
+		if h := m.table.higher(c.Range, c.Epoch); len(h) > 0 {
+			rejected = append(rejected, h...)
+			continue
+		}
+		if m.table.raise(c.Range, c.Epoch) {
+			changed = true
+		}
+		accepted = union(accepted, spansOf(c.Range))
+	}
+	if changed {
+		m.saveTableLocked()
+		m.dropStaleLocked(now)
+	}
+	if len(rejected) > 0 {
+		m.stats.RejectedWrites++
+		m.log.Info("refused stale write", "from", from, "higher", rejected)
+	}
+	m.mu.Unlock()
+
+	var recs []Record
+	for _, r := range req.Records {
+		if accepted.contains(r.Key) {
+			recs = append(recs, r)
+		}
+	}
+	var hosts []HostState
+	for _, h := range req.Hosts {
+		if accepted.contains(h.Key) {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(recs) > 0 {
+		if err := m.st.PutRecords(recs); err != nil {
+			m.log.Error("store replicated records", "from", from, "err", err)
+		}
+	}
+	if len(hosts) > 0 {
+		if err := m.st.PutHosts(hosts); err != nil {
+			m.log.Error("store replicated hosts", "from", from, "err", err)
+		}
+	}
+	return &WriteReply{Rejected: rejected}
+}
+
+// HandleHandoff serves one chunk of a push. A merge chunk is stored and
+// its records inside active claims passed to the app. An ownership chunk
+// is accepted only if the range lies in this node's arc (or is claimed
+// here already); on the Final chunk the range is claimed under an epoch
+// above both the table and the sender's, and activated. A repeated Final
+// for a range already claimed at least that high is acknowledged again.
+func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *HandoffRequest) *HandoffReply {
+	actx := context.WithoutCancel(ctx)
+	now := m.cfg.Clock.Now()
+	m.mu.Lock()
+	m.lastHeard[from.Addr] = now
+	leaving := m.leaving
+	m.mu.Unlock()
+	reply := &HandoffReply{}
+	if leaving {
+		reply.Reason = "leaving"
+		return reply
+	}
+	v := m.currentView()
+	if v.known {
+		reply.Owned, reply.HasOwned = v.r, true
+	}
+	rs := spansOf(req.Range)
+	var recs []Record
+	for _, r := range req.Records {
+		if req.Range.Contains(ring.ID(r.Key)) {
+			recs = append(recs, r)
+		}
+	}
+	var hosts []HostState
+	for _, h := range req.Hosts {
+		if req.Range.Contains(ring.ID(h.Key)) {
+			hosts = append(hosts, h)
+		}
+	}
+	store := func() bool {
+		if len(recs) > 0 {
+			if err := m.st.PutRecords(recs); err != nil {
+				m.log.Error("store handed-off records", "from", from, "err", err)
+				reply.Reason = "storage error"
+				return false
+			}
+		}
+		if len(hosts) > 0 {
+			if err := m.st.PutHosts(hosts); err != nil {
+				m.log.Error("store handed-off hosts", "from", from, "err", err)
+				reply.Reason = "storage error"
+				return false
+			}
+		}
+		return true
+	}
+
+	if req.Merge {
+		if !store() {
+			return reply
+		}
+		m.transMu.Lock()
+		m.notifyMerged(actx, recs)
+		m.transMu.Unlock()
+		if req.Final {
+			m.mu.Lock()
+			m.stats.MergesIn++
+			m.mu.Unlock()
+		}
+		reply.Accepted = true
+		return reply
+	}
+
+	m.mu.Lock()
+	mine := subsetOf(rs, m.claims.domain())
+	m.mu.Unlock()
+	if !mine && !(v.known && subsetOf(rs, v.spans)) {
+		reply.Reason = "range not in my arc"
+		return reply
+	}
+	if !store() {
+		return reply
+	}
+	m.transMu.Lock()
+	defer m.transMu.Unlock()
+	m.flushDeactivations(actx)
+	m.notifyMerged(actx, recs)
+	if !req.Final {
+		reply.Accepted = true
+		return reply
+	}
+	m.mu.Lock()
+	if m.leaving {
+		m.mu.Unlock()
+		reply.Reason = "leaving"
+		return reply
+	}
+	fresh := subtract(rs, m.claims.domain())
+	current := fresh.empty()
+	for _, p := range m.claims.within(rs) {
+		if p.e.Less(req.Epoch) {
+			current = false
+		}
+	}
+	if current {
+		reply.Epoch = m.claims.maxOver(rs)
+		m.mu.Unlock()
+		reply.Accepted = true
+		return reply
+	}
+	base := m.table.max(req.Range)
+	if base.Less(req.Epoch) {
+		base = req.Epoch
+	}
+	e := Epoch{N: base.N + 1, Owner: m.self.Addr}
+	m.setClaimLocked(req.Range, e)
+	m.saveTableLocked()
+	m.stats.HandoffsIn++
+	m.mu.Unlock()
+	m.log.Info("took over by handoff", "from", from, "range", req.Range, "epoch", e)
+	for _, r := range fresh.ranges() {
+		m.activate(actx, r)
+	}
+	reply.Accepted, reply.Epoch = true, e
+	return reply
+}
+
+// HandleDigest summarises the records held over the range.
+func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestRequest) *DigestReply {
+	m.mu.Lock()
+	m.lastHeard[from.Addr] = m.cfg.Clock.Now()
+	m.mu.Unlock()
+	n := req.Buckets
+	if n <= 0 || n > maxDigestBuckets {
+		n = DigestBuckets
+	}
+	sums, err := digestOf(m.st, req.Range, n)
+	if err != nil {
+		m.log.Error("digest", "range", req.Range, "err", err)
+		return &DigestReply{}
+	}
+	return &DigestReply{Sums: sums}
+}
+
+// HandlePull pages out what this node holds over the range, unless it
+// claims (or is still handing off) part of it, in which case it answers
+// Owner and nothing else.
+func (m *Manager) HandlePull(ctx context.Context, from ring.Peer, req *PullRequest) *PullReply {
+	rs := spansOf(req.Range)
+	m.mu.Lock()
+	m.lastHeard[from.Addr] = m.cfg.Clock.Now()
+	owner := overlaps(rs, m.claims.domain()) || overlaps(rs, m.releasing.domain())
+	epochs := m.table.entries(req.Range)
+	m.mu.Unlock()
+	if owner {
+		return &PullReply{Owner: true}
+	}
+	var after *cursor
+	if req.HasAfter {
+		after = &cursor{req.AfterKey, req.AfterHash}
+	}
+	page, more, err := m.pageRecords(req.Range, after, m.cfg.ChunkRecords, nil)
+	if err != nil {
+		// Say "owner" so the puller waits and retries rather than
+		// claiming on a partial answer.
+		m.log.Error("pull", "range", req.Range, "err", err)
+		return &PullReply{Owner: true}
+	}
+	reply := &PullReply{Records: page, Epochs: epochs, More: more}
+	if more {
+		tail := page[len(page)-1]
+		reply.NextKey, reply.NextHash = tail.Key, tail.Hash
+		return reply
+	}
+	err = m.st.ScanHosts(req.Range, func(h HostState) error {
+		reply.Hosts = append(reply.Hosts, h)
+		return nil
+	})
+	if err != nil {
+		m.log.Error("pull hosts", "range", req.Range, "err", err)
+		return &PullReply{Owner: true}
+	}
+	return reply
+}

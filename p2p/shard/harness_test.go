@@ -1,0 +1,601 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// recID identifies a record.
+type recID struct{ key, hash uint64 }
+
+func idOf(r Record) recID { return recID{r.Key, r.Hash} }
+
+// testApp is the crawler stand-in: its queue is the pending records of the
+// ranges the Manager activated, and it checks that the Manager drives it
+// in a sane order (Activate only what is inactive, Deactivate only what
+// is active).
+type testApp struct {
+	mu         sync.Mutex
+	st         *MemStorage
+	m          *Manager
+	active     spanSet
+	queue      map[recID]Record
+	hosts      map[string]HostState // host states the app would save on Deactivate
+	violations []string
+	log        []string
+	// inflight counts fetches under way per key; Deactivate waits for
+	// those in its range, as the crawler does.
+	inflight map[uint64]int
+	cond     *sync.Cond
+}
+
+func newTestApp(st *MemStorage) *testApp {
+	a := &testApp{st: st, queue: make(map[recID]Record), hosts: make(map[string]HostState), inflight: make(map[uint64]int)}
+	a.cond = sync.NewCond(&a.mu)
+	return a
+}
+
+// fetchOne takes one queued record the node owns, runs work on it with
+// the record marked in flight, and reports whether there was one.
+func (a *testApp) fetchOne(work func(Record)) bool {
+	a.mu.Lock()
+	var rec Record
+	found := false
+	for id, r := range a.queue {
+		if a.m.Owns(id.key) {
+			rec, found = r, true
+			delete(a.queue, id)
+			break
+		}
+	}
+	if !found {
+		a.mu.Unlock()
+		return false
+	}
+	a.inflight[rec.Key]++
+	a.mu.Unlock()
+	work(rec)
+	a.mu.Lock()
+	a.inflight[rec.Key]--
+	a.cond.Broadcast()
+	a.mu.Unlock()
+	return true
+}
+
+func (a *testApp) Activate(ctx context.Context, r Range) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := spansOf(r)
+	if overlaps(a.active, s) {
+		a.violations = append(a.violations, fmt.Sprintf("Activate %s overlaps active %v", r, a.active.ranges()))
+	}
+	a.active = union(a.active, s)
+	a.log = append(a.log, "activate "+r.String())
+	for id := range a.queue {
+		if s.contains(id.key) {
+			delete(a.queue, id)
+		}
+	}
+	return a.st.ScanRecords(r, func(rec Record) error {
+		if !rec.Done {
+			a.queue[idOf(rec)] = rec
+		}
+		return nil
+	})
+}
+
+func (a *testApp) Deactivate(ctx context.Context, r Range) error {
+	a.mu.Lock()
+	s := spansOf(r)
+	if !subsetOf(s, a.active) {
+		a.violations = append(a.violations, fmt.Sprintf("Deactivate %s not within active %v", r, a.active.ranges()))
+	}
+	a.active = subtract(a.active, s)
+	a.log = append(a.log, "deactivate "+r.String())
+	for {
+		busy := false
+		for k, n := range a.inflight {
+			if n > 0 && s.contains(k) {
+				busy = true
+			}
+		}
+		if !busy {
+			break
+		}
+		a.cond.Wait()
+	}
+	for id := range a.queue {
+		if s.contains(id.key) {
+			delete(a.queue, id)
+		}
+	}
+	var save []HostState
+	for _, h := range a.hosts {
+		if s.contains(h.Key) {
+			save = append(save, h)
+		}
+	}
+	m := a.m
+	a.mu.Unlock()
+	if len(save) > 0 && m != nil {
+		return m.Progress(nil, save)
+	}
+	return nil
+}
+
+func (a *testApp) Merged(ctx context.Context, recs []Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, rec := range recs {
+		if !a.active.contains(rec.Key) {
+			a.violations = append(a.violations, fmt.Sprintf("Merged record %s outside active %v", ring.ID(rec.Key), a.active.ranges()))
+			continue
+		}
+		if !rec.Done {
+			a.queue[idOf(rec)] = rec
+		}
+	}
+}
+
+// enqueue is what the node's owner code does after Accept returned nil.
+func (a *testApp) enqueue(recs ...Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range recs {
+		a.queue[idOf(r)] = r
+	}
+}
+
+func (a *testApp) queued(id recID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.queue[id]
+	return ok
+}
+
+func (a *testApp) activeSet() spanSet {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.active)
+}
+
+func (a *testApp) problems() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.violations)
+}
+
+// fetch marks up to n queued records that the node owns right now as done,
+// in key order, and returns them.
+func (a *testApp) fetch(n int) []Record {
+	a.mu.Lock()
+	ids := slices.SortedFunc(maps.Keys(a.queue), func(x, y recID) int {
+		if x.key != y.key {
+			return cmpU64(x.key, y.key)
+		}
+		return cmpU64(x.hash, y.hash)
+	})
+	m := a.m
+	a.mu.Unlock()
+	var out []Record
+	for _, id := range ids {
+		if len(out) == n {
+			break
+		}
+		if !m.Owns(id.key) {
+			continue
+		}
+		a.mu.Lock()
+		rec, ok := a.queue[id]
+		delete(a.queue, id)
+		a.mu.Unlock()
+		if !ok {
+			continue
+		}
+		rec.Done = true
+		out = append(out, rec)
+	}
+	if len(out) > 0 {
+		if err := m.Progress(out, nil); err != nil {
+			panic(err)
+		}
+	}
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// testNode is one simulated process: ring node, manager, app, and the
+// storage that survives its crashes.
+type testNode struct {
+	peer    ring.Peer
+	rn      *ring.Node
+	m       *Manager
+	st      *MemStorage
+	app     *testApp
+	crashed bool // down, storage kept
+	paused  bool // down, memory kept (a stopped process)
+	gone    bool // left or removed for good
+	joined  bool // in the ring (Create or Join done); only then maintained
+}
+
+func (n *testNode) up() bool { return !n.crashed && !n.paused && !n.gone }
+
+// cluster drives nodes round by round on one fake clock from the test
+// goroutine.
+type cluster struct {
+	tb     testing.TB
+	ctx    context.Context
+	clock  *ring.FakeClock
+	rnet   *ring.MemNet
+	snet   *MemNet
+	cfg    Config
+	rcfg   ring.Config
+	nodes  []*testNode
+	rng    *rand.Rand
+	serial bool
+	// wrap, if set, wraps each node's transport (fault injection).
+	wrap   func(self ring.Peer, tr Transport) Transport
+	rounds int
+}
+
+const roundStep = 200 * time.Millisecond
+
+func testConfig(clock ring.Clock) Config {
+	return Config{
+		Replicas:          2,
+		FailureTimeout:    2 * time.Second,
+		Lease:             time.Second,
+		HeartbeatInterval: 200 * time.Millisecond,
+		AckTimeout:        time.Second,
+		SyncInterval:      2 * time.Second,
+		ChunkRecords:      16,
+		Clock:             clock,
+	}
+}
+
+func newCluster(tb testing.TB, seed uint64) *cluster {
+	clock := ring.NewFakeClock(time.Unix(1_700_000_000, 0))
+	rnet := ring.NewMemNet(int64(seed))
+	rcfg := ring.DefaultConfig()
+	rcfg.Clock = clock
+	return &cluster{
+		tb:    tb,
+		ctx:   context.Background(),
+		clock: clock,
+		rnet:  rnet,
+		snet:  NewMemNet(rnet),
+		cfg:   testConfig(clock),
+		rcfg:  rcfg,
+		rng:   rand.New(rand.NewPCG(seed, 7)),
+	}
+}
+
+// start brings up the process for n (new or restarted): ring node,
+// manager on n's storage, registration on both networks.
+func (c *cluster) start(n *testNode) {
+	c.tb.Helper()
+	n.rn = ring.NewNode(n.peer, c.rnet.Transport(n.peer), c.rcfg)
+	c.rnet.Register(n.peer, n.rn)
+	n.app = newTestApp(n.st)
+	var tr Transport = c.snet.Transport(n.peer)
+	if c.wrap != nil {
+		tr = c.wrap(n.peer, tr)
+	}
+	m, err := New(n.rn, tr, n.st, n.app, c.cfg)
+	if err != nil {
+		c.tb.Fatalf("New %s: %v", n.peer, err)
+	}
+	m.serial = c.serial
+	n.m = m
+	n.app.m = m
+	c.snet.Register(n.peer, m)
+	c.rnet.Restore(n.peer.Addr)
+	n.crashed, n.joined = false, false
+}
+
+// add creates a node at id (random if zero) and joins it through a live
+// node, or creates the ring if there is none.
+func (c *cluster) add(id ring.ID) *testNode {
+	c.tb.Helper()
+	for id == 0 || c.byID(id) != nil {
+		id = ring.ID(c.rng.Uint64())
+	}
+	n := &testNode{peer: ring.Peer{ID: id, Addr: fmt.Sprintf("n%02d", len(c.nodes))}, st: NewMemStorage()}
+	c.nodes = append(c.nodes, n)
+	c.start(n)
+	c.join(n)
+	return n
+}
+
+func (c *cluster) join(n *testNode) {
+	c.tb.Helper()
+	var boots []*testNode
+	for _, o := range c.live() {
+		if o != n && o.joined {
+			boots = append(boots, o)
+		}
+	}
+	if len(boots) == 0 {
+		n.rn.Create()
+		n.joined = true
+		return
+	}
+	var err error
+	for try := 0; try < 50; try++ {
+		b := boots[c.rng.IntN(len(boots))]
+		if err = n.rn.Join(c.ctx, b.peer); err == nil {
+			n.joined = true
+			return
+		}
+		// A restarted node can find the ring still listing its old self
+		// until the crash is noticed; let maintenance run and retry.
+		c.round()
+	}
+	c.tb.Fatalf("join %s: %v", n.peer, err)
+}
+
+func (c *cluster) byID(id ring.ID) *testNode {
+	for _, n := range c.nodes {
+		if n.peer.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *cluster) byAddr(addr string) *testNode {
+	for _, n := range c.nodes {
+		if n.peer.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *cluster) live() []*testNode {
+	var out []*testNode
+	for _, n := range c.nodes {
+		if n.up() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// crash kills n's process: it stops answering and its memory is lost at
+// restart; its storage is kept.
+func (c *cluster) crash(n *testNode) {
+	c.rnet.Crash(n.peer.Addr)
+	n.crashed = true
+}
+
+// restart brings a crashed node back on its storage and rejoins it.
+func (c *cluster) restart(n *testNode) {
+	c.tb.Helper()
+	c.start(n)
+	c.join(n)
+}
+
+// leave departs n gracefully.
+func (c *cluster) leave(n *testNode) error {
+	err := errors.Join(n.rn.Leave(c.ctx), n.m.Leave(c.ctx))
+	c.rnet.Unregister(n.peer.Addr)
+	c.snet.Unregister(n.peer.Addr)
+	n.gone = true
+	return err
+}
+
+// pause stops n's process (SIGSTOP): unreachable and idle, memory kept.
+func (c *cluster) pause(n *testNode) {
+	c.rnet.Crash(n.peer.Addr)
+	n.paused = true
+}
+
+// resume continues a paused process where it stopped, stale pointers and
+// all.
+func (c *cluster) resume(n *testNode) {
+	c.rnet.Restore(n.peer.Addr)
+	n.paused = false
+}
+
+// round runs one maintenance round on every live node and advances the
+// clock by roundStep.
+func (c *cluster) round() {
+	var live []*testNode
+	for _, n := range c.live() {
+		if n.joined {
+			live = append(live, n)
+		}
+	}
+	for _, n := range live {
+		n.rn.Stabilize(c.ctx)
+	}
+	for _, n := range live {
+		n.rn.CheckPredecessor(c.ctx)
+	}
+	if c.rounds%10 == 0 {
+		for _, n := range live {
+			n.rn.FixFingers(c.ctx)
+		}
+	}
+	for _, n := range live {
+		n.m.Tick(c.ctx)
+	}
+	c.clock.Advance(roundStep)
+	c.rounds++
+}
+
+// until runs rounds until cond returns nil, failing after max rounds.
+func (c *cluster) until(max int, what string, cond func() error) int {
+	c.tb.Helper()
+	var err error
+	for r := 0; r < max; r++ {
+		if err = cond(); err == nil {
+			return r
+		}
+		c.round()
+	}
+	if err = cond(); err != nil {
+		c.tb.Fatalf("%s not reached after %d rounds: %v\n%s", what, max, err, c.dump())
+	}
+	return max
+}
+
+// trueArc is n's arc given the live membership.
+func (c *cluster) trueArc(n *testNode) spanSet {
+	var ids []ring.ID
+	for _, o := range c.live() {
+		ids = append(ids, o.peer.ID)
+	}
+	slices.Sort(ids)
+	i := slices.Index(ids, n.peer.ID)
+	pred := ids[(i+len(ids)-1)%len(ids)]
+	return spansOf(Range{From: pred, To: n.peer.ID})
+}
+
+// settled checks that the ring has converged and every live node
+// actively claims exactly its arc, with nothing releasing.
+func (c *cluster) settled() error {
+	var rns []*ring.Node
+	for _, n := range c.live() {
+		rns = append(rns, n.rn)
+	}
+	if err := ring.CheckRing(rns); err != nil {
+		return fmt.Errorf("ring: %w", firstLine(err))
+	}
+	for _, n := range c.live() {
+		st := n.m.Stats()
+		want := c.trueArc(n)
+		if got := claimSpans(st.Claims); !slices.Equal(got, want) {
+			return fmt.Errorf("%s claims %v, arc %v", n.peer.Addr, st.Claims, want.ranges())
+		}
+		if len(st.Releasing) > 0 {
+			return fmt.Errorf("%s still releasing %v", n.peer.Addr, st.Releasing)
+		}
+		if !st.LeaseValid {
+			return fmt.Errorf("%s has no lease", n.peer.Addr)
+		}
+	}
+	return nil
+}
+
+func firstLine(err error) error {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return errors.New(s[:i] + " ...")
+	}
+	return err
+}
+
+func claimSpans(cs []Claim) spanSet {
+	var all []span
+	for _, c := range cs {
+		all = append(all, spansOf(c.Range)...)
+	}
+	return normalize(all)
+}
+
+// dump describes every node for failure messages.
+func (c *cluster) dump() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		state := "up"
+		switch {
+		case n.gone:
+			state = "gone"
+		case n.crashed:
+			state = "crashed"
+		case n.paused:
+			state = "paused"
+		}
+		fmt.Fprintf(&b, "  %s %s %s", n.peer.Addr, n.peer.ID, state)
+		if n.up() {
+			st := n.m.Stats()
+			rs := n.rn.State()
+			fmt.Fprintf(&b, " pred=%s succ=%s claims=%v releasing=%v lease=%v stale=%d promo=%d in=%d out=%d",
+				rs.Predecessor.Addr, rs.Successors[0].Addr, st.Claims, st.Releasing, st.LeaseValid,
+				st.StaleRejections, st.Promotions, st.HandoffsIn, st.HandoffsOut)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ownerOf returns the live node whose arc holds key.
+func (c *cluster) ownerOf(key uint64) *testNode {
+	var peers []ring.Peer
+	for _, n := range c.live() {
+		peers = append(peers, n.peer)
+	}
+	return c.byAddr(ring.OwnerOf(peers, ring.ID(key)).Addr)
+}
+
+// keyIn returns a random key inside r.
+func (c *cluster) keyIn(r Range) uint64 {
+	s := spansOf(r)
+	sp := s[c.rng.IntN(len(s))]
+	return sp.lo + c.rng.Uint64N(sp.hi-sp.lo+1)
+}
+
+// record makes a record at key with a fresh hash.
+func (c *cluster) record(key uint64) Record {
+	h := c.rng.Uint64()
+	return Record{Key: key, Hash: h, URL: fmt.Sprintf("https://h%016x/p%016x", key, h), Depth: 1}
+}
+
+// build starts size nodes and runs until the shard state has settled.
+func (c *cluster) build(size int) {
+	c.tb.Helper()
+	for range size {
+		c.add(0)
+		c.round()
+	}
+	c.until(400, "initial settle", c.settled)
+}
+
+// stats of a node, shorthand.
+func (n *testNode) stats() Stats { return n.m.Stats() }
+
+// tableAt reads n's epoch table at key.
+func (n *testNode) tableAt(key uint64) Epoch {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	return n.m.table.m.get(key)
+}
+
+// owned is the set of keys n.m.Owns answers true for right now, computed
+// exactly: active claims, cut to the ring arc, if the lease holds.
+func (n *testNode) owned(now time.Time) spanSet {
+	m := n.m
+	noSucc := m.noSuccessor()
+	m.mu.Lock()
+	claims := m.claims.domain()
+	ok := !m.leaving && (noSucc || now.Before(m.leaseUntil))
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if pred := n.rn.Predecessor(); !pred.IsZero() {
+		return intersect(claims, spansOf(Range{From: pred.ID, To: n.peer.ID}))
+	}
+	return claims
+}

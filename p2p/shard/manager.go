@@ -1,0 +1,639 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// App is the crawler side of the shard layer: its queue is a cache of the
+// pending records of the ranges this node actively claims.
+type App interface {
+	// Activate starts work on r: drop any local queue for r, then enqueue
+	// every pending (not Done) record of r in Storage that was not fetched
+	// locally.
+	Activate(ctx context.Context, r Range) error
+	// Deactivate stops work on r: no new fetches, wait until nothing of r
+	// is in flight, drop its queue entries, and save the host states of
+	// r's hosts (Manager.Progress or Storage.PutHosts) so they travel with
+	// the range.
+	Deactivate(ctx context.Context, r Range) error
+	// Merged: records that arrived (merge/handoff/pull) inside a range this
+	// node actively claims; the app queues the pending ones it lacks.
+	Merged(ctx context.Context, recs []Record)
+}
+
+// Config tunes a Manager. Zero fields take the defaults noted on each.
+type Config struct {
+	// Replicas is K, how many successors hold a copy of each owner's
+	// records. Default 2.
+	Replicas int
+	// FailureTimeout is how long a replica waits without hearing from an
+	// owner before it takes the owner's range over. Default 5s.
+	FailureTimeout time.Duration
+	// Lease is how long an owner may keep working after its first
+	// successor last acknowledged a heartbeat. It must be shorter than
+	// FailureTimeout so an owner cut off from its replicas stops before
+	// they promote. Default FailureTimeout/2.
+	Lease time.Duration
+	// TickInterval is how often Run calls Tick. Default 100ms.
+	TickInterval time.Duration
+	// HeartbeatInterval is how often an owner sends its claims to its
+	// replicas when it has nothing else to send. Default FailureTimeout/10.
+	HeartbeatInterval time.Duration
+	// AckTimeout bounds each shard RPC, and so how long Accept waits for
+	// its replicas. Default 2s.
+	AckTimeout time.Duration
+	// SyncInterval is how often an owner compares each claim with each
+	// replica (anti-entropy). Default 10s.
+	SyncInterval time.Duration
+	// ChunkRecords is how many records go in one handoff chunk, pull page
+	// or anti-entropy write. Default 1000.
+	ChunkRecords int
+	// Clock drives ticks, leases and timeouts. Default ring.RealClock().
+	Clock ring.Clock
+	// Logger receives transitions (claims, promotions, handoffs, stale
+	// drops). Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Replicas < 0 {
+		return c, fmt.Errorf("shard: negative Replicas %d", c.Replicas)
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 2
+	}
+	if c.FailureTimeout <= 0 {
+		c.FailureTimeout = 5 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = c.FailureTimeout / 2
+	}
+	if c.Lease >= c.FailureTimeout {
+		return c, fmt.Errorf("shard: Lease %v must be shorter than FailureTimeout %v", c.Lease, c.FailureTimeout)
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.FailureTimeout / 10
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 2 * time.Second
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = 10 * time.Second
+	}
+	if c.ChunkRecords <= 0 {
+		c.ChunkRecords = 1000
+	}
+	if c.Clock == nil {
+		c.Clock = ring.RealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Stats is a snapshot of a Manager for status pages and tests.
+type Stats struct {
+	// Claims are the active claims; Releasing the parts being handed off.
+	Claims, Releasing []Claim
+	// LeaseValid: the first successor acknowledged a heartbeat within
+	// Lease (always true with no successor).
+	LeaseValid bool
+	// Degraded: the last Accept could not reach every replica.
+	Degraded bool
+	// DegradedWrites counts Accepts acknowledged by fewer than all
+	// replicas; StaleRejections the times this node found a claim of its
+	// own stale (a replica refused it, or a higher claim arrived) and
+	// dropped it; RejectedWrites the writes this node refused as a
+	// replica; Promotions the ranges taken over from a silent owner;
+	// HandoffsOut/HandoffsIn completed ownership pushes; MergesIn merge
+	// pushes received; Pulls completed pulls.
+	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
+	HandoffsOut, HandoffsIn, MergesIn, Pulls int64
+}
+
+// Manager keeps one node's shard state: which ranges it claims and under
+// what epoch, replication to its successors, handoffs, promotions and
+// reconciliation. See the package documentation for the protocol.
+type Manager struct {
+	ring    *ring.Node
+	self    ring.Peer
+	tr      Transport
+	st      Storage
+	app     App
+	cfg     Config
+	log     *slog.Logger
+	running atomic.Bool
+	// serial makes fan-outs sequential, so a single-threaded simulation
+	// is reproducible.
+	serial bool
+
+	// tickMu serialises Tick and Leave.
+	tickMu sync.Mutex
+	// transMu serialises claim transitions with their App calls, so the
+	// app sees Activate, Deactivate and Merged in the order the claims
+	// changed. It is never held across a network call.
+	transMu sync.Mutex
+	// acceptMu: Accept holds it shared for its whole run, and removing
+	// claims on purpose (shedding, Leave) takes it exclusively, so a
+	// record accepted under a claim is in storage before the range's
+	// handoff scans it. Lock order: transMu, acceptMu, mu. Accept takes
+	// only acceptMu and mu, so a fetch that Accepts can always finish
+	// while an App call it waits for holds transMu.
+	acceptMu sync.RWMutex
+
+	mu         sync.Mutex
+	table      epochTable
+	claims     segMap  // active claims
+	releasing  segMap  // parts given up, still to be handed off
+	reconcile  spanSet // stale parts whose records go to the rightful owner
+	deact      spanSet // dropped as stale, still to Deactivate in the app
+	lastHeard  map[string]time.Time
+	waitStart  time.Time
+	lastView   view
+	viewSeen   bool
+	replicas   []ring.Peer
+	succCache  []ring.Peer
+	lastSync   map[string]time.Time
+	leaseUntil time.Time
+	lastBeat   time.Time
+	// beatNow and syncNow ask the next Tick for a heartbeat or a full
+	// anti-entropy round right away.
+	beatNow, syncNow bool
+	progRecs         []Record
+	progHosts        []HostState
+	leaving          bool
+	degraded         bool
+	stats            Stats
+}
+
+var _ Handler = (*Manager)(nil)
+
+// New returns a Manager for the ring node r, loading the epoch table from
+// st. It claims nothing until Tick runs. Register the Manager as the
+// node's Handler on the transport before calling Tick or Run.
+func New(r *ring.Node, tr Transport, st Storage, app App, cfg Config) (*Manager, error) {
+	if r == nil || tr == nil || st == nil || app == nil {
+		return nil, errors.New("shard: New needs a ring node, transport, storage and app")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		ring:      r,
+		self:      r.Self(),
+		tr:        tr,
+		st:        st,
+		app:       app,
+		cfg:       cfg,
+		log:       cfg.Logger.With("node", r.Self().Addr),
+		lastHeard: make(map[string]time.Time),
+		lastSync:  make(map[string]time.Time),
+		waitStart: cfg.Clock.Now(),
+	}
+	b, err := st.LoadEpochs()
+	if err != nil {
+		return nil, fmt.Errorf("shard: load epoch table: %w", err)
+	}
+	if b != nil {
+		if err := m.table.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("shard: load epoch table: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Owns reports whether this node may fetch or accept key now: an active
+// claim holds it, the lease is valid, and the ring view agrees (or the
+// predecessor is unknown).
+func (m *Manager) Owns(key uint64) bool {
+	now := m.cfg.Clock.Now()
+	noReplica := m.noSuccessor()
+	m.mu.Lock()
+	ok := !m.leaving && m.claims.covers(key) && (noReplica || now.Before(m.leaseUntil))
+	m.mu.Unlock()
+	return ok && m.ring.Owns(ring.ID(key))
+}
+
+func (m *Manager) noSuccessor() bool { return m.ring.Successors()[0] == m.self }
+
+// Accept takes new records routed to this node (sync-on-accept). Every key
+// must satisfy Owns, else nothing is stored and ErrNotOwned is returned.
+// The records are written locally and then to the K replicas in parallel,
+// and Accept returns once they acknowledged or AckTimeout passed. A
+// replica that refuses the claim makes Accept return ErrStale (the claim
+// is dropped). A replica that cannot be reached makes the write degraded:
+// Accept still returns nil, and Stats counts it.
+func (m *Manager) Accept(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	m.acceptMu.RLock()
+	defer m.acceptMu.RUnlock()
+	for _, r := range recs {
+		if !m.Owns(r.Key) {
+			return fmt.Errorf("shard: accept key %s: %w", ring.ID(r.Key), ErrNotOwned)
+		}
+	}
+	if err := m.st.PutRecords(recs); err != nil {
+		return fmt.Errorf("shard: accept: store records: %w", err)
+	}
+	m.mu.Lock()
+	var covering segMap
+	for _, g := range m.claims {
+		for _, r := range recs {
+			if g.lo <= r.Key && r.Key <= g.hi {
+				covering = append(covering, g)
+				break
+			}
+		}
+	}
+	replicas := slices.Clone(m.replicas)
+	m.mu.Unlock()
+	if len(replicas) == 0 {
+		return nil
+	}
+	req := &WriteRequest{Claims: covering.claims(), Records: recs}
+	res := fanout(m, ctx, replicas, func(ctx context.Context, p ring.Peer) (*WriteReply, error) {
+		return m.tr.Replicate(ctx, p, req)
+	})
+	var rejected []Claim
+	failed := 0
+	for _, r := range res {
+		if r.err != nil {
+			failed++
+			m.log.Debug("replicate on accept failed", "to", r.peer, "err", r.err)
+			continue
+		}
+		rejected = append(rejected, r.reply.Rejected...)
+	}
+	if len(rejected) > 0 {
+		m.handleRejected(rejected)
+		return fmt.Errorf("shard: accept: %s refused by a replica: %w", rangesOf(covering), ErrStale)
+	}
+	m.mu.Lock()
+	if failed > 0 {
+		m.stats.DegradedWrites++
+		m.degraded = true
+	} else {
+		m.degraded = false
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+func rangesOf(m segMap) []Range {
+	var out []Range
+	for _, c := range m.claims() {
+		out = append(out, c.Range)
+	}
+	return out
+}
+
+// Progress records state changes of owned records (Done marks, host
+// states): written locally now and replicated with the next heartbeat,
+// asynchronously.
+func (m *Manager) Progress(recs []Record, hosts []HostState) error {
+	if len(recs) > 0 {
+		if err := m.st.PutRecords(recs); err != nil {
+			return fmt.Errorf("shard: progress: store records: %w", err)
+		}
+	}
+	if len(hosts) > 0 {
+		if err := m.st.PutHosts(hosts); err != nil {
+			return fmt.Errorf("shard: progress: store hosts: %w", err)
+		}
+	}
+	m.mu.Lock()
+	m.progRecs = append(m.progRecs, recs...)
+	m.progHosts = append(m.progHosts, hosts...)
+	m.mu.Unlock()
+	return nil
+}
+
+// Stats returns a snapshot of the Manager's claims and counters.
+func (m *Manager) Stats() Stats {
+	now := m.cfg.Clock.Now()
+	noReplica := m.noSuccessor()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats
+	s.Claims = m.claims.claims()
+	s.Releasing = m.releasing.claims()
+	s.LeaseValid = !m.leaving && (noReplica || now.Before(m.leaseUntil))
+	s.Degraded = m.degraded
+	return s
+}
+
+// Run calls Tick every TickInterval until ctx is done, then returns nil.
+// It returns ErrRunning if it is already running.
+func (m *Manager) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer m.running.Store(false)
+	t := m.cfg.Clock.NewTicker(m.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			m.Tick(ctx)
+		}
+	}
+}
+
+// Leave hands every claim to its new owner before the node departs. Call
+// it after ring.Node.Leave, so the successor already counts the range as
+// its own, and stop Run before ring.Node.Leave (a Tick in between would
+// find the node alone). Leave deactivates every claim, pushes each range
+// to its owner (ring lookup, then the successors known before leaving)
+// and returns an error naming what could not be handed off; replicas
+// still hold that data and the successor takes it over after
+// FailureTimeout. The Manager claims nothing afterwards.
+func (m *Manager) Leave(ctx context.Context) error {
+	m.tickMu.Lock()
+	defer m.tickMu.Unlock()
+	m.mu.Lock()
+	if m.leaving {
+		m.mu.Unlock()
+		return nil
+	}
+	m.leaving = true
+	targets := slices.Clone(m.succCache)
+	m.mu.Unlock()
+	for _, p := range m.ring.Successors() {
+		if p != m.self && !slices.Contains(targets, p) {
+			targets = append([]ring.Peer{p}, targets...)
+		}
+	}
+
+	m.transMu.Lock()
+	m.acceptMu.Lock()
+	m.mu.Lock()
+	parts := m.claims
+	m.claims = nil
+	for _, g := range parts {
+		m.releasing = m.releasing.set(spanSet{{g.lo, g.hi}}, g.e)
+	}
+	m.mu.Unlock()
+	m.acceptMu.Unlock()
+	m.flushDeactivations(ctx)
+	for _, c := range parts.claims() {
+		if err := m.app.Deactivate(ctx, c.Range); err != nil {
+			m.log.Warn("deactivate on leave", "range", c.Range, "err", err)
+		}
+	}
+	m.transMu.Unlock()
+
+	m.mu.Lock()
+	rel := m.releasing.claims()
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range rel {
+		order := targets
+		if t, _, err := m.ring.Lookup(ctx, p.Range.To); err == nil && t != m.self {
+			order = append([]ring.Peer{t}, targets...)
+		}
+		for _, t := range order {
+			for _, c := range m.releasingWithin(p.Range) {
+				m.pushTo(ctx, t, c)
+			}
+		}
+		if left := m.releasingWithin(p.Range); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("shard: leave: %v not handed off", left))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releasingWithin returns the releasing parts inside r.
+func (m *Manager) releasingWithin(r Range) []Claim {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.releasing.within(spansOf(r)).claims()
+}
+
+// result is one peer's answer in a fan-out.
+type result[T any] struct {
+	peer  ring.Peer
+	reply T
+	err   error
+}
+
+// fanout calls every peer in parallel (sequentially with m.serial), all
+// within AckTimeout, and waits for all of them.
+func fanout[T any](m *Manager, ctx context.Context, peers []ring.Peer, call func(context.Context, ring.Peer) (T, error)) []result[T] {
+	out := make([]result[T], len(peers))
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.AckTimeout)
+	defer cancel()
+	one := func(i int, p ring.Peer) {
+		r, err := call(cctx, p)
+		out[i] = result[T]{p, r, err}
+	}
+	if m.serial || len(peers) == 1 {
+		for i, p := range peers {
+			one(i, p)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Go(func() { one(i, p) })
+	}
+	wg.Wait()
+	return out
+}
+
+// handleRejected takes in the higher epochs a replica reported and drops
+// whatever of our claims they beat.
+func (m *Manager) handleRejected(rejected []Claim) {
+	now := m.cfg.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for _, c := range rejected {
+		if m.table.raise(c.Range, c.Epoch) {
+			changed = true
+		}
+	}
+	if changed {
+		m.saveTableLocked()
+	}
+	m.dropStaleLocked(now)
+}
+
+// dropStaleLocked drops every part of an active claim that the epoch
+// table beats: someone else holds it under a higher epoch. The app is told
+// at the next transition (Deactivate), nothing is pushed, and the records
+// are later merged into the rightful owner.
+func (m *Manager) dropStaleLocked(now time.Time) {
+	var dropped []span
+	for _, c := range m.claims {
+		for _, p := range m.table.m.within(spanSet{{c.lo, c.hi}}) {
+			if c.e.Less(p.e) {
+				dropped = append(dropped, span{p.lo, p.hi})
+			}
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	d := normalize(dropped)
+	m.log.Info("claim stale, dropped", "ranges", d.ranges(), "table", m.table.m.within(d).claims())
+	m.claims = m.claims.remove(d)
+	m.deact = union(m.deact, d)
+	m.reconcile = union(m.reconcile, d)
+	m.waitStart = now
+	m.beatNow = true
+	m.stats.StaleRejections++
+}
+
+// saveTableLocked persists the epoch table.
+func (m *Manager) saveTableLocked() {
+	b, err := m.table.MarshalBinary()
+	if err == nil {
+		err = m.st.SaveEpochs(b)
+	}
+	if err != nil {
+		m.log.Error("save epoch table", "err", err)
+	}
+}
+
+// flushDeactivations tells the app about claims dropped as stale. Callers
+// hold transMu.
+func (m *Manager) flushDeactivations(ctx context.Context) {
+	m.mu.Lock()
+	d := m.deact
+	m.deact = nil
+	m.mu.Unlock()
+	for _, r := range d.ranges() {
+		if err := m.app.Deactivate(ctx, r); err != nil {
+			m.log.Warn("deactivate stale range", "range", r, "err", err)
+		}
+	}
+}
+
+// claim makes s active under fresh epochs (one per arc, above anything
+// the table knows there) and activates it in the app.
+func (m *Manager) claim(ctx context.Context, s spanSet, promotion bool) {
+	m.transMu.Lock()
+	defer m.transMu.Unlock()
+	m.flushDeactivations(ctx)
+	m.mu.Lock()
+	if m.leaving {
+		m.mu.Unlock()
+		return
+	}
+	s = subtract(s, m.claims.domain())
+	var got []Claim
+	for _, r := range s.ranges() {
+		e := Epoch{N: m.table.max(r).N + 1, Owner: m.self.Addr}
+		m.setClaimLocked(r, e)
+		got = append(got, Claim{r, e})
+	}
+	if len(got) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	if promotion {
+		m.stats.Promotions += int64(len(got))
+	}
+	m.saveTableLocked()
+	m.mu.Unlock()
+	m.log.Info("claimed", "claims", got, "promotion", promotion)
+	for _, c := range got {
+		m.activate(ctx, c.Range)
+	}
+}
+
+// setClaimLocked records r as actively claimed under e.
+func (m *Manager) setClaimLocked(r Range, e Epoch) {
+	s := spansOf(r)
+	m.claims = m.claims.set(s, e)
+	m.releasing = m.releasing.remove(s)
+	m.reconcile = subtract(m.reconcile, s)
+	m.table.raise(r, e)
+	m.beatNow = true
+	m.syncNow = true
+}
+
+// activate tells the app about a new claim; if the app fails, the claim
+// is dropped again (and the app told to clean up) so a later Tick retries.
+// Callers hold transMu.
+func (m *Manager) activate(ctx context.Context, r Range) {
+	err := m.app.Activate(ctx, r)
+	if err == nil {
+		return
+	}
+	m.log.Error("activate failed; claim dropped", "range", r, "err", err)
+	m.mu.Lock()
+	m.claims = m.claims.remove(spansOf(r))
+	m.deact = union(m.deact, spansOf(r))
+	m.beatNow = true
+	m.mu.Unlock()
+}
+
+// notifyMerged passes the app the records just stored that lie in active
+// claims and are still pending after the merge: the stored version, so a
+// stale pending copy of a record this node already finished is not
+// queued again. Callers hold transMu.
+func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
+	if len(recs) == 0 {
+		return
+	}
+	m.mu.Lock()
+	var in []Record
+	for _, r := range recs {
+		if m.claims.covers(r.Key) && !r.Done {
+			in = append(in, r)
+		}
+	}
+	m.mu.Unlock()
+	var pending []Record
+	for _, r := range in {
+		stored, ok, err := m.storedRecord(r.Key, r.Hash)
+		switch {
+		case err != nil:
+			m.log.Warn("read merged record", "key", ring.ID(r.Key), "err", err)
+			pending = append(pending, r)
+		case ok && !stored.Done:
+			pending = append(pending, stored)
+		}
+	}
+	if len(pending) > 0 {
+		m.app.Merged(ctx, pending)
+	}
+}
+
+// storedRecord reads one record through Storage.ScanRecords.
+func (m *Manager) storedRecord(key, hash uint64) (Record, bool, error) {
+	var out Record
+	found := false
+	k := ring.ID(key)
+	err := m.st.ScanRecords(Range{From: k - 1, To: k}, func(r Record) error {
+		if r.Hash == hash {
+			out, found = r, true
+			return errStopScan
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return Record{}, false, err
+	}
+	return out, found, nil
+}

@@ -1,0 +1,106 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+var (
+	// ErrNotOwned is returned by Accept when a key is not this node's to
+	// take: no active claim holds it, the lease has run out, or the ring
+	// says another node owns it. The sender should look the owner up again.
+	ErrNotOwned = errors.New("shard: key not owned here")
+	// ErrStale is returned by Accept when a replica refused the write
+	// because it knows a higher epoch for the range: another node has taken
+	// it over. This node has dropped its claim; the sender should look the
+	// owner up again.
+	ErrStale = errors.New("shard: claim is stale")
+	// ErrRunning is returned by Run when it is already running.
+	ErrRunning = errors.New("shard: manager already running")
+)
+
+// Range is the arc (From, To] of the ring, going clockwise; From == To is
+// the whole ring.
+type Range struct{ From, To ring.ID }
+
+// Contains reports whether k lies in the arc.
+func (r Range) Contains(k ring.ID) bool { return k.Between(r.From, r.To) }
+
+// Whole reports whether the range is the whole ring.
+func (r Range) Whole() bool { return r.From == r.To }
+
+// String formats the range as (from, to].
+func (r Range) String() string { return fmt.Sprintf("(%s, %s]", r.From, r.To) }
+
+// Epoch orders ownership of a range: it grows every time the range changes
+// hands, and a replica refuses writes carrying an epoch lower than the
+// highest it has seen (a fencing token). The zero Epoch means "none".
+type Epoch struct {
+	N     uint64
+	Owner string // the claiming peer's address; breaks ties between equal N
+}
+
+// Less orders epochs by N, then by Owner.
+func (e Epoch) Less(o Epoch) bool {
+	if e.N != o.N {
+		return e.N < o.N
+	}
+	return e.Owner < o.Owner
+}
+
+// IsZero reports whether e is the zero Epoch.
+func (e Epoch) IsZero() bool { return e == Epoch{} }
+
+// String formats the epoch as N/owner.
+func (e Epoch) String() string { return fmt.Sprintf("%d/%s", e.N, e.Owner) }
+
+// Claim is a range held by an owner under an epoch.
+type Claim struct {
+	Range Range
+	Epoch Epoch
+}
+
+// String formats the claim for logs.
+func (c Claim) String() string { return c.Range.String() + "@" + c.Epoch.String() }
+
+// Record is the replicated shard state of one URL. Key is the URL's ring
+// key, Hash its URL hash; together they identify it.
+//
+// Done means the URL needs no more fetching: fetched, dead-lettered or
+// dropped for good. Records are never deleted, and merging follows
+// MergeRecord, so replicas converge whatever order updates arrive in.
+type Record struct {
+	Key, Hash        uint64
+	URL              string
+	Depth, Redirects int
+	Done             bool
+}
+
+// MergeRecord combines the stored record old with an incoming version of
+// the same URL: Done wins; otherwise the stored record is kept, except that
+// a smaller Depth (with its Redirects) replaces a larger one. Every Storage
+// must merge this way.
+func MergeRecord(old, incoming Record) Record {
+	out := old
+	if out.URL == "" {
+		out.URL = incoming.URL
+	}
+	if incoming.Done {
+		out.Done = true
+	}
+	if incoming.Depth < out.Depth {
+		out.Depth, out.Redirects = incoming.Depth, incoming.Redirects
+	}
+	return out
+}
+
+// HostState is the politeness state of one host (an opaque blob that the
+// crawler marshals), handed to the host's next owner. Key is the host's
+// ring key.
+type HostState struct {
+	Key  uint64
+	Host string
+	Data []byte
+}

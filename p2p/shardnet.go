@@ -1,0 +1,260 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+)
+
+// maxDigestBuckets bounds the digest buckets a peer may ask for.
+const maxDigestBuckets = 4096
+
+// ShardTransport carries replication, handoff, digest and pull messages
+// over libp2p streams. It implements shard.Transport.
+type ShardTransport struct {
+	streams *Streams
+}
+
+var _ shard.Transport = (*ShardTransport)(nil)
+
+// NewShardTransport returns the shard transport over s.
+func NewShardTransport(s *Streams) *ShardTransport { return &ShardTransport{streams: s} }
+
+func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req, resp proto.Message) error {
+	id, err := peer.Decode(to.Addr)
+	if err != nil {
+		return fmt.Errorf("%s: peer %q: %w", pid, to.Addr, err)
+	}
+	return t.streams.Call(ctx, id, pid, req, resp, protocol.MaxShardMsgBytes)
+}
+
+// Replicate sends an owner's writes to a replica.
+func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
+	resp := &pb.WriteReply{}
+	msg := &pb.WriteRequest{Claims: encodeClaims(req.Claims), Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts)}
+	if err := t.call(ctx, to, protocol.ReplicateID, msg, resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("replicate to %s: %s", to, resp.Error)
+	}
+	rejected, err := decodeClaims(resp.Rejected)
+	if err != nil {
+		return nil, fmt.Errorf("replicate to %s: %w", to, err)
+	}
+	return &shard.WriteReply{Rejected: rejected}, nil
+}
+
+// Handoff sends one chunk of a range's state to its new owner.
+func (t *ShardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.HandoffRequest) (*shard.HandoffReply, error) {
+	resp := &pb.HandoffReply{}
+	msg := &pb.HandoffRequest{
+		Range: encodeRange(req.Range), Epoch: encodeEpoch(req.Epoch),
+		Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
+		Final: req.Final, Merge: req.Merge,
+	}
+	if err := t.call(ctx, to, protocol.HandoffID, msg, resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("handoff to %s: %s", to, resp.Error)
+	}
+	out := &shard.HandoffReply{Accepted: resp.Accepted, HasOwned: resp.HasOwned, Reason: resp.Reason, Epoch: decodeEpoch(resp.Epoch)}
+	if resp.HasOwned {
+		out.Owned = decodeRange(resp.Owned)
+	}
+	return out, nil
+}
+
+// Digest asks for the bucket digests of a range.
+func (t *ShardTransport) Digest(ctx context.Context, to ring.Peer, req *shard.DigestRequest) (*shard.DigestReply, error) {
+	resp := &pb.DigestReply{}
+	if err := t.call(ctx, to, protocol.DigestID, &pb.DigestRequest{Range: encodeRange(req.Range), Buckets: uint32(req.Buckets)}, resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("digest from %s: %s", to, resp.Error)
+	}
+	if len(resp.Sums) != req.Buckets {
+		return nil, fmt.Errorf("digest from %s: %d sums for %d buckets", to, len(resp.Sums), req.Buckets)
+	}
+	return &shard.DigestReply{Sums: resp.Sums}, nil
+}
+
+// Pull asks for a page of the state a peer holds of a range.
+func (t *ShardTransport) Pull(ctx context.Context, to ring.Peer, req *shard.PullRequest) (*shard.PullReply, error) {
+	resp := &pb.PullReply{}
+	msg := &pb.PullRequest{Range: encodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter}
+	if err := t.call(ctx, to, protocol.PullID, msg, resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("pull from %s: %s", to, resp.Error)
+	}
+	recs, err := decodeRecords(resp.Records)
+	if err != nil {
+		return nil, fmt.Errorf("pull from %s: %w", to, err)
+	}
+	hosts, err := decodeHosts(resp.Hosts)
+	if err != nil {
+		return nil, fmt.Errorf("pull from %s: %w", to, err)
+	}
+	epochs, err := decodeClaims(resp.Epochs)
+	if err != nil {
+		return nil, fmt.Errorf("pull from %s: %w", to, err)
+	}
+	return &shard.PullReply{Owner: resp.Owner, Records: recs, Hosts: hosts, Epochs: epochs, More: resp.More, NextKey: resp.NextKey, NextHash: resp.NextHash}, nil
+}
+
+// Serve answers the four shard protocols with h. A message that does not
+// decode into valid records is refused whole with an error reply.
+func (t *ShardTransport) Serve(h shard.Handler) {
+	max := protocol.MaxShardMsgBytes
+	t.streams.Handle(protocol.ReplicateID, max, func() proto.Message { return &pb.WriteRequest{} },
+		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+			req := m.(*pb.WriteRequest)
+			claims, err := decodeClaims(req.Claims)
+			recs, err2 := decodeRecords(req.Records)
+			hosts, err3 := decodeHosts(req.Hosts)
+			if err := errors.Join(err, err2, err3); err != nil {
+				return &pb.WriteReply{Error: err.Error()}
+			}
+			r := h.HandleReplicate(ctx, RingPeer(from), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
+			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected)}
+		})
+	t.streams.Handle(protocol.HandoffID, max, func() proto.Message { return &pb.HandoffRequest{} },
+		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+			req := m.(*pb.HandoffRequest)
+			if req.Range == nil {
+				return &pb.HandoffReply{Error: "handoff: no range"}
+			}
+			recs, err := decodeRecords(req.Records)
+			hosts, err2 := decodeHosts(req.Hosts)
+			if err := errors.Join(err, err2); err != nil {
+				return &pb.HandoffReply{Error: err.Error()}
+			}
+			r := h.HandleHandoff(ctx, RingPeer(from), &shard.HandoffRequest{
+				Range: decodeRange(req.Range), Epoch: decodeEpoch(req.Epoch),
+				Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge,
+			})
+			out := &pb.HandoffReply{Accepted: r.Accepted, HasOwned: r.HasOwned, Reason: r.Reason, Epoch: encodeEpoch(r.Epoch)}
+			if r.HasOwned {
+				out.Owned = encodeRange(r.Owned)
+			}
+			return out
+		})
+	t.streams.Handle(protocol.DigestID, max, func() proto.Message { return &pb.DigestRequest{} },
+		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+			req := m.(*pb.DigestRequest)
+			if req.Range == nil || req.Buckets == 0 || req.Buckets > maxDigestBuckets {
+				return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets", maxDigestBuckets)}
+			}
+			r := h.HandleDigest(ctx, RingPeer(from), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets)})
+			return &pb.DigestReply{Sums: r.Sums}
+		})
+	t.streams.Handle(protocol.PullID, max, func() proto.Message { return &pb.PullRequest{} },
+		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+			req := m.(*pb.PullRequest)
+			if req.Range == nil {
+				return &pb.PullReply{Error: "pull: no range"}
+			}
+			r := h.HandlePull(ctx, RingPeer(from), &shard.PullRequest{Range: decodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter})
+			return &pb.PullReply{
+				Owner: r.Owner, Records: encodeRecords(r.Records), Hosts: encodeHosts(r.Hosts),
+				Epochs: encodeClaims(r.Epochs), More: r.More, NextKey: r.NextKey, NextHash: r.NextHash,
+			}
+		})
+}
+
+func encodeRange(r shard.Range) *pb.ShardRange {
+	return &pb.ShardRange{From: uint64(r.From), To: uint64(r.To)}
+}
+
+func decodeRange(r *pb.ShardRange) shard.Range {
+	return shard.Range{From: ring.ID(r.GetFrom()), To: ring.ID(r.GetTo())}
+}
+
+func encodeEpoch(e shard.Epoch) *pb.Epoch { return &pb.Epoch{N: e.N, Owner: e.Owner} }
+
+func decodeEpoch(e *pb.Epoch) shard.Epoch { return shard.Epoch{N: e.GetN(), Owner: e.GetOwner()} }
+
+func encodeClaims(cs []shard.Claim) []*pb.Claim {
+	out := make([]*pb.Claim, len(cs))
+	for i, c := range cs {
+		out[i] = &pb.Claim{Range: encodeRange(c.Range), Epoch: encodeEpoch(c.Epoch)}
+	}
+	return out
+}
+
+func decodeClaims(cs []*pb.Claim) ([]shard.Claim, error) {
+	if len(cs) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d claims exceed %d", len(cs), protocol.MaxShardRecords)
+	}
+	out := make([]shard.Claim, len(cs))
+	for i, c := range cs {
+		if c.GetRange() == nil || c.GetEpoch() == nil {
+			return nil, fmt.Errorf("claim %d: missing range or epoch", i)
+		}
+		out[i] = shard.Claim{Range: decodeRange(c.Range), Epoch: decodeEpoch(c.Epoch)}
+	}
+	return out, nil
+}
+
+func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
+	out := make([]*pb.ShardRecord, len(rs))
+	for i, r := range rs {
+		out[i] = &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done}
+	}
+	return out
+}
+
+// decodeRecords refuses the whole message when any record is malformed:
+// a replica that stored part of a bad write would disagree with its owner.
+func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
+	if len(rs) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d records exceed %d", len(rs), protocol.MaxShardRecords)
+	}
+	out := make([]shard.Record, len(rs))
+	for i, r := range rs {
+		if r.Url == "" || len(r.Url) > crawl.MaxURLLength || r.Depth < 0 || r.Redirects < 0 {
+			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d)", i, len(r.Url), r.Depth, r.Redirects)
+		}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done}
+	}
+	return out, nil
+}
+
+func encodeHosts(hs []shard.HostState) []*pb.HostState {
+	out := make([]*pb.HostState, len(hs))
+	for i, h := range hs {
+		out[i] = &pb.HostState{Key: h.Key, Host: h.Host, Data: h.Data}
+	}
+	return out
+}
+
+// maxHostStateBytes bounds one host's state: its clock and robots.txt
+// (which the crawler caps well below this).
+const maxHostStateBytes = 1 << 20
+
+func decodeHosts(hs []*pb.HostState) ([]shard.HostState, error) {
+	if len(hs) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d host states exceed %d", len(hs), protocol.MaxShardRecords)
+	}
+	out := make([]shard.HostState, len(hs))
+	for i, h := range hs {
+		if h.Host == "" || len(h.Host) > 255 || len(h.Data) > maxHostStateBytes {
+			return nil, fmt.Errorf("host state %d: malformed", i)
+		}
+		out[i] = shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data}
+	}
+	return out, nil
+}

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/syndtr/goleveldb/leveldb"
+)
+
+// Shard tables: the replicated state of ring ranges (see package p2p/shard).
+const (
+	prefixShard     byte = 'r'
+	prefixShardHost byte = 'g'
+)
+
+// ShardRecord is the replicated state of one URL: enough for whichever node
+// owns its ring key next to crawl it, or to know it needs no crawling.
+type ShardRecord struct {
+	Key, URLHash uint64
+	URL          string
+	Depth        int
+	Redirects    int
+	// Done is set once the URL needs no more fetching: fetched, dead-lettered
+	// or dropped for good.
+	Done bool
+}
+
+// ShardHost is the replicated politeness state of one host, an opaque blob
+// owned by the crawler.
+type ShardHost struct {
+	Key  uint64
+	Host string
+	Data []byte
+}
+
+// PutShardRecords merges records into the shard table. The merge is
+// idempotent and commutative: Done wins, and otherwise the record with the
+// smaller depth is kept, so replicas that receive the same records in any
+// order and any number of times agree.
+func (db *DB) PutShardRecords(recs []ShardRecord) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	db.shardMu.Lock()
+	defer db.shardMu.Unlock()
+	b := new(leveldb.Batch)
+	pending := make(map[[2]uint64]ShardRecord, len(recs))
+	for _, r := range recs {
+		if r.URL == "" {
+			return fmt.Errorf("store: shard record %s: empty URL", keyString(r.Key, r.URLHash))
+		}
+		id := [2]uint64{r.Key, r.URLHash}
+		old, ok := pending[id]
+		if !ok {
+			v, err := db.ldb.Get(urlKey(prefixShard, r.Key, r.URLHash), nil)
+			switch {
+			case errors.Is(err, leveldb.ErrNotFound):
+			case err != nil:
+				return ldbErr(err, "shard record %s", keyString(r.Key, r.URLHash))
+			default:
+				old = ShardRecord{Key: r.Key, URLHash: r.URLHash}
+				if err := decodeShardRecord(v, &old); err != nil {
+					return fmt.Errorf("store: shard record %s: %w", keyString(r.Key, r.URLHash), err)
+				}
+				ok = true
+			}
+		}
+		merged := r
+		if ok {
+			merged = mergeShard(old, r)
+			if merged == old {
+				continue
+			}
+		}
+		pending[id] = merged
+		b.Put(urlKey(prefixShard, r.Key, r.URLHash), encodeShardRecord(nil, &merged))
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := db.ldb.Write(b, nil); err != nil {
+		return ldbErr(err, "put %d shard records", b.Len())
+	}
+	return nil
+}
+
+func mergeShard(old, nw ShardRecord) ShardRecord {
+	out := old
+	out.Done = old.Done || nw.Done
+	if nw.Depth < old.Depth {
+		out.Depth, out.URL, out.Redirects = nw.Depth, nw.URL, nw.Redirects
+	}
+	return out
+}
+
+// ShardRecord returns the shard record of a URL, ok false when there is none.
+func (db *DB) ShardRecord(key, urlHash uint64) (r ShardRecord, ok bool, err error) {
+	if db.closed.Load() {
+		return r, false, ErrClosed
+	}
+	v, err := db.ldb.Get(urlKey(prefixShard, key, urlHash), nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, ldbErr(err, "shard record %s", keyString(key, urlHash))
+	}
+	r = ShardRecord{Key: key, URLHash: urlHash}
+	if err := decodeShardRecord(v, &r); err != nil {
+		return r, false, fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+	}
+	return r, true, nil
+}
+
+// ScanShard calls fn for every shard record whose ring key lies in
+// (from, to], in ring order; from == to is the whole ring. It reads a
+// snapshot, so fn may write.
+func (db *DB) ScanShard(from, to uint64, fn func(ShardRecord) error) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return db.scan(prefixShard, from, to, func(key, urlHash uint64, v []byte) error {
+		r := ShardRecord{Key: key, URLHash: urlHash}
+		if err := decodeShardRecord(v, &r); err != nil {
+			return fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+		}
+		return fn(r)
+	})
+}
+
+// PutShardHosts stores host states; the last write of a host wins.
+func (db *DB) PutShardHosts(hosts []ShardHost) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	b := new(leveldb.Batch)
+	for i := range hosts {
+		h := &hosts[i]
+		if h.Host == "" {
+			return fmt.Errorf("store: shard host %016x: empty name", h.Key)
+		}
+		v := appendString([]byte{shardVersion}, h.Host)
+		v = appendBytes(v, h.Data)
+		b.Put(urlKey(prefixShardHost, h.Key, hostHash(h.Host)), v)
+	}
+	if err := db.ldb.Write(b, nil); err != nil {
+		return ldbErr(err, "put %d shard hosts", len(hosts))
+	}
+	return nil
+}
+
+// ScanShardHosts calls fn for every host state whose host key lies in
+// (from, to]; from == to is the whole ring.
+func (db *DB) ScanShardHosts(from, to uint64, fn func(ShardHost) error) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return db.scan(prefixShardHost, from, to, func(key, _ uint64, v []byte) error {
+		d := decoder{b: v}
+		if ver := d.byte(); d.err == nil && ver != shardVersion {
+			return fmt.Errorf("store: shard host %016x: %w: version %d", key, ErrCorrupt, ver)
+		}
+		// Copy the blob: the scan's value buffer is reused for the next key.
+		h := ShardHost{Key: key, Host: d.str(), Data: bytes.Clone(d.bytes())}
+		if err := d.finish(); err != nil {
+			return fmt.Errorf("store: shard host %016x: %w", key, err)
+		}
+		return fn(h)
+	})
+}
+
+func hostHash(host string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(host))
+	return h.Sum64()
+}
+
+const shardVersion = 1
+
+// Shard record, version 1:
+//
+//	version    byte = 1
+//	flags      byte: bit 0 done
+//	depth      varint
+//	redirects  varint
+//	url        bytes
+func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
+	var flags byte
+	if r.Done {
+		flags |= 1
+	}
+	dst = append(dst, shardVersion, flags)
+	dst = binary.AppendVarint(dst, int64(r.Depth))
+	dst = binary.AppendVarint(dst, int64(r.Redirects))
+	return appendString(dst, r.URL)
+}
+
+func decodeShardRecord(v []byte, r *ShardRecord) error {
+	d := decoder{b: v}
+	if ver := d.byte(); d.err == nil && ver != shardVersion {
+		return fmt.Errorf("%w: shard record version %d", ErrCorrupt, ver)
+	}
+	flags := d.byte()
+	if d.err == nil && flags&^1 != 0 {
+		return fmt.Errorf("%w: shard record flags %#x", ErrCorrupt, flags)
+	}
+	r.Done = flags&1 != 0
+	r.Depth = d.int()
+	r.Redirects = d.int()
+	r.URL = d.str()
+	return d.finish()
+}

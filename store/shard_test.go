@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func scanShard(t *testing.T, db *DB, from, to uint64) []ShardRecord {
+	t.Helper()
+	var out []ShardRecord
+	if err := db.ScanShard(from, to, func(r ShardRecord) error { out = append(out, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Replicas receive the same records in any order, any number of times;
+// they must end up agreeing, and a fetched URL must never become pending
+// again.
+func TestShardRecordsMergeDoneWins(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	pending := ShardRecord{Key: 5, URLHash: 1, URL: "http://a.test/x", Depth: 3}
+	done := pending
+	done.Done = true
+	shallow := pending
+	shallow.Depth, shallow.URL = 1, "http://a.test/x?shallow"
+	for _, order := range [][]ShardRecord{{pending, done, pending}, {done, pending}, {pending, shallow, done}} {
+		db := openTest(t, t.TempDir(), testOptions(SeenExact))
+		for _, r := range order {
+			if err := db.PutShardRecords([]ShardRecord{r}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, ok, err := db.ShardRecord(5, 1)
+		if err != nil || !ok || !got.Done {
+			t.Fatalf("order %v: got %+v ok=%v err=%v, want done", order, got, ok, err)
+		}
+	}
+	if err := db.PutShardRecords([]ShardRecord{pending, shallow}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := db.ShardRecord(5, 1)
+	if got.Depth != 1 || got.Done {
+		t.Fatalf("got %+v, want the shallower pending record", got)
+	}
+	if err := db.PutShardRecords([]ShardRecord{{Key: 1, URLHash: 2}}); err == nil {
+		t.Fatal("a record without URL was stored")
+	}
+}
+
+func TestScanShardRanges(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	keys := []uint64{0, 10, 20, math.MaxUint64}
+	for _, k := range keys {
+		if err := db.PutShardRecords([]ShardRecord{{Key: k, URLHash: 7, URL: "http://h.test/"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		from, to uint64
+		want     []uint64
+	}{
+		{0, 10, []uint64{10}},
+		{5, 5, []uint64{10, 20, math.MaxUint64, 0}},
+		{15, 5, []uint64{20, math.MaxUint64, 0}},
+		{math.MaxUint64, 10, []uint64{0, 10}},
+	}
+	for _, c := range cases {
+		var got []uint64
+		for _, r := range scanShard(t, db, c.from, c.to) {
+			got = append(got, r.Key)
+		}
+		if len(got) != len(c.want) {
+			t.Fatalf("(%d, %d]: got %v, want %v", c.from, c.to, got, c.want)
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Fatalf("(%d, %d]: got %v, want %v", c.from, c.to, got, c.want)
+			}
+		}
+	}
+}
+
+func TestShardHostsLastWriteWinsAndCorruptRejected(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	if err := db.PutShardHosts([]ShardHost{{Key: 3, Host: "a.test", Data: []byte("old")}, {Key: 3, Host: "b.test", Data: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutShardHosts([]ShardHost{{Key: 3, Host: "a.test", Data: []byte("new")}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	if err := db.ScanShardHosts(2, 3, func(h ShardHost) error { got[h.Host] = string(h.Data); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["a.test"] != "new" || got["b.test"] != "b" {
+		t.Fatalf("hosts = %v", got)
+	}
+	if err := db.ldb.Put(urlKey(prefixShard, 9, 9), []byte{9, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := db.ScanShard(8, 9, func(ShardRecord) error { return nil })
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt record: err = %v, want ErrCorrupt", err)
+	}
+}
