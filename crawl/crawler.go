@@ -141,6 +141,21 @@ type Config struct {
 	// for tasks Enqueue drops, from Enqueue's caller; it must not block for
 	// long and must not call Enqueue or Release.
 	OnDone func(t Task, ringKey, urlHash uint64)
+	// HotQueue is the number of queued tasks of one host at which its
+	// fetches go to Delegate in batches (see Delegator); 0 never delegates.
+	// Delegation needs KeyHost.
+	HotQueue int
+	// DelegateBatch is the most tasks in one delegated batch (default 16
+	// when 0, at most MaxDelegateTasks).
+	DelegateBatch int
+	// DelegateBudget bounds a delegated batch: the helper starts no
+	// request later than this after it received the batch (default 5s
+	// when 0). A node sets it within its ownership lease, so that a batch
+	// never outlives the owner's right to the host.
+	DelegateBudget time.Duration
+	// Delegate hands fetch batches of hot hosts to helpers; nil fetches
+	// everything locally.
+	Delegate Delegator
 }
 
 // DefaultUserAgent is the User-Agent of DefaultConfig: honest, with a
@@ -215,6 +230,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("RobotsTTL must be positive (got %v)", c.RobotsTTL)
 	case c.KeyMode != KeyHost && c.KeyMode != KeyURL:
 		return fmt.Errorf("unknown %v", c.KeyMode)
+	case c.HotQueue < 0:
+		return fmt.Errorf("HotQueue is negative (%d)", c.HotQueue)
+	case c.DelegateBudget < 0:
+		return fmt.Errorf("DelegateBudget is negative (%v)", c.DelegateBudget)
+	case c.DelegateBatch < 0 || c.DelegateBatch > MaxDelegateTasks:
+		return fmt.Errorf("DelegateBatch must be in [0, %d] (got %d)", MaxDelegateTasks, c.DelegateBatch)
 	}
 	return nil
 }
@@ -304,7 +325,7 @@ type Stats struct {
 	Fetched       int64            // pages handed to the PageSink
 	Requests      int64            // HTTP requests sent, robots.txt included
 	Errors        int64            // failures of any kind, the sum of ErrorsByKind
-	ErrorsByKind  map[string]int64 // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "other"
+	ErrorsByKind  map[string]int64 // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "delegate", "other"
 	RobotsDenied  int64            // tasks dropped because robots.txt disallows them
 	RobotsFetched int64            // robots.txt requests made
 	Redirects     int64            // redirect targets reported as new tasks
@@ -321,6 +342,9 @@ type Stats struct {
 	InFlight      int64            // tasks being fetched or processed
 	Hosts         int64            // hosts with queued or in-flight tasks
 	BytesFetched  int64            // body bytes received as sent, robots.txt included
+	Delegated     int64            // tasks of hot hosts a helper fetched for this owner
+	Helped        int64            // tasks this crawler fetched for other owners
+	DelegateFails int64            // delegated batches that failed after they were sent
 	FetchP50      time.Duration    // median request latency over the last latencyWindow requests
 	FetchP99      time.Duration    // 99th percentile of the same
 	Dial          DialStats        // DNS cache and per-IP cap of direct connections
@@ -350,13 +374,15 @@ type Crawler struct {
 	redirects, linksReported, bytesFetched         atomic.Int64
 	retries, notModified, recrawls, changed        atomic.Int64
 	nearDups, budgetDropped                        atomic.Int64
+	delegated, helped, delegateFails               atomic.Int64
+
+	// noHelperUntil (Unix nanoseconds of Config.Clock) stops delegation
+	// for a while after the Delegator found no helper; helpSlots bounds
+	// the batches fetched for other owners at once.
+	noHelperUntil atomic.Int64
+	helpSlots     chan struct{}
 
 	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
-
-	// dead indexes the dead letters in the store by (ring key, URL hash)
-	// for Fetched; nil until Fetched first needs it (see isDead).
-	deadMu sync.Mutex
-	dead   map[urlID]struct{}
 
 	mu       sync.Mutex
 	errors   map[string]int64
@@ -407,6 +433,7 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 		errors:   make(map[string]int64),
 
 		robotsRetry: robotsRetryTTL,
+		helpSlots:   make(chan struct{}, cfg.Workers),
 	}
 	c.gap = c.frontier.Gap
 	c.client, c.dialer = newClient(&cfg)
@@ -475,9 +502,6 @@ func (c *Crawler) RequeueDeadLetters(filter func(store.DeadLetter) bool) (int, e
 		}
 		if _, err := c.frontier.push(tasks, chunk); err != nil {
 			return moved, fmt.Errorf("requeue dead letters: %w", err)
-		}
-		for _, d := range chunk {
-			c.noteDead(d.RingKey, d.URLHash, false)
 		}
 		moved += len(chunk)
 	}
@@ -549,6 +573,9 @@ func (c *Crawler) Stats() Stats {
 		InFlight:      c.inFlight.Load(),
 		Hosts:         int64(c.frontier.Hosts()),
 		BytesFetched:  c.bytesFetched.Load(),
+		Delegated:     c.delegated.Load(),
+		Helped:        c.helped.Load(),
+		DelegateFails: c.delegateFails.Load(),
 		ErrorsByKind:  make(map[string]int64),
 	}
 	if c.dialer != nil {

@@ -38,8 +38,9 @@ type DialConfig struct {
 	// for reuse, and without this those idle connections would hold every
 	// slot of a shared server until the client's idle timeout. A connection
 	// whose last I/O was a write, typically a request awaiting its answer,
-	// is only reclaimed after 15 times as long; one stalled mid-response
-	// for ReclaimIdle may be, but only while another dial waits.
+	// is only reclaimed after 15 times as long, and one in the middle of a
+	// write never is; one stalled mid-response for ReclaimIdle may be, but
+	// only while another dial waits.
 	ReclaimIdle time.Duration
 	// MaxCacheEntries bounds the number of host names cached (default
 	// 100,000); the least recently used name is dropped first.
@@ -524,6 +525,13 @@ func (d *Dialer) reclaim(s *ipSlots) time.Duration {
 		if c.closing.Load() {
 			continue
 		}
+		if c.writing.Load() > 0 {
+			// A write in progress is activity, however long it blocks.
+			if next == 0 || d.cfg.ReclaimIdle < next {
+				next = d.cfg.ReclaimIdle
+			}
+			continue
+		}
 		limit := d.cfg.ReclaimIdle
 		if c.lastWrite.Load() {
 			limit *= writeReclaimFactor
@@ -587,6 +595,7 @@ type slotConn struct {
 
 	lastActive atomic.Int64 // Dialer.clock of the last I/O
 	lastWrite  atomic.Bool  // the last I/O was (or is) a write
+	writing    atomic.Int32 // writes in progress
 	closing    atomic.Bool  // picked for reclaim or closed
 	closeOnce  sync.Once
 	closeErr   error
@@ -607,11 +616,13 @@ func (c *slotConn) Read(b []byte) (int, error) {
 }
 
 // Write writes to the connection and notes the activity; a write in
-// progress already protects the connection from being reclaimed.
+// progress protects the connection from being reclaimed.
 func (c *slotConn) Write(b []byte) (int, error) {
+	c.writing.Add(1)
 	c.touch(true)
 	n, err := c.Conn.Write(b)
 	c.touch(true)
+	c.writing.Add(-1)
 	return n, err
 }
 

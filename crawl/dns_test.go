@@ -744,6 +744,9 @@ func TestDialReclaimsIdleConnections(t *testing.T) {
 		_, err := writer.Write(make([]byte, 64<<20)) // blocks: nobody reads
 		writeDone <- err
 	}()
+	for writer.(*slotConn).writing.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	time.Sleep(2 * idle)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*idle)
 	defer cancel2()

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -136,18 +137,31 @@ func errorKind(err error) string {
 	return "other"
 }
 
+// errNotOwned is get's error when its gate closed before the request was
+// written: nothing reached the server.
+var errNotOwned = errors.New("crawl: task no longer owned; request not sent")
+
 // get performs one GET of rawURL, with the extra request headers given
 // (conditional ones for a recrawl), and reads at most limit body bytes as
 // received; the decoded body is capped at limit too. The whole exchange,
-// body included, is bounded by cfg.Timeout.
-func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra http.Header) (*response, error) {
+// body included, is bounded by cfg.Timeout. gate, when set, is asked once
+// the connection is ready, right before the request is written: when it
+// answers false the request is abandoned unsent and get returns
+// errNotOwned. (Ownership is checked before a fetch begins, but waits for
+// a connection slot, a dial, or a process pause can come in between.)
+func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra http.Header, gate func() bool) (*response, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	r := &response{}
+	var gated atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if a := info.Conn.RemoteAddr(); a != nil {
 				r.remoteAddr = a.String()
+			}
+			if gate != nil && !gate() {
+				gated.Store(true)
+				cancel()
 			}
 		},
 	})
@@ -166,6 +180,13 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	start := time.Now()
 	c.requests.Add(1)
 	resp, err := c.client.Do(req)
+	if gated.Load() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		c.requests.Add(-1) // not sent after all
+		return nil, fmt.Errorf("get %s: %w", truncate(rawURL, 80), errNotOwned)
+	}
 	if err != nil {
 		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", truncate(rawURL, 80), err)}
 	}

@@ -69,6 +69,15 @@ type Frontier struct {
 	ops       int // operations since the last sweep of idle hosts
 	storeErrs int // failed reads of the store, see StoreErrors
 
+	// parked are the hosts whose hostQueue.parked is set, by name: all
+	// Resume has to look at. orphans are the hosts (name to host key)
+	// whose queue may be in the store while they are not in memory:
+	// loading a host's state failed when a scheduled task of its moved
+	// into the queue, or a Release in URL-key mode kept entries of a host
+	// not in memory. Resume brings them into memory.
+	parked  map[string]*hostQueue
+	orphans map[string]uint64
+
 	// fences are the ring key sets of the Releases in progress: no entry
 	// whose ring key one of them holds is handed out. fenceCh is closed
 	// (and replaced) whenever a task or lease ends while there are fences,
@@ -105,7 +114,8 @@ type hostQueue struct {
 
 	// parked is set when Config.Owns refused one of the host's tasks: the
 	// host stays out of the heaps, its queue in the store, until Resume or
-	// a Push brings it back. held is set while a Release fences its head
+	// a Push brings it back; Frontier.parked lists it meanwhile (see
+	// setParkedLocked). held is set while a Release fences its head
 	// task; the end of the Release brings it back.
 	parked, held bool
 }
@@ -143,6 +153,8 @@ func NewFrontier(db *store.DB, delay, maxCrawlDelay time.Duration, now func() ti
 		maxCrawlDelay: maxCrawlDelay,
 		now:           now,
 		hosts:         make(map[string]*hostQueue),
+		parked:        make(map[string]*hostQueue),
+		orphans:       make(map[string]uint64),
 		changed:       make(chan struct{}),
 		fenceCh:       make(chan struct{}),
 	}
@@ -306,7 +318,8 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped []Task
 		if q.parked {
 			// A new task of the host: ask Owns again. The store holds
 			// the whole queue; its head is read when the host is ready.
-			q.parked, q.buf, q.more = false, nil, true
+			f.setParkedLocked(q, false)
+			q.buf, q.more = nil, true
 		}
 		f.insertLocked(q, u.Push[i])
 		f.scheduleLocked(q)
@@ -527,9 +540,11 @@ func (f *Frontier) promoteLocked(now time.Time) {
 		}
 		q, err := f.hostLocked(host, e.HostKey)
 		if err != nil {
-			// The entry is in the queue table: it comes back with the
-			// next restart. Until then, treat the host as idle.
+			// The entry is in the queue table: the next Resume (or
+			// restart) brings the host into memory. Until then, treat
+			// the host as idle.
 			f.storeErrs++
+			f.orphans[host] = e.HostKey
 			continue
 		}
 		f.insertLocked(q, e)

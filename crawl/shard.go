@@ -49,7 +49,9 @@ type HostSnapshot struct {
 	Origin string
 }
 
-// snapshotVersion1 is the first byte of a marshalled HostSnapshot.
+// snapshotVersion1 is the first byte of a marshalled HostSnapshot. Its
+// fields are the store's primitive encodings (store.AppendBytes,
+// store.AppendTime), read back with a store.Decoder.
 //
 //	version         byte = 1
 //	host            uvarint length, bytes
@@ -104,17 +106,17 @@ func (s HostSnapshot) MarshalBinary() ([]byte, error) {
 	}
 	b := make([]byte, 0, 64+len(s.Host)+len(s.Origin)+len(s.Robots))
 	b = append(b, snapshotVersion1)
-	b = appendBytes(b, []byte(s.Host))
+	b = store.AppendBytes(b, []byte(s.Host))
 	b = binary.BigEndian.AppendUint64(b, s.Key)
-	b = appendTime(b, s.NotBefore)
-	b = appendBytes(b, []byte(s.Origin))
+	b = store.AppendTime(b, s.NotBefore)
+	b = store.AppendBytes(b, []byte(s.Origin))
 	b = binary.AppendUvarint(b, uint64(s.RobotsStatus))
-	b = appendTime(b, s.RobotsFetched)
+	b = store.AppendTime(b, s.RobotsFetched)
 	if s.Robots == nil {
 		b = append(b, 0)
 	} else {
 		b = append(b, 1)
-		b = appendBytes(b, s.Robots)
+		b = store.AppendBytes(b, s.Robots)
 	}
 	return b, nil
 }
@@ -123,32 +125,29 @@ func (s HostSnapshot) MarshalBinary() ([]byte, error) {
 // unknown version, truncated or trailing bytes, and contents that do not
 // fit together (see MarshalBinary), leaving s unchanged then.
 func (s *HostSnapshot) UnmarshalBinary(data []byte) error {
-	d := snapDecoder{b: data}
-	if v := d.byte(); d.err == nil && v != snapshotVersion1 {
+	d := store.NewDecoder(data)
+	if v := d.Byte(); d.Err() == nil && v != snapshotVersion1 {
 		return fmt.Errorf("host snapshot: unknown version %d", v)
 	}
 	var out HostSnapshot
-	out.Host = string(d.bytes(maxSnapshotHost))
-	out.Key = d.uint64()
-	out.NotBefore = d.time()
-	out.Origin = string(d.bytes(maxSnapshotHost + len("https://[]:65535")))
-	status := d.uvarint()
-	out.RobotsFetched = d.time()
-	switch d.byte() {
+	out.Host = string(d.Bytes(maxSnapshotHost))
+	out.Key = d.Fixed64()
+	out.NotBefore = d.Time()
+	out.Origin = string(d.Bytes(maxSnapshotHost + len("https://[]:65535")))
+	status := d.Uvarint()
+	out.RobotsFetched = d.Time()
+	switch d.Byte() {
 	case 0:
 	case 1:
-		out.Robots = slices.Clone(d.bytes(maxRobotsBytes))
+		out.Robots = slices.Clone(d.Bytes(maxRobotsBytes))
 		if out.Robots == nil {
 			out.Robots = []byte{}
 		}
 	default:
-		d.fail("bad robots.txt presence byte")
+		d.Fail("bad robots.txt presence byte")
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return fmt.Errorf("host snapshot: %w", d.err)
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("host snapshot: %w", err)
 	}
 	if status > 999 {
 		return fmt.Errorf("host snapshot: robots.txt status %d", status)
@@ -159,126 +158,6 @@ func (s *HostSnapshot) UnmarshalBinary(data []byte) error {
 	}
 	*s = out
 	return nil
-}
-
-func appendBytes(b, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
-}
-
-// appendTime appends t as a presence byte, then Unix seconds (varint) and
-// nanoseconds (uvarint), so that the zero time survives a round trip.
-func appendTime(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = binary.AppendVarint(b, t.Unix())
-	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
-}
-
-// snapDecoder reads a marshalled HostSnapshot; the first error sticks.
-type snapDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *snapDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf(format, args...)
-	}
-}
-
-func (d *snapDecoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *snapDecoder) uint64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *snapDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated or overlong varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *snapDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("truncated or overlong varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// bytes reads a length-prefixed field of at most limit bytes; the result
-// aliases the input.
-func (d *snapDecoder) bytes(limit int) []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(limit) {
-		d.fail("field of %d bytes, more than %d", n, limit)
-		return nil
-	}
-	if uint64(len(d.b)) < n {
-		d.fail("truncated")
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *snapDecoder) time() time.Time {
-	switch d.byte() {
-	case 0:
-		return time.Time{}
-	case 1:
-	default:
-		d.fail("bad time presence byte")
-		return time.Time{}
-	}
-	sec := d.varint()
-	nsec := d.uvarint()
-	if d.err == nil && nsec >= 1e9 {
-		d.fail("nanoseconds %d out of range", nsec)
-	}
-	if d.err != nil {
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(nsec)).UTC()
 }
 
 // owns reports whether Config.Owns lets the crawler contact t's host for t.
@@ -435,9 +314,12 @@ func (c *Crawler) Restore(hosts []HostSnapshot) {
 
 // Resume brings back the hosts Config.Owns parked whose key satisfies in,
 // reloading their queues from the store, and schedules every host with a
-// queue in the store that the frontier does not have in memory. In URL-key
-// mode every parked host comes back (its entries have many ring keys);
-// Owns parks again those that are still not owned, without a request.
+// queue in the store that the frontier does not have in memory (one whose
+// state could not be read when a task of its fell due, say). In URL-key mode
+// every parked host comes back (its entries have many ring keys); Owns
+// parks again those that are still not owned, without a request. Its cost
+// grows with the number of parked hosts, not of queued ones: in is called
+// once per parked host, and the store is not scanned.
 func (c *Crawler) Resume(in func(ringKey uint64) bool) error {
 	if err := c.frontier.resume(in, c.cfg.KeyMode); err != nil {
 		return fmt.Errorf("crawl: resume: %w", err)
@@ -449,7 +331,8 @@ func (c *Crawler) Resume(in func(ringKey uint64) bool) error {
 // hash) being crawled here: its metadata (written when a fetch completes),
 // a page record (written by the node's PageSink) or a dead letter. The
 // node fetched it, or gave up on it. A URL dropped without a request
-// (robots.txt, budget, trap) leaves no record and is not Fetched.
+// (robots.txt, budget, trap) leaves no record and is not Fetched. Each
+// check is a point lookup in the store.
 func (c *Crawler) Fetched(ringKey, urlHash uint64) (bool, error) {
 	if _, ok, err := c.db.URLMeta(ringKey, urlHash); err != nil {
 		return false, fmt.Errorf("crawl: fetched: %w", err)
@@ -468,44 +351,13 @@ func (c *Crawler) Fetched(ringKey, urlHash uint64) (bool, error) {
 	return dead, nil
 }
 
-// urlID is the identity of a URL in the per-URL tables.
-type urlID struct{ ringKey, urlHash uint64 }
-
-// isDead reports whether the store holds a dead letter for the URL. The
-// store has no point lookup of dead letters, so the first call reads them
-// all into an index that complete and RequeueDeadLetters keep current
-// (see noteDead); dead letters are few, 16 bytes each in it.
+// isDead reports whether the store holds a dead letter for the URL.
 func (c *Crawler) isDead(ringKey, urlHash uint64) (bool, error) {
-	c.deadMu.Lock()
-	defer c.deadMu.Unlock()
-	if c.dead == nil {
-		dead := make(map[urlID]struct{})
-		err := c.db.DeadLetters(func(d store.DeadLetter) error {
-			dead[urlID{d.RingKey, d.URLHash}] = struct{}{}
-			return nil
-		})
-		if err != nil {
-			return false, err
-		}
-		c.dead = dead
+	_, ok, err := c.db.DeadLetter(ringKey, urlHash)
+	if err != nil {
+		return false, fmt.Errorf("dead letter: %w", err)
 	}
-	_, ok := c.dead[urlID{ringKey, urlHash}]
 	return ok, nil
-}
-
-// noteDead records in the dead letter index, once it exists, that a dead
-// letter was written (dead) or deleted. Called after the store write, so
-// that an index built concurrently misses nothing.
-func (c *Crawler) noteDead(ringKey, urlHash uint64, dead bool) {
-	c.deadMu.Lock()
-	defer c.deadMu.Unlock()
-	switch {
-	case c.dead == nil:
-	case dead:
-		c.dead[urlID{ringKey, urlHash}] = struct{}{}
-	default:
-		delete(c.dead, urlID{ringKey, urlHash})
-	}
 }
 
 // park takes a leased host out of the scheduler until Resume or a Push:
@@ -517,16 +369,27 @@ func (f *Frontier) park(host string) {
 	if q == nil {
 		return
 	}
-	q.parked = true
+	f.setParkedLocked(q, true)
 	q.buf, q.more = nil, true
 	f.unheapLocked(q)
 }
 
-// unpark brings a parked host back, to read its head from the store.
+// unparkLocked brings a parked host back, to read its head from the store.
 func (f *Frontier) unparkLocked(q *hostQueue) {
-	q.parked = false
+	f.setParkedLocked(q, false)
 	q.buf, q.more = nil, true
 	f.scheduleLocked(q)
+}
+
+// setParkedLocked sets or clears q.parked, keeping the set of parked hosts
+// in step with it.
+func (f *Frontier) setParkedLocked(q *hostQueue, parked bool) {
+	q.parked = parked
+	if parked {
+		f.parked[q.host] = q
+	} else {
+		delete(f.parked, q.host)
+	}
 }
 
 // unheapLocked takes q out of the heap it is in, if any.
@@ -537,41 +400,43 @@ func (f *Frontier) unheapLocked(q *hostQueue) {
 	}
 }
 
-// resume is Crawler.Resume.
+// resume is Crawler.Resume. It reads no store but for the hosts it brings
+// into memory: the parked hosts are a set of their own, and the only hosts
+// with a queue in the store and none in memory are the orphans (every
+// queued host is loaded at start, and a host leaves memory only once it
+// has no work).
 func (f *Frontier) resume(in func(uint64) bool, mode KeyMode) error {
 	match := func(key uint64) bool { return mode != KeyHost || in(key) }
-	var heads []store.QueueEntry
-	err := f.db.QueueHosts(func(head store.QueueEntry) error {
-		if match(head.RingKey) {
-			heads = append(heads, head)
-		}
-		return nil
-	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, q := range f.hosts {
-		if q.parked && match(q.key) {
+	changed := false
+	for _, q := range f.parked {
+		if match(q.key) {
 			f.unparkLocked(q)
+			changed = true
 		}
 	}
-	for _, head := range heads {
-		host, herr := HostOf(head.URL)
-		if herr != nil {
-			continue // cannot happen: only URLs with a host are queued
-		}
-		if q := f.hosts[host]; q != nil {
-			continue // in memory already, and not parked any more
-		}
-		q, herr := f.hostLocked(host, head.HostKey)
-		if herr != nil {
-			err = errors.Join(err, herr)
+	var errs []error
+	for host, key := range f.orphans {
+		if !match(key) {
 			continue
 		}
+		q, err := f.hostLocked(host, key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(f.orphans, host)
+		// In memory again (or meanwhile): its head must come from the
+		// store, which has entries the memory never saw.
 		q.more = true
 		f.scheduleLocked(q)
+		changed = true
 	}
-	f.broadcastLocked()
-	if err != nil {
+	if changed {
+		f.broadcastLocked()
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
 	return nil
@@ -718,14 +583,21 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, 
 	if counts, cerr := f.db.QueueCounts(); cerr == nil {
 		f.counts = counts
 	}
-	if q != nil {
+	switch {
+	case q != nil:
 		f.unheapLocked(q)
 		q.buf, q.more, q.held = nil, true, false
 		if n > 0 {
-			q.parked = false // what made Owns refuse it may be gone: ask again
+			f.setParkedLocked(q, false) // what made Owns refuse it may be gone: ask again
 		}
 		f.scheduleLocked(q)
 		f.broadcastLocked()
+	case mode != KeyHost || err != nil:
+		// Queued in the store, not in memory: entries out of the range
+		// (or not dropped) remain, for Resume to bring back.
+		f.orphans[host] = key
+	default:
+		delete(f.orphans, host) // nothing left
 	}
 	if err != nil {
 		return n, fmt.Errorf("frontier: drop queue of host %s: %w", host, err)
@@ -733,75 +605,33 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, 
 	return n, nil
 }
 
-// dropScheduleLocked deletes the schedule entries whose ring key in holds
-// and adds their hosts to hosts.
-//
-// The store has no way to delete a schedule entry, so this falls back on
-// what it has: it promotes every entry up to the last one to delete into
-// the queue (PromoteDue), then, in one write, removes them from the queue
-// and schedules again, at their due times, those to keep. That rewrites
-// the schedule up to that point; a crash between the two writes leaves
-// those entries queued early, to be fetched (if owned) before their time.
-// A store call deleting schedule entries would make it one write.
+// dropScheduleLocked deletes the schedule entries whose ring key in holds,
+// in one write (QueueUpdate.Unschedule), and adds their hosts to hosts.
+// The other entries stay as they are, due times and sequence numbers
+// included.
 func (f *Frontier) dropScheduleLocked(in func(uint64) bool, hosts map[string]bool) error {
-	var all []store.QueueEntry
-	if err := f.db.ScanSchedule(func(e store.QueueEntry) error {
-		all = append(all, e)
+	u := &store.QueueUpdate{}
+	err := f.db.ScanSchedule(func(e store.QueueEntry) error {
+		if in(e.RingKey) {
+			u.Unschedule = append(u.Unschedule, e)
+		}
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("frontier: scan schedule: %w", err)
 	}
-	last := -1
-	for i := range all {
-		if in(all[i].RingKey) {
-			last = i
-		}
-	}
-	if last < 0 {
+	if len(u.Unschedule) == 0 {
 		return nil
-	}
-	all = all[:last+1]
-	// The frontier lock keeps every other writer of the schedule out, so
-	// the first entries due are exactly those just read.
-	promoted, err := f.db.PromoteDue(all[last].Due, len(all))
-	if err != nil {
-		return fmt.Errorf("frontier: drop schedule entries: %w", err)
-	}
-	same := len(promoted) == len(all)
-	for i := 0; same && i < len(all); i++ {
-		same = promoted[i].URL == all[i].URL && promoted[i].HostKey == all[i].HostKey
-	}
-	if !same {
-		// Cannot happen; should it, the promoted entries are queued like
-		// due ones, and nothing is lost.
-		for _, e := range promoted {
-			if host, herr := HostOf(e.URL); herr == nil {
-				if q, herr := f.hostLocked(host, e.HostKey); herr == nil {
-					f.insertLocked(q, e)
-					f.scheduleLocked(q)
-				}
-			}
-		}
-		f.broadcastLocked()
-		return errors.New("frontier: drop schedule entries: the schedule changed underneath")
-	}
-	u := &store.QueueUpdate{Remove: promoted}
-	for i := range all {
-		if !in(all[i].RingKey) {
-			u.Schedule = append(u.Schedule, all[i])
-			continue
-		}
-		if host, herr := HostOf(all[i].URL); herr == nil {
-			hosts[host] = true
-		}
 	}
 	if err := f.applyLocked(u); err != nil {
 		return fmt.Errorf("frontier: drop schedule entries: %w", err)
 	}
-	if err := f.refreshDueLocked(); err != nil {
-		return err
+	for i := range u.Unschedule {
+		if host, err := HostOf(u.Unschedule[i].URL); err == nil {
+			hosts[host] = true
+		}
 	}
-	return nil
+	return f.refreshDueLocked()
 }
 
 // hostsWhere returns the hosts in memory whose host key in holds.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -773,5 +775,272 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	}
 	if s := c.Stats(); s.Queued != 0 {
 		t.Errorf("%d tasks queued", s.Queued)
+	}
+}
+
+// TestResumeTouchesOnlyParkedHosts: with many hosts queued and one parked,
+// Resume asks Owns about the parked host alone and reads no store (it
+// works on a closed one); it leaves the host parked while it is not owned
+// and brings it back once it is. A host whose queue is in the store but
+// not in memory comes back too, in range only.
+func TestResumeTouchesOnlyParkedHosts(t *testing.T) {
+	db := openStore(t)
+	c, err := New(testConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.frontier
+	const parked = "parked.example"
+	parkHost(t, f, "http://"+parked+"/")
+	var tasks []Task
+	for i := range 500 {
+		tasks = append(tasks, Task{URL: fmt.Sprintf("http://h%03d.example/", i)})
+	}
+	push(t, f, tasks...)
+
+	var asked []uint64
+	owned := false
+	owns := func(k uint64) bool {
+		asked = append(asked, k)
+		return owned
+	}
+	for range 3 {
+		if err := c.Resume(owns); err != nil {
+			t.Fatalf("Resume: %v", err)
+		}
+	}
+	if want := []uint64{HostKey(parked), HostKey(parked), HostKey(parked)}; !slices.Equal(asked, want) {
+		t.Fatalf("Resume asked Owns about %d keys (first %x), want the parked host's %x 3 times", len(asked), asked[:min(3, len(asked))], HostKey(parked))
+	}
+	// Every other host is served; the parked one is not.
+	served := 0
+	for {
+		task, ok, _ := f.TryNext()
+		if !ok {
+			break
+		}
+		host, _ := HostOf(task.URL)
+		if host == parked {
+			t.Fatalf("parked host handed out while not owned")
+		}
+		complete(t, f, task.URL)
+		f.Release(host)
+		served++
+	}
+	if served != len(tasks) {
+		t.Fatalf("served %d tasks, want %d", served, len(tasks))
+	}
+
+	owned = true
+	asked = nil
+	if err := c.Resume(owns); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if len(asked) != 1 {
+		t.Errorf("Resume asked Owns about %d keys, want 1", len(asked))
+	}
+	mustNext(t, f, "http://"+parked+"/")
+	complete(t, f, "http://"+parked+"/")
+	f.Release(parked)
+
+	// An orphan: queued in the store behind the frontier's back, as when
+	// loading the host failed while a scheduled task of its fell due.
+	const orphan = "orphan.example"
+	e := store.QueueEntry{HostKey: HostKey(orphan), RingKey: HostKey(orphan), URLHash: URLHash("http://" + orphan + "/"), URL: "http://" + orphan + "/"}
+	if _, err := db.ApplyQueue(&store.QueueUpdate{Push: []store.QueueEntry{e}}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.orphans[orphan] = HostKey(orphan)
+	f.mu.Unlock()
+	if err := c.Resume(func(k uint64) bool { return k != HostKey(orphan) }); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if task, ok, _ := f.TryNext(); ok {
+		t.Fatalf("TryNext = %s after a Resume that excludes it", task.URL)
+	}
+	if err := c.Resume(func(uint64) bool { return true }); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	mustNext(t, f, "http://"+orphan+"/")
+	complete(t, f, "http://"+orphan+"/")
+	f.Release(orphan)
+
+	// Nothing parked, nothing orphaned: Resume does not touch the store.
+	parkHost(t, f, "http://"+parked+"/again")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	owned, asked = false, nil
+	if err := c.Resume(owns); err != nil {
+		t.Errorf("Resume on a closed store with a parked host not owned: %v", err)
+	}
+	if len(asked) != 1 {
+		t.Errorf("Resume asked Owns about %d keys, want 1", len(asked))
+	}
+}
+
+// TestReleaseUnschedulesInOneWrite: Release deletes the range's schedule
+// entries and leaves every other one exactly as it was (same due time and
+// sequence number: not promoted and rescheduled), queues nothing, and keeps
+// the counters right.
+func TestReleaseUnschedulesInOneWrite(t *testing.T) {
+	db := openStore(t)
+	c, err := New(testConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.frontier
+	start := time.Now()
+	// a's entries fall due before and after b's, c's after: the old
+	// promote-and-reschedule would have rewritten a's first one.
+	for i, s := range []struct {
+		url      string
+		attempts int
+		in       time.Duration
+	}{
+		{"http://a.example/1", 0, time.Hour},
+		{"http://b.example/1", 0, 2 * time.Hour},
+		{"http://b.example/2", 1, 3 * time.Hour},
+		{"http://a.example/2", 2, 4 * time.Hour},
+		{"http://c.example/1", 0, 5 * time.Hour},
+	} {
+		push(t, f, Task{URL: s.url})
+		mustNext(t, f, s.url)
+		next := Task{URL: s.url, Attempts: s.attempts, Recrawl: s.attempts == 0}
+		if err := f.Complete(task(s.url), Outcome{Reschedule: &next, At: start.Add(s.in)}); err != nil {
+			t.Fatalf("Complete %d: %v", i, err)
+		}
+		host, _ := HostOf(s.url)
+		f.Release(host)
+	}
+	before := allScheduled(t, db)
+	if len(before) != 5 {
+		t.Fatalf("%d scheduled entries, want 5", len(before))
+	}
+	b := HostKey("b.example")
+	if _, err := c.Release(context.Background(), func(k uint64) bool { return k == b }); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	want := slices.DeleteFunc(slices.Clone(before), func(e store.QueueEntry) bool { return e.HostKey == b })
+	got := allScheduled(t, db)
+	if len(got) != len(want) {
+		t.Fatalf("scheduled after Release: %d entries, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].URL != want[i].URL || got[i].Seq != want[i].Seq || !got[i].Due.Equal(want[i].Due) || got[i].Attempts != want[i].Attempts {
+			t.Errorf("scheduled entry %d after Release = %s seq %d due %v, want %s seq %d due %v untouched",
+				i, got[i].URL, got[i].Seq, got[i].Due, want[i].URL, want[i].Seq, want[i].Due)
+		}
+	}
+	if q := allQueued(t, db); len(q) != 0 {
+		t.Errorf("Release queued %d entries, first %s", len(q), q[0].URL)
+	}
+	counts, err := db.QueueCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantC := (store.QueueCounts{Scheduled: 3, Retrying: 1}); counts != wantC || f.Counts() != wantC {
+		t.Errorf("counts after Release: store %+v, frontier %+v; want %+v", counts, f.Counts(), wantC)
+	}
+	f.mu.Lock()
+	nextDue := f.nextDue
+	f.mu.Unlock()
+	if !nextDue.Equal(want[0].Due) {
+		t.Errorf("next due %v after Release, want %v", nextDue, want[0].Due)
+	}
+}
+
+// TestFetchedReadsDeadLettersFromStore: Fetched sees a dead letter however
+// it reached the store (here written behind the crawler's back, after a
+// first Fetched), and stops seeing it once deleted.
+func TestFetchedReadsDeadLettersFromStore(t *testing.T) {
+	db := openStore(t)
+	c, err := New(testConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://dead.example/p"
+	k, h := HostKey("dead.example"), URLHash(u)
+	fetched := func() bool {
+		t.Helper()
+		got, err := c.Fetched(k, h)
+		if err != nil {
+			t.Fatalf("Fetched: %v", err)
+		}
+		return got
+	}
+	if fetched() {
+		t.Fatal("Fetched before any record")
+	}
+	if err := db.PutDeadLetter(store.DeadLetter{URL: u, RingKey: k, URLHash: h, HostKey: k, Attempts: 3, Kind: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	if !fetched() {
+		t.Error("dead letter written to the store not seen by Fetched")
+	}
+	if got, err := c.Fetched(k, h+1); err != nil || got {
+		t.Errorf("Fetched of another URL of the host = %v, %v; want false", got, err)
+	}
+	if err := db.DeleteDeadLetter(k, h); err != nil {
+		t.Fatal(err)
+	}
+	if fetched() {
+		t.Error("deleted dead letter still seen by Fetched")
+	}
+	db.Close()
+	if _, err := c.Fetched(k, h); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Fetched on a closed store: %v, want ErrClosed", err)
+	}
+}
+
+// TestOwnsCheckedBeforeRequestIsWritten: ownership lost after the crawler
+// decided to fetch, while it waited for a connection (or was paused), stops
+// the request before it is written. The page stays queued, its host is
+// parked, and once owned again it is fetched exactly once.
+func TestOwnsCheckedBeforeRequestIsWritten(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			fmt.Fprint(w, "User-agent: *\nAllow: /\n")
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>page</p>")
+	})
+	var owned atomic.Bool
+	owned.Store(true)
+	var dials atomic.Int32
+	dialer := &net.Dialer{}
+	cfg := testConfig()
+	cfg.Owns = func(uint64) bool { return owned.Load() }
+	cfg.Transport = &http.Transport{
+		DisableKeepAlives: true, // every request dials
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) == 2 {
+				owned.Store(false) // lost while the page's connection was being set up
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+	}
+	c := newTestCrawler(t, cfg, nil, nil)
+	page := srv.URL + "/page"
+	c.Enqueue(Task{URL: page})
+	stop := runCrawler(t, c)
+	defer stop()
+	waitUntil(t, 10*time.Second, "the page's connection", func() bool { return dials.Load() >= 2 })
+	waitUntil(t, 10*time.Second, "the host to be parked", func() bool { return c.Stats().InFlight == 0 })
+	if n := srv.count("/page"); n != 0 {
+		t.Fatalf("the page was requested %d times after ownership was lost", n)
+	}
+	if s := c.Stats(); s.Requests != 1 || s.Queued != 1 {
+		t.Errorf("Requests %d (want 1: robots.txt), Queued %d (want the page)", s.Requests, s.Queued)
+	}
+	owned.Store(true)
+	if err := c.Resume(func(uint64) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the page once owned again", func() bool { return c.Idle() })
+	if n := srv.count("/page"); n != 1 {
+		t.Errorf("the page was requested %d times, want once", n)
 	}
 }

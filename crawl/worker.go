@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,6 +24,9 @@ type lease struct {
 	last       time.Time // completion of the last request; zero before the first
 	crawlDelay time.Duration
 	notBefore  time.Time // set by a Retry-After: the host stays closed until then
+	// owns, when set, tells whether the task being handled is still this
+	// node's, right before each request is written (see get).
+	owns func() bool
 }
 
 // request waits until the lease's host may be contacted again, then GETs
@@ -40,7 +44,7 @@ func (c *Crawler) request(ctx context.Context, l *lease, rawURL string, limit in
 			}
 		}
 	}
-	r, err := c.get(ctx, rawURL, limit, extra)
+	r, err := c.get(ctx, rawURL, limit, extra, l.owns)
 	l.last = c.now() // a failed request still counts as contact
 	return r, err
 }
@@ -68,6 +72,9 @@ func (c *Crawler) finish(l *lease) {
 func (c *Crawler) handle(ctx context.Context, t Task) {
 	host, _ := HostOf(t.URL) // Enqueue only admits URLs with a host
 	l := &lease{host: host}
+	if c.cfg.Owns != nil {
+		l.owns = func() bool { return c.owns(t) } // t as it is when asked
+	}
 	var reserved bool
 	for {
 		if !c.owns(t) {
@@ -81,6 +88,10 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 			// robots.txt first, through the same politeness slot.
 			var err error
 			if rules, err = c.fetchRobots(ctx, l, origin); err != nil {
+				if errors.Is(err, errNotOwned) {
+					c.park(t, l)
+					return
+				}
 				c.requeue(t) // ctx ended
 				c.finish(l)
 				return
@@ -102,25 +113,7 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 			return
 		}
 		var ok bool
-		switch {
-		case !rules.allowed(pathQuery):
-			// Disallowed (or robots.txt unavailable too often): drop it.
-			c.robotsDenied.Add(1)
-			c.complete(t, Outcome{}, true)
-		case t.Recrawl || t.Attempts > 0:
-			ok = true // counted against the budget at its first attempt
-		case c.frontier.Reserve(host):
-			ok, reserved = true, true
-		default:
-			// The host's page budget is spent: drop its queue, recrawls
-			// excepted, in one go.
-			n, err := c.frontier.dropHost(host, c.done)
-			if err != nil {
-				c.countError("store")
-			}
-			c.budgetDropped.Add(int64(n) + 1)
-			c.complete(t, Outcome{}, true)
-		}
+		ok, reserved = c.admit(t, host, pathQuery, rules)
 		if ok {
 			break
 		}
@@ -133,15 +126,11 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 		t = next
 	}
 
-	// A recrawl of a URL that is queued twice is dropped when the other
-	// copy is being fetched right now or was fetched since this one was
-	// scheduled: that copy schedules the URL's next recrawl. (In this
-	// order: a copy that completes in between has written its metadata.)
-	stale := t.Recrawl && c.frontier.TakenTwice(t)
-	ringKey, urlHash := c.keys(t.URL)
-	meta, hasMeta := c.urlMeta(ringKey, urlHash)
-	if stale || t.Recrawl && hasMeta && meta.NextCrawl.After(c.now()) {
-		c.complete(t, Outcome{}, true)
+	if c.hot(host) && c.delegate(ctx, l, t, reserved) {
+		return
+	}
+	f, fresh := c.prepare(t)
+	if !fresh {
 		c.finish(l)
 		return
 	}
@@ -153,7 +142,14 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 		c.park(t, l)
 		return
 	}
-	resp, err := c.request(ctx, l, t.URL, c.cfg.MaxBodyBytes, conditional(meta, hasMeta))
+	resp, err := c.request(ctx, l, t.URL, c.cfg.MaxBodyBytes, conditional(f.meta, f.hasMeta))
+	if errors.Is(err, errNotOwned) {
+		if reserved {
+			c.frontier.Unreserve(host)
+		}
+		c.park(t, l)
+		return
+	}
 	if err != nil && ctx.Err() != nil {
 		// Stopped mid-fetch: the task was not crawled, keep it for later.
 		if reserved {
@@ -167,8 +163,55 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 		l.notBefore = c.now().Add(d)
 	}
 	c.finish(l) // before the sinks: a slow store must not hold the host
-	f := fetched{task: t, resp: resp, err: err, ringKey: ringKey, urlHash: urlHash, meta: meta, hasMeta: hasMeta, notBefore: l.notBefore}
-	c.process(ctx, &f)
+	f.resp, f.err, f.notBefore = resp, err, l.notBefore
+	o, terminal := c.process(ctx, &f)
+	c.complete(t, o, terminal)
+}
+
+// admit decides whether t, taken under its host's lease, is fetched. A
+// task robots.txt disallows is dropped, and so is the host's whole queue
+// once its page budget is spent (recrawls and retries excepted); reserved
+// reports a first fetch counted against the budget, for Unreserve should
+// no request follow.
+func (c *Crawler) admit(t Task, host, pathQuery string, rules *robotsRules) (ok, reserved bool) {
+	switch {
+	case !rules.allowed(pathQuery):
+		// Disallowed (or robots.txt unavailable too often): drop it.
+		c.robotsDenied.Add(1)
+		c.complete(t, Outcome{}, true)
+	case t.Recrawl || t.Attempts > 0:
+		return true, false // counted against the budget at its first attempt
+	case c.frontier.Reserve(host):
+		return true, true
+	default:
+		// The host's page budget is spent: drop its queue, recrawls
+		// excepted, in one go.
+		n, err := c.frontier.dropHost(host, c.done)
+		if err != nil {
+			c.countError("store")
+		}
+		c.budgetDropped.Add(int64(n) + 1)
+		c.complete(t, Outcome{}, true)
+	}
+	return false, false
+}
+
+// prepare looks up what is known of t's URL before a fetch. fresh is false
+// when the task turned out to be a stale recrawl and was dropped: a
+// recrawl of a URL that is queued twice is dropped when the other copy is
+// being fetched right now or was fetched since this one was scheduled,
+// since that copy schedules the URL's next recrawl. (In this order: a copy
+// that completes in between has written its metadata.)
+func (c *Crawler) prepare(t Task) (f fetched, fresh bool) {
+	stale := t.Recrawl && c.frontier.TakenTwice(t)
+	f.task = t
+	f.ringKey, f.urlHash = c.keys(t.URL)
+	f.meta, f.hasMeta = c.urlMeta(f.ringKey, f.urlHash)
+	if stale || t.Recrawl && f.hasMeta && f.meta.NextCrawl.After(c.now()) {
+		c.complete(t, Outcome{}, true)
+		return f, false
+	}
+	return f, true
 }
 
 // finishNotBefore ends the lease and keeps the host closed until at least
@@ -202,9 +245,6 @@ func (c *Crawler) complete(t Task, o Outcome, terminal bool) {
 	if err := c.frontier.Complete(t, o); err != nil {
 		c.countError("store")
 		return
-	}
-	if o.Dead != nil {
-		c.noteDead(o.Dead.RingKey, o.Dead.URLHash, true)
 	}
 	if terminal {
 		c.done(t)
@@ -259,6 +299,8 @@ func (c *Crawler) fetchRobots(ctx context.Context, l *lease, origin string) (*ro
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.Is(err, errNotOwned):
+			return nil, err
 		case err != nil:
 			c.countError(errorKind(err))
 			rules = c.robotsFrom(0, nil)
@@ -310,8 +352,8 @@ type fetched struct {
 
 // process turns a fetch into a page for the PageSink, links for the
 // LinkSink, and the task's outcome: a retry, a dead letter, or the URL's
-// new metadata and next recrawl.
-func (c *Crawler) process(ctx context.Context, f *fetched) {
+// new metadata and next recrawl. terminal is false for a retry.
+func (c *Crawler) process(ctx context.Context, f *fetched) (o Outcome, terminal bool) {
 	t, r := f.task, f.resp
 	if t.Recrawl {
 		c.recrawls.Add(1)
@@ -319,15 +361,13 @@ func (c *Crawler) process(ctx context.Context, f *fetched) {
 	if f.err != nil {
 		kind := errorKind(f.err)
 		c.countError(kind)
-		c.fail(ctx, f, kind, f.err.Error(), retryable(f.err, kind))
-		return
+		return c.fail(ctx, f, kind, f.err.Error(), retryable(f.err, kind))
 	}
 	if k := statusKind(r.status); k != "" {
 		c.countError(k)
 	}
 	if r.status == http.StatusTooManyRequests || r.status >= 500 {
-		c.fail(ctx, f, statusKind(r.status), fmt.Sprintf("HTTP %d %s", r.status, http.StatusText(r.status)), true)
-		return
+		return c.fail(ctx, f, statusKind(r.status), fmt.Sprintf("HTTP %d %s", r.status, http.StatusText(r.status)), true)
 	}
 	now := c.now()
 	p := c.page(t, r, now)
@@ -335,7 +375,6 @@ func (c *Crawler) process(ctx context.Context, f *fetched) {
 		links   []Task
 		hash    uint64
 		changed bool
-		o       Outcome
 	)
 	switch {
 	case r.status == http.StatusNotModified:
@@ -368,13 +407,13 @@ func (c *Crawler) process(ctx context.Context, f *fetched) {
 		o.At = meta.NextCrawl
 	}
 	c.deliver(ctx, p, links)
-	c.complete(t, o, true)
+	return o, true
 }
 
 // fail handles a failed attempt: another one after a backoff while retries
 // remain and the failure is worth retrying, else a dead letter (and the
 // final response, if there was one, to the PageSink).
-func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry bool) {
+func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry bool) (o Outcome, terminal bool) {
 	t := f.task
 	now := c.now()
 	attempts := t.Attempts + 1
@@ -386,13 +425,12 @@ func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry 
 		if f.notBefore.After(at) {
 			at = f.notBefore
 		}
-		c.complete(t, Outcome{Reschedule: &next, At: at}, false)
-		return
+		return Outcome{Reschedule: &next, At: at}, false
 	}
 	if f.resp != nil {
 		c.deliver(ctx, c.page(t, f.resp, now), nil)
 	}
-	c.complete(t, Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)}, true)
+	return Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)}, true
 }
 
 func (c *Crawler) deadLetter(f *fetched, attempts int, kind, msg string, now time.Time) *store.DeadLetter {

@@ -54,6 +54,11 @@ type Config struct {
 	Discovery bool
 	// KeyMode chooses the crawl task key: per host (default) or per URL.
 	KeyMode crawl.KeyMode
+	// HotQueue is the number of queued tasks of one host at which its
+	// owner hands the host's fetches, in batches, to its successor
+	// replicas (crawl.Config.HotQueue); 0 never delegates. Only with host
+	// keys. Default 200. Crawl.HotQueue and Crawl.Delegate are set from it.
+	HotQueue int
 	// Crawl configures the fetcher and politeness.
 	Crawl crawl.Config
 	// Store configures the durable state.
@@ -70,6 +75,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultHotQueue is the default Config.HotQueue.
+const DefaultHotQueue = 200
+
 // DefaultConfig returns a node configuration with every default set;
 // DataDir and Host.Listen are left for the caller.
 func DefaultConfig() Config {
@@ -78,6 +86,7 @@ func DefaultConfig() Config {
 		APIAddr:     "127.0.0.1:0",
 		Discovery:   true,
 		KeyMode:     crawl.KeyHost,
+		HotQueue:    DefaultHotQueue,
 		Crawl:       crawl.DefaultConfig(),
 		Store:       store.DefaultOptions(),
 		Ring:        ring.DefaultConfig(),
@@ -102,8 +111,12 @@ type Node struct {
 	crawler *crawl.Crawler
 	owner   *owner
 	router  *router
-	dht     *dht.IpfsDHT
-	started time.Time
+	// delegator hands hot hosts' fetch batches to helpers (nil: never);
+	// fetchSrv fetches batches for other owners (nil with URL keys).
+	delegator *fetchDelegator
+	fetchSrv  *fetchServer
+	dht       *dht.IpfsDHT
+	started   time.Time
 
 	api     *http.Server
 	apiAddr string
@@ -138,12 +151,21 @@ func New(cfg Config) (*Node, error) {
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 30 * time.Second
 	}
+	if cfg.HotQueue < 0 {
+		return nil, fmt.Errorf("new node: negative HotQueue %d", cfg.HotQueue)
+	}
 	if _, err := ParseAddrInfos(cfg.Bootstrap); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	// The crawler keys its per-URL state by ring key: it must agree with
 	// the owner on what a key is.
 	cfg.Crawl.KeyMode = cfg.KeyMode
+	// The ring must notice a silent neighbour well within the failure
+	// timeout: a paused process keeps its connections open, so every ring
+	// RPC to it runs into this timeout before the ring moves on.
+	if ft := shardFailureTimeout(cfg.Shard); cfg.Ring.RPCTimeout == 0 || cfg.Ring.RPCTimeout > ft/2 {
+		cfg.Ring.RPCTimeout = min(ring.DefaultConfig().RPCTimeout, ft/2)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
@@ -177,6 +199,17 @@ func New(cfg Config) (*Node, error) {
 	crawlCfg := cfg.Crawl
 	crawlCfg.Owns = func(key uint64) bool { return n.shard.Owns(key) }
 	crawlCfg.OnDone = n.onDone
+	// Hot hosts are delegated only with host keys: with URL keys a host's
+	// URLs are spread over the ring already.
+	crawlCfg.HotQueue, crawlCfg.Delegate = 0, nil
+	if cfg.KeyMode == crawl.KeyHost && cfg.HotQueue > 0 {
+		n.delegator = newFetchDelegator(h, n.ring.Self(), n.ring.Successors, cfg.Shard.Replicas, n.log)
+		crawlCfg.HotQueue, crawlCfg.Delegate = cfg.HotQueue, n.delegator
+		// A batch must not outlive the owner's lease: an owner cut off
+		// from its replicas stops before they promote, and so must the
+		// batches it handed out.
+		crawlCfg.DelegateBudget = shardLease(cfg.Shard)
+	}
 	fail := func(err error) (*Node, error) {
 		_ = h.Close()
 		_ = archive.Close()
@@ -202,6 +235,9 @@ func New(cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.owner.shard = n.shard
+	if cfg.KeyMode == crawl.KeyHost {
+		n.fetchSrv = newFetchServer(h, n.log, n.shard.Vouch, n.crawler.FetchBatch, n.router)
+	}
 	return n, nil
 }
 
@@ -244,6 +280,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.cancelCrawl = cancelCrawl
 	shardCtx, cancelShard := context.WithCancel(runCtx)
 	n.cancelShard = cancelShard
+	if n.fetchSrv != nil {
+		n.fetchSrv.Serve()
+	}
 	n.goRun("ring", func() { _ = n.ring.Run(runCtx) })
 	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
 	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
@@ -496,6 +535,11 @@ func (n *Node) Close() error {
 
 func (n *Node) close() error {
 	var errs []error
+	// Stop fetching for other owners: the batches in progress end and
+	// are answered before the crawler they use stops.
+	if n.fetchSrv != nil {
+		n.fetchSrv.Close()
+	}
 	if n.cancel != nil {
 		// Stop fetching, then stop claim maintenance, then hand every
 		// claimed range to the successor as the node leaves the ring.
@@ -503,8 +547,11 @@ func (n *Node) close() error {
 		n.crawlWG.Wait()
 		n.cancelShard()
 		n.shardWG.Wait()
-		// Report what is settled; the rest stays pending at the replicas
-		// and is fetched again by the next owner, which loses nothing.
+		// Deliver the links still in the outbox while the ring routes,
+		// then report what is settled; the rest stays pending at the
+		// replicas and is fetched again by the next owner, which loses
+		// nothing.
+		n.drainOutbox(outboxDrainTimeout)
 		n.flushProgress()
 		leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := n.ring.Leave(leaveCtx); err != nil {
@@ -537,6 +584,23 @@ func (n *Node) close() error {
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// outboxDrainTimeout bounds how long a stopping node waits for its router
+// to deliver the links still in its outbox.
+const outboxDrainTimeout = 5 * time.Second
+
+// drainOutbox waits until the router's outbox is empty, at most timeout:
+// links a leaving node delivers are links whose pages need not be fetched
+// again by the next owner.
+func (n *Node) drainOutbox(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for n.router.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if p := n.router.Pending(); p > 0 {
+		n.log.Info("leaving with undelivered links; they stay in the outbox for a restart", "tasks", p)
+	}
 }
 
 // pageStore archives every fetch in the node's WARC files (request,
@@ -609,4 +673,22 @@ func covers(claims []shard.Claim, from, to ring.ID) bool {
 		}
 	}
 	return false
+}
+
+// shardLease is the ownership lease the shard manager uses for cfg: its
+// Lease, or half its failure timeout.
+func shardLease(cfg shard.Config) time.Duration {
+	if cfg.Lease > 0 {
+		return cfg.Lease
+	}
+	return shardFailureTimeout(cfg) / 2
+}
+
+// shardFailureTimeout is the failure timeout the shard manager uses for
+// cfg.
+func shardFailureTimeout(cfg shard.Config) time.Duration {
+	if cfg.FailureTimeout > 0 {
+		return cfg.FailureTimeout
+	}
+	return shard.DefaultFailureTimeout
 }

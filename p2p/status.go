@@ -35,6 +35,52 @@ type Status struct {
 	Crawl          crawl.Stats `json:"crawl"`
 	// Shard is the node's replication and ownership state.
 	Shard ShardStatus `json:"shard"`
+	// Delegation counts the fetches of hot hosts handed to helpers and
+	// done for other owners.
+	Delegation DelegationStatus `json:"delegation"`
+}
+
+// DelegationStatus reports fetch delegation of hot hosts: tasks and
+// batches this node handed to helpers as an owner, and did for other
+// owners as a helper.
+type DelegationStatus struct {
+	// HotQueue is the queue length at which a host's fetches are
+	// delegated; 0 when this node never delegates.
+	HotQueue int `json:"hot_queue"`
+	// Delegated counts tasks helpers fetched for this node, Helped tasks
+	// this node fetched for other owners, DelegateFails delegated batches
+	// that failed after they were sent (their tasks are fetched again).
+	Delegated     int64 `json:"delegated"`
+	Helped        int64 `json:"helped"`
+	DelegateFails int64 `json:"delegate_fails"`
+	// BatchesSent counts batches a helper took; NoHelper batches no
+	// helper took (fetched locally); SendFails batches lost in transit
+	// or answered with a malformed reply.
+	BatchesSent int64 `json:"batches_sent"`
+	NoHelper    int64 `json:"no_helper"`
+	SendFails   int64 `json:"send_fails"`
+	// BatchesServed counts batches fetched for other owners; Refused
+	// batches refused (malformed, or from a node this one does not know as
+	// the host's owner); Busy batches turned away for lack of a slot.
+	BatchesServed int64 `json:"batches_served"`
+	Refused       int64 `json:"refused"`
+	Busy          int64 `json:"busy"`
+}
+
+func (n *Node) delegationStatus(c crawl.Stats) DelegationStatus {
+	d := DelegationStatus{Delegated: c.Delegated, Helped: c.Helped, DelegateFails: c.DelegateFails}
+	if n.delegator != nil {
+		d.HotQueue = n.cfg.HotQueue
+		d.BatchesSent = n.delegator.sent.Load()
+		d.NoHelper = n.delegator.noHelper.Load()
+		d.SendFails = n.delegator.sendFails.Load()
+	}
+	if n.fetchSrv != nil {
+		d.BatchesServed = n.fetchSrv.served.Load()
+		d.Refused = n.fetchSrv.refused.Load()
+		d.Busy = n.fetchSrv.busy.Load()
+	}
+	return d
 }
 
 // ShardStatus reports the key ranges a node holds as owner, with their
@@ -133,6 +179,7 @@ func (n *Node) Status() Status {
 		Shard:   n.shardStatus(),
 	}
 	s.SendErrors = n.router.sendErrors.Load()
+	s.Delegation = n.delegationStatus(s.Crawl)
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(n.router.lookupHops.Load()) / float64(s.Lookups)
 	}

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	msmux "github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/protocol"
@@ -36,13 +38,24 @@ func NewStreams(h host.Host, timeout time.Duration) *Streams {
 	return &Streams{host: h, timeout: timeout}
 }
 
+// ErrNotDelivered marks a failed exchange whose request never reached the
+// peer's handler: the stream did not open, or the peer does not (or no
+// longer) speak the protocol. Any other failure may come after the peer
+// acted on the request.
+var ErrNotDelivered = errors.New("request not delivered")
+
 // Call sends req to peer to on protocol pid and reads its response into resp.
 func (s *Streams) Call(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return s.CallWithin(ctx, to, pid, req, resp, max, s.timeout)
+}
+
+// CallWithin is Call bounded by timeout instead of the Streams' own.
+func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
-		return fmt.Errorf("open %s to %s: %w", pid, shortID(to), err)
+		return fmt.Errorf("open %s to %s: %w: %w", pid, shortID(to), err, ErrNotDelivered)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = st.SetDeadline(dl)
@@ -64,6 +77,16 @@ func (s *Streams) Call(ctx context.Context, to peer.ID, pid string, req, resp pr
 		return fmt.Errorf("%s to %s: close write: %w", pid, shortID(to), err)
 	}
 	if err := protocol.ReadMsg(st, resp, max); err != nil {
+		// A stream to a peer known to speak the protocol is negotiated
+		// lazily, with the request; a peer that no longer does answers
+		// "not supported" or resets the stream for failed negotiation,
+		// and never saw the request.
+		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
+		var reset *network.StreamError
+		if errors.As(err, &notSupported) ||
+			errors.As(err, &reset) && reset.Remote && reset.ErrorCode == network.StreamProtocolNegotiationFailed {
+			return fmt.Errorf("%s from %s: %w: %w", pid, shortID(to), err, ErrNotDelivered)
+		}
 		return fmt.Errorf("%s from %s: %w", pid, shortID(to), err)
 	}
 	done = true

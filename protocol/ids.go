@@ -21,6 +21,9 @@ const (
 	DigestID = "/swarmcrawl/digest/1.0.0"
 	// PullID fetches the state a node holds of a range (PullRequest/PullReply).
 	PullID = "/swarmcrawl/pull/1.0.0"
+	// FetchID hands a hot host's fetch batch from its owner to a helper
+	// (FetchBatchRequest/FetchBatchReply).
+	FetchID = "/swarmcrawl/fetch/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -44,4 +47,8 @@ const (
 	MaxBatchTasks = 1000
 	// MaxSeedURLs bounds how many URLs one SeedRequest may carry.
 	MaxSeedURLs = 10000
+	// MaxFetchMsgBytes bounds fetch batch requests and replies: at most
+	// crawl.MaxDelegateTasks tasks with their URL metadata and outcomes.
+	// Pages never travel: the helper stores them itself.
+	MaxFetchMsgBytes = 4 << 20
 )

@@ -2,12 +2,12 @@ package store
 
 import (
 	"bytes"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/internal/memstat"
 )
 
 // splitmix64 is a fast deterministic generator of well-spread uint64s.
@@ -147,7 +147,7 @@ func measureSeenHeap(tb testing.TB, mode SeenMode, n int) seenHeap {
 	opts.BloomExpected = uint(max(n, 1))
 	batch := make([]SeenEntry, 1000)
 	dir := tb.TempDir()
-	before, rssBefore := heapInUse(), residentBytes()
+	before, rssBefore := heapInUse(), memstat.ResidentBytes()
 	db, err := Open(dir, opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -166,7 +166,7 @@ func measureSeenHeap(tb testing.TB, mode SeenMode, n int) seenHeap {
 	after := heapInUse()
 	res := seenHeap{
 		urls:       n,
-		rssBytes:   int64(residentBytes()) - int64(rssBefore),
+		rssBytes:   int64(memstat.ResidentBytes()) - int64(rssBefore),
 		heapBytes:  int64(after) - int64(before),
 		openBytes:  int64(opened) - int64(before),
 		bloomBytes: int64(db.bloom.Cap() / 8),
@@ -197,21 +197,4 @@ func BenchmarkSeenHeap(b *testing.B) {
 			b.ReportMetric(float64(r.heapBytes-r.bloomBytes), "otherB")
 		})
 	}
-}
-
-// residentBytes is the process's resident set size (VmRSS), or 0 where
-// /proc is not available. Go returns freed memory to the OS lazily, so a
-// difference of two readings bounds what an operation made resident.
-func residentBytes() uint64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -20,8 +20,11 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/syndtr/goleveldb/leveldb"
 )
 
 // DeadLetter is a task the crawler gave up on.
@@ -53,6 +56,26 @@ func (db *DB) PutDeadLetter(d DeadLetter) error {
 func (db *DB) DeleteDeadLetter(ringKey, urlHash uint64) error {
 	_, err := db.ApplyQueue(&QueueUpdate{Undead: []DeadLetter{{RingKey: ringKey, URLHash: urlHash}}})
 	return err
+}
+
+// DeadLetter returns the dead letter of (ringKey, urlHash); ok is false
+// when there is none.
+func (db *DB) DeadLetter(ringKey, urlHash uint64) (d DeadLetter, ok bool, err error) {
+	if db.closed.Load() {
+		return d, false, ErrClosed
+	}
+	v, err := db.ldb.Get(urlKey(prefixDead, ringKey, urlHash), nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, ldbErr(err, "dead letter %s", keyString(ringKey, urlHash))
+	}
+	d = DeadLetter{RingKey: ringKey, URLHash: urlHash}
+	if err := decodeDeadLetter(v, &d); err != nil {
+		return DeadLetter{}, false, fmt.Errorf("store: dead letter %s: %w", keyString(ringKey, urlHash), err)
+	}
+	return d, true, nil
 }
 
 // DeadLetters calls fn for every dead letter, in ring order, over a
@@ -91,7 +114,7 @@ func encodeDeadLetter(d *DeadLetter) []byte {
 	dst = binary.AppendVarint(dst, int64(d.Redirects))
 	dst = appendString(dst, d.Kind)
 	dst = appendString(dst, d.LastError)
-	return appendStamp(dst, d.At)
+	return AppendTime(dst, d.At)
 }
 
 func decodeDeadLetter(v []byte, d *DeadLetter) error {

@@ -41,9 +41,21 @@
 //	print             'f' | 'b' | band | band bits | ring key | URL hash
 //	                                                               band record
 //	outbox    'o'     'o' | sequence (8, BE)                      outbox record
+//	shard     'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
+//	shardhost 'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
 //
 // The fingerprint table (simindex.go) is the near-duplicate index; the
 // outbox (outbox.go) holds links not yet delivered to their owners.
+//
+// The shard tables (shard.go) are the replicated state of ring ranges that
+// package p2p/shard keeps on each replica: the shard records say which URLs
+// of a range must be crawled (or need no more crawling), the shard host
+// records carry each host's politeness state, an opaque blob of the
+// crawler, to the range's next owner. Both are laid out by ring key (for a
+// host, its host key), so a range of the ring is one contiguous key range
+// per table, as for the per-URL tables. The name hash is the 64-bit FNV-1a
+// hash of the host name: it keeps apart hosts whose host keys collide.
+// Their record formats are documented at the top of shard.go.
 //
 // The crawl state tables (queue, schedule, urlmeta, dead, hosts) hold the
 // durable frontier of the crawler; their record formats are documented at

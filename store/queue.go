@@ -38,6 +38,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -141,6 +142,10 @@ type QueueUpdate struct {
 	// Schedule adds entries to the schedule at their Due time; sequence
 	// numbers are written back as for Push.
 	Schedule []QueueEntry
+	// Unschedule deletes schedule entries, identified by Due and Seq (as
+	// ScanSchedule returns them); the retry count follows the stored
+	// entry's attempts. Entries that are not there are ignored.
+	Unschedule []QueueEntry
 	// Dead stores dead letters, replacing any for the same URL.
 	Dead []DeadLetter
 	// Undead deletes dead letters, identified by RingKey and URLHash.
@@ -204,6 +209,34 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		c.Scheduled++
 		if e.Attempts > 0 {
 			c.Retrying++
+		}
+	}
+	var unscheduled map[string]bool
+	for i := range u.Unschedule {
+		e := &u.Unschedule[i]
+		k := scheduleKey(e.Due, e.Seq)
+		if unscheduled[string(k)] {
+			continue // listed twice: counted once
+		}
+		v, err := db.ldb.Get(k, nil)
+		if errors.Is(err, leveldb.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return before, ldbErr(err, "unschedule entry %s", keyString(e.RingKey, e.URLHash))
+		}
+		var stored QueueEntry
+		if err := decodeQueueEntry(v, &stored, true); err != nil {
+			return before, fmt.Errorf("store: unschedule entry due %v seq %d: %w", e.Due, e.Seq, err)
+		}
+		if unscheduled == nil {
+			unscheduled = make(map[string]bool, len(u.Unschedule))
+		}
+		unscheduled[string(k)] = true
+		b.Delete(k)
+		c.Scheduled--
+		if stored.Attempts > 0 {
+			c.Retrying--
 		}
 	}
 	for i := range u.Dead {
@@ -604,45 +637,4 @@ func decodeQueueEntry(v []byte, e *QueueEntry, scheduled bool) error {
 		e.Priority = int(d.byte())
 	}
 	return d.finish()
-}
-
-// fixed64 reads 8 big-endian bytes.
-func (d *decoder) fixed64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated record")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-// appendStamp appends t as a presence byte, then Unix seconds (varint) and
-// nanoseconds (uvarint), so the zero time survives a round trip.
-func appendStamp(dst []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(dst, 0)
-	}
-	dst = append(dst, 1)
-	dst = binary.AppendVarint(dst, t.Unix())
-	return binary.AppendUvarint(dst, uint64(t.Nanosecond()))
-}
-
-// stamp reads a time written by appendStamp, in UTC.
-func (d *decoder) stamp() time.Time {
-	if d.byte() == 0 {
-		return time.Time{}
-	}
-	sec := d.varint()
-	nsec := d.uvarint()
-	if d.err == nil && nsec >= 1e9 {
-		d.fail("nanoseconds %d out of range", nsec)
-	}
-	if d.err != nil {
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(nsec)).UTC()
 }

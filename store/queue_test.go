@@ -210,3 +210,163 @@ func TestURLMetaAndHostRoundTrip(t *testing.T) {
 		t.Errorf("ApplyQueue on a closed DB: %v", err)
 	}
 }
+
+// TestApplyQueueUnschedule: Unschedule deletes schedule entries by due time
+// and sequence, in the same batch as the rest of the update, keeps the
+// other entries as they were, ignores absent and repeated entries, keeps
+// the counters right (the retry count from the stored entry, whatever the
+// caller passes) across a reopen, and writes nothing when any part of the
+// update fails.
+func TestApplyQueueUnschedule(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	sched := func(host uint64, url string, attempts int, due time.Duration) QueueEntry {
+		e := qe(host, 1, url)
+		e.Attempts, e.Recrawl, e.Due = attempts, attempts == 0, now.Add(due)
+		return e
+	}
+	queued := &QueueUpdate{Push: []QueueEntry{qe(1, 0, "http://a/q")}}
+	apply(t, db, queued)
+	add := &QueueUpdate{Schedule: []QueueEntry{
+		sched(1, "http://a/retry", 2, time.Minute),
+		sched(2, "http://b/recrawl", 0, time.Hour),
+		sched(3, "http://c/recrawl", 0, 2*time.Hour),
+		sched(1, "http://a/retry2", 1, 3*time.Hour),
+	}}
+	if c := apply(t, db, add); c != (QueueCounts{Queued: 1, Scheduled: 4, Retrying: 2}) {
+		t.Fatalf("counts after scheduling %+v", c)
+	}
+	all := scheduled(t, db)
+	retry, recrawl, keep1, keep2 := all[0], all[1], all[2], all[3]
+
+	dead := DeadLetter{URL: "http://d/", RingKey: 4, URLHash: 44, HostKey: 4, Attempts: 3, Kind: "timeout", At: now}
+	c := apply(t, db, &QueueUpdate{
+		Unschedule: []QueueEntry{
+			{Due: retry.Due, Seq: retry.Seq}, // identity only: attempts come from the store
+			recrawl,
+			recrawl,                          // repeated: counted once
+			{Due: now, Seq: 1 << 40},         // absent
+			{Due: keep1.Due, Seq: keep2.Seq}, // no such pair
+		},
+		Remove: queued.Push,
+		Push:   []QueueEntry{qe(5, 0, "http://e/")},
+		Dead:   []DeadLetter{dead},
+	})
+	want := QueueCounts{Queued: 1, Scheduled: 2, Retrying: 1, Dead: 1}
+	if c != want {
+		t.Fatalf("counts %+v, want %+v", c, want)
+	}
+	if got := scheduled(t, db); !reflect.DeepEqual(got, []QueueEntry{keep1, keep2}) {
+		t.Fatalf("schedule after Unschedule %+v, want the two others untouched %+v", got, []QueueEntry{keep1, keep2})
+	}
+	if due, ok, err := db.NextDue(); err != nil || !ok || !due.Equal(keep1.Due) {
+		t.Errorf("NextDue = %v %v %v, want %v", due, ok, err, keep1.Due)
+	}
+
+	// A failing part (a bad priority, a corrupt schedule record) leaves
+	// everything as it was: the entries to unschedule too.
+	bad := qe(6, 0, "http://f/")
+	bad.Priority = MaxPriority + 1
+	if _, err := db.ApplyQueue(&QueueUpdate{Unschedule: []QueueEntry{keep1}, Push: []QueueEntry{bad}}); err == nil {
+		t.Fatal("a push of priority 256 accepted")
+	}
+	if err := db.ldb.Put(scheduleKey(now, 7), []byte{1, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.ApplyQueue(&QueueUpdate{
+		Unschedule: []QueueEntry{keep1, {Due: now, Seq: 7}},
+		Undead:     []DeadLetter{dead},
+	})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unscheduling a corrupt record: %v, want ErrCorrupt", err)
+	}
+	if err := db.ldb.Delete(scheduleKey(now, 7), nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := db.QueueCounts(); err != nil || c != want {
+		t.Errorf("counts after failed updates %+v %v, want %+v", c, err, want)
+	}
+	if got := scheduled(t, db); !reflect.DeepEqual(got, []QueueEntry{keep1, keep2}) {
+		t.Errorf("schedule after failed updates %+v", got)
+	}
+
+	db.Close()
+	db = openTest(t, dir, testOptions(SeenExact))
+	if c, err := db.QueueCounts(); err != nil || c != want {
+		t.Errorf("counts after reopen %+v %v, want %+v", c, err, want)
+	}
+	c = apply(t, db, &QueueUpdate{Unschedule: []QueueEntry{keep1, keep2}})
+	if want := (QueueCounts{Queued: 1, Dead: 1}); c != want {
+		t.Errorf("counts after unscheduling all %+v, want %+v", c, want)
+	}
+	if _, ok, err := db.NextDue(); ok || err != nil {
+		t.Errorf("NextDue of an empty schedule: %v %v", ok, err)
+	}
+}
+
+// scheduled returns every schedule entry, in due order.
+func scheduled(t *testing.T, db *DB) []QueueEntry {
+	t.Helper()
+	var out []QueueEntry
+	if err := db.ScanSchedule(func(e QueueEntry) error {
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanSchedule: %v", err)
+	}
+	return out
+}
+
+// TestDeadLetterLookup: DeadLetter finds a dead letter by its URL identity
+// and nothing under a neighbouring one, sees replacements and deletions,
+// reports a corrupt record as ErrCorrupt and a closed DB as ErrClosed.
+func TestDeadLetterLookup(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	at := time.Date(2026, 5, 1, 12, 0, 0, 7, time.UTC)
+	d := DeadLetter{URL: "http://a/x", RingKey: 5, URLHash: 50, HostKey: 5, Depth: 2, Redirects: 1, Attempts: 4, Kind: "http_5xx", LastError: "HTTP 503", At: at}
+	other := DeadLetter{URL: "http://b/y", RingKey: 5, URLHash: 51, HostKey: 6, Attempts: 1, Kind: "timeout", At: at}
+	if got, ok, err := db.DeadLetter(5, 50); ok || err != nil || got != (DeadLetter{}) {
+		t.Fatalf("DeadLetter before any = %+v %v %v", got, ok, err)
+	}
+	for _, x := range []DeadLetter{d, other} {
+		if err := db.PutDeadLetter(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok, err := db.DeadLetter(5, 50)
+	if err != nil || !ok || got != d {
+		t.Fatalf("DeadLetter = %+v %v %v, want %+v", got, ok, err, d)
+	}
+	for _, k := range [][2]uint64{{5, 49}, {5, 52}, {4, 50}, {6, 50}} {
+		if _, ok, err := db.DeadLetter(k[0], k[1]); ok || err != nil {
+			t.Errorf("DeadLetter%v = %v %v, want none", k, ok, err)
+		}
+	}
+	d.LastError, d.Attempts = "HTTP 500", 5
+	if err := db.PutDeadLetter(d); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, _ := db.DeadLetter(5, 50); !ok || got != d {
+		t.Errorf("DeadLetter after replacing = %+v %v, want %+v", got, ok, d)
+	}
+	if err := db.DeleteDeadLetter(5, 50); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := db.DeadLetter(5, 50); ok || err != nil {
+		t.Errorf("DeadLetter after deleting = %v %v, want none", ok, err)
+	}
+	if got, ok, _ := db.DeadLetter(5, 51); !ok || got != other {
+		t.Errorf("the other dead letter = %+v %v, want %+v", got, ok, other)
+	}
+	if err := db.ldb.Put(urlKey(prefixDead, 7, 70), []byte{1, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := db.DeadLetter(7, 70); ok || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("corrupt dead letter: %v %v, want ErrCorrupt", ok, err)
+	}
+	db.Close()
+	if _, _, err := db.DeadLetter(5, 51); !errors.Is(err, ErrClosed) {
+		t.Errorf("DeadLetter on a closed DB: %v, want ErrClosed", err)
+	}
+}

@@ -43,18 +43,6 @@ var flateReaders = sync.Pool{New: func() any {
 	return flate.NewReader(bytes.NewReader(nil))
 }}
 
-// appendBytes appends b as a uvarint length followed by the bytes.
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-// appendString appends s as a uvarint length followed by the bytes.
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
 // encodeSeen appends the version 1 seen record of e to dst.
 func encodeSeen(dst []byte, e *SeenEntry) []byte {
 	dst = append(dst, recordVersion1)
@@ -137,7 +125,7 @@ func encodePage(p *Page) ([]byte, error) {
 	dst = binary.AppendVarint(dst, int64(p.Links))
 	dst = append(dst, codec)
 	dst = binary.AppendUvarint(dst, uint64(len(p.Body)))
-	dst = appendBytes(dst, payload)
+	dst = AppendBytes(dst, payload)
 	return dst, nil
 }
 
@@ -233,90 +221,4 @@ func inflate(payload []byte, rawLen uint64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: body: decompress: %v", ErrCorrupt, err)
 	}
 	return body, nil
-}
-
-// decoder reads a record; the first error sticks and later reads return zero
-// values.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
-	}
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("truncated record")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated or invalid uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("truncated or invalid varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) int() int {
-	v := d.varint()
-	if int64(int(v)) != v {
-		d.fail("integer %d out of range", v)
-		return 0
-	}
-	return int(v)
-}
-
-// bytes returns a length-prefixed byte string; it aliases the record.
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("length %d exceeds the %d bytes left", n, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) str() string { return string(d.bytes()) }
-
-// finish reports the first error, or an error if bytes are left over.
-func (d *decoder) finish() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	return d.err
 }

@@ -1,5 +1,32 @@
 package store
 
+// The shard tables: the replicated state of ring ranges (see package
+// p2p/shard), kept by every replica of a range.
+//
+//	table      prefix  key                                         value
+//	shard      'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
+//	shardhost  'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
+//
+// The name hash is the 64-bit FNV-1a hash of the host name (hostHash).
+//
+// Shard record, version 1 (ring key and URL hash come from the key):
+//
+//	version    byte = 1
+//	flags      byte: bit 0 = done (no other bit may be set)
+//	depth      varint
+//	redirects  varint
+//	url        bytes
+//
+// Shard host record, version 1 (host key from the key):
+//
+//	version    byte = 1
+//	host       bytes
+//	data       bytes (the crawler's opaque host state)
+//
+// Records are merged, not counted: a shard record's merge keeps done once
+// set and otherwise the smaller depth (PutShardRecords), and the last write
+// of a shard host record wins.
+
 import (
 	"bytes"
 	"encoding/binary"
@@ -149,7 +176,7 @@ func (db *DB) PutShardHosts(hosts []ShardHost) error {
 			return fmt.Errorf("store: shard host %016x: empty name", h.Key)
 		}
 		v := appendString([]byte{shardVersion}, h.Host)
-		v = appendBytes(v, h.Data)
+		v = AppendBytes(v, h.Data)
 		b.Put(urlKey(prefixShardHost, h.Key, hostHash(h.Host)), v)
 	}
 	if err := db.ldb.Write(b, nil); err != nil {
@@ -186,13 +213,8 @@ func hostHash(host string) uint64 {
 
 const shardVersion = 1
 
-// Shard record, version 1:
-//
-//	version    byte = 1
-//	flags      byte: bit 0 done
-//	depth      varint
-//	redirects  varint
-//	url        bytes
+// encodeShardRecord appends the version 1 shard record of r (see the top
+// of this file).
 func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	var flags byte
 	if r.Done {

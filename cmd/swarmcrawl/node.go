@@ -22,7 +22,7 @@ type nodeOptions struct {
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	failureTimeout                                  time.Duration
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
-	maxConnsPerIP, replicas                         int
+	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
 	nat, discovery, allowPrivate                    bool
 }
@@ -51,6 +51,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
 	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", 1<<30, "WARC files are rotated past this size")
 	fs.IntVar(&o.replicas, "replicas", 2, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
+	fs.IntVar(&o.hotQueue, "hot-queue", p2p.DefaultHotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", 5*time.Second, "silence from an owner after which its first successor takes its range over")
 	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
@@ -120,6 +121,9 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	if o.replicas < 1 || o.replicas > 7 {
 		return p2p.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
 	}
+	if o.hotQueue < 0 {
+		return p2p.Config{}, usageErr("--hot-queue must not be negative (0 disables delegation)")
+	}
 	if o.failureTimeout < 100*time.Millisecond {
 		return p2p.Config{}, usageErr("--failure-timeout must be at least 100ms")
 	}
@@ -137,6 +141,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	cfg.APIAddr = o.api
 	cfg.Discovery = o.discovery
 	cfg.KeyMode = mode
+	cfg.HotQueue = o.hotQueue
 	cfg.Crawl.Delay = o.delay
 	cfg.Crawl.MaxCrawlDelay = o.maxCrawlDelay
 	cfg.Crawl.UserAgent = o.userAgent

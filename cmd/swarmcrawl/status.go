@@ -73,6 +73,10 @@ func printStatus(w io.Writer, st *p2p.Status) {
 	fmt.Fprintf(w, "queued      %d URLs on %d hosts, %d in flight\n", c.Queued, c.Hosts, c.InFlight)
 	fmt.Fprintf(w, "fetched     %d pages (%d stored), %d errors, %d denied by robots.txt\n", c.Fetched, st.Pages, c.Errors, c.RobotsDenied)
 	fmt.Fprintf(w, "routing     %d tasks routed, %d waiting, %d lookups (%.2f hops mean), %d send errors\n", st.Routed, st.Outbox, st.Lookups, st.MeanLookupHops, st.SendErrors)
+	if d := st.Delegation; d.HotQueue > 0 || d.Delegated > 0 || d.Helped > 0 {
+		fmt.Fprintf(w, "hot hosts   %d tasks fetched by helpers (%d batches, %d failed), %d fetched for other owners\n",
+			d.Delegated, d.BatchesSent, d.DelegateFails, d.Helped)
+	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
 	}

@@ -40,6 +40,13 @@ type Options struct {
 	// Shard tunes replication and failover. Default: p2p's defaults with
 	// a 2s failure timeout.
 	Shard *shard.Config
+	// HotQueue is the queue length of one host at which its owner hands
+	// its fetches to helpers (p2p.Config.HotQueue). Default 0: p2p's
+	// default; negative never delegates.
+	HotQueue int
+	// Configure, if set, adjusts node i's configuration last, e.g. to
+	// give each node its own User-Agent.
+	Configure func(i int, cfg *p2p.Config)
 	// Discovery runs the DHT on every node. Default false: nodes join
 	// through node 0 directly.
 	Discovery bool
@@ -90,7 +97,16 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 		if opts.Shard != nil {
 			cfg.Shard = *opts.Shard
 		}
+		switch {
+		case opts.HotQueue > 0:
+			cfg.HotQueue = opts.HotQueue
+		case opts.HotQueue < 0:
+			cfg.HotQueue = 0
+		}
 		cfg.Logger = opts.Logger.With("i", i)
+		if opts.Configure != nil {
+			opts.Configure(i, &cfg)
+		}
 		if i > 0 {
 			cfg.Bootstrap = s.Nodes[0].Addrs()
 		}

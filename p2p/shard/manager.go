@@ -30,6 +30,9 @@ type App interface {
 	Merged(ctx context.Context, recs []Record)
 }
 
+// DefaultFailureTimeout is Config.FailureTimeout when unset.
+const DefaultFailureTimeout = 5 * time.Second
+
 // Config tunes a Manager. Zero fields take the defaults noted on each.
 type Config struct {
 	// Replicas is K, how many successors hold a copy of each owner's
@@ -72,7 +75,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Replicas = 2
 	}
 	if c.FailureTimeout <= 0 {
-		c.FailureTimeout = 5 * time.Second
+		c.FailureTimeout = DefaultFailureTimeout
 	}
 	if c.Lease <= 0 {
 		c.Lease = c.FailureTimeout / 2
@@ -226,6 +229,18 @@ func (m *Manager) Owns(key uint64) bool {
 	ok := !m.leaving && m.claims.covers(key) && (noReplica || now.Before(m.leaseUntil))
 	m.mu.Unlock()
 	return ok && m.ring.Owns(ring.ID(key))
+}
+
+// Vouch reports whether owner (a peer address, as in Epoch.Owner) holds
+// key as far as this node's epoch table knows: the highest epoch it has
+// seen for the key names owner, or it has seen none. A helper asks this
+// before it fetches for another node, so that an owner fenced off by a
+// higher epoch cannot have its stale batches fetched.
+func (m *Manager) Vouch(key uint64, owner string) bool {
+	m.mu.Lock()
+	e := m.table.max(Range{From: ring.ID(key - 1), To: ring.ID(key)})
+	m.mu.Unlock()
+	return e.IsZero() || e.Owner == owner
 }
 
 func (m *Manager) noSuccessor() bool { return m.ring.Successors()[0] == m.self }

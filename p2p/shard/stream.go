@@ -15,40 +15,13 @@ type cursor struct{ key, hash uint64 }
 // in ring order after the cursor (nil: from the start), and whether more
 // follow.
 func (m *Manager) pageRecords(r Range, after *cursor, limit int, filter func(Record) bool) ([]Record, bool, error) {
-	var out []Record
-	add := func(rec Record) error {
-		if filter != nil && !filter(rec) {
-			return nil
-		}
-		out = append(out, rec)
-		if len(out) > limit {
-			return errStopScan
-		}
-		return nil
-	}
-	rest, restOK := r, true
+	var at *resumeAt[Record]
 	if after != nil {
-		k := ring.ID(after.key)
-		err := m.st.ScanRecords(Range{From: k - 1, To: k}, func(rec Record) error {
-			if rec.Key == after.key && rec.Hash > after.hash {
-				return add(rec)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopScan) {
-			return nil, false, fmt.Errorf("shard: scan records: %w", err)
-		}
-		rest, restOK = Range{From: k, To: r.To}, k != r.To
+		at = &resumeAt[Record]{key: after.key, past: func(rec Record) bool {
+			return rec.Key == after.key && rec.Hash > after.hash
+		}}
 	}
-	if restOK && len(out) <= limit {
-		if err := m.st.ScanRecords(rest, add); err != nil && !errors.Is(err, errStopScan) {
-			return nil, false, fmt.Errorf("shard: scan records: %w", err)
-		}
-	}
-	if len(out) > limit {
-		return out[:limit], true, nil
-	}
-	return out, false, nil
+	return page("records", m.st.ScanRecords, r, at, limit, filter)
 }
 
 // hostCursor is a position in host order: just after (key, host).
@@ -59,31 +32,54 @@ type hostCursor struct {
 
 // pageHosts is pageRecords for host states.
 func (m *Manager) pageHosts(r Range, after *hostCursor, limit int) ([]HostState, bool, error) {
-	var out []HostState
-	add := func(h HostState) error {
-		out = append(out, h)
+	var at *resumeAt[HostState]
+	if after != nil {
+		at = &resumeAt[HostState]{key: after.key, past: func(h HostState) bool {
+			return h.Key == after.key && h.Host > after.host
+		}}
+	}
+	return page("hosts", m.st.ScanHosts, r, at, limit, nil)
+}
+
+// resumeAt is where a page resumes: among the items of ring key key, just
+// after those past does not report; then from the next key on.
+type resumeAt[T any] struct {
+	key  uint64
+	past func(T) bool
+}
+
+// page returns up to limit items of r that keep accepts (nil: all), in the
+// order scan yields them (ring order), starting after at (nil: from the
+// start), and whether more follow. what names the items in errors.
+func page[T any](what string, scan func(Range, func(T) error) error, r Range, at *resumeAt[T], limit int, keep func(T) bool) ([]T, bool, error) {
+	var out []T
+	add := func(x T) error {
+		if keep != nil && !keep(x) {
+			return nil
+		}
+		out = append(out, x)
 		if len(out) > limit {
 			return errStopScan
 		}
 		return nil
 	}
 	rest, restOK := r, true
-	if after != nil {
-		k := ring.ID(after.key)
-		err := m.st.ScanHosts(Range{From: k - 1, To: k}, func(h HostState) error {
-			if h.Key == after.key && h.Host > after.host {
-				return add(h)
+	if at != nil {
+		k := ring.ID(at.key)
+		err := scan(Range{From: k - 1, To: k}, func(x T) error {
+			if at.past(x) {
+				return add(x)
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errStopScan) {
-			return nil, false, fmt.Errorf("shard: scan hosts: %w", err)
+			return nil, false, fmt.Errorf("shard: scan %s: %w", what, err)
 		}
 		rest, restOK = Range{From: k, To: r.To}, k != r.To
 	}
 	if restOK && len(out) <= limit {
-		if err := m.st.ScanHosts(rest, add); err != nil && !errors.Is(err, errStopScan) {
-			return nil, false, fmt.Errorf("shard: scan hosts: %w", err)
+		if err := scan(rest, add); err != nil && !errors.Is(err, errStopScan) {
+			return nil, false, fmt.Errorf("shard: scan %s: %w", what, err)
 		}
 	}
 	if len(out) > limit {

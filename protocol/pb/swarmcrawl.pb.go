@@ -1949,6 +1949,642 @@ func (x *PullReply) GetNextHash() uint64 {
 	return 0
 }
 
+// FetchBatchRequest hands a helper a run of one hot host's tasks to fetch
+// for their owner, on /swarmcrawl/fetch/1.0.0. The owner keeps the host's
+// politeness lease for the whole batch; the helper fetches the tasks in
+// order, one request at a time, starting each request at least gap_ns
+// after the previous one ended, starting none later than budget_ns after
+// it received the batch, and ending every request within wait_ns of it.
+// ring_key is the host's task key: the helper refuses the batch unless its
+// epoch table names the sender as the owner of that key. Durations are
+// nanoseconds.
+type FetchBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	RingKey       uint64                 `protobuf:"fixed64,2,opt,name=ring_key,json=ringKey,proto3" json:"ring_key,omitempty"`
+	GapNs         int64                  `protobuf:"varint,3,opt,name=gap_ns,json=gapNs,proto3" json:"gap_ns,omitempty"`
+	BudgetNs      int64                  `protobuf:"varint,4,opt,name=budget_ns,json=budgetNs,proto3" json:"budget_ns,omitempty"`
+	WaitNs        int64                  `protobuf:"varint,5,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
+	Tasks         []*FetchTask           `protobuf:"bytes,6,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchBatchRequest) Reset() {
+	*x = FetchBatchRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchBatchRequest) ProtoMessage() {}
+
+func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
+func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FetchBatchRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *FetchBatchRequest) GetRingKey() uint64 {
+	if x != nil {
+		return x.RingKey
+	}
+	return 0
+}
+
+func (x *FetchBatchRequest) GetGapNs() int64 {
+	if x != nil {
+		return x.GapNs
+	}
+	return 0
+}
+
+func (x *FetchBatchRequest) GetBudgetNs() int64 {
+	if x != nil {
+		return x.BudgetNs
+	}
+	return 0
+}
+
+func (x *FetchBatchRequest) GetWaitNs() int64 {
+	if x != nil {
+		return x.WaitNs
+	}
+	return 0
+}
+
+func (x *FetchBatchRequest) GetTasks() []*FetchTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// FetchTask is one task of a batch with what its owner knows of the URL
+// (meta, when has_meta is set: validators for a conditional request and
+// the content hash that tells a change). A rescheduled task in a
+// FetchResult carries no meta.
+type FetchTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Depth         uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Redirects     uint32                 `protobuf:"varint,4,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	Recrawl       bool                   `protobuf:"varint,5,opt,name=recrawl,proto3" json:"recrawl,omitempty"`
+	Meta          *UrlMeta               `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
+	HasMeta       bool                   `protobuf:"varint,7,opt,name=has_meta,json=hasMeta,proto3" json:"has_meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchTask) Reset() {
+	*x = FetchTask{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchTask) ProtoMessage() {}
+
+func (x *FetchTask) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
+func (*FetchTask) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FetchTask) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *FetchTask) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *FetchTask) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *FetchTask) GetRedirects() uint32 {
+	if x != nil {
+		return x.Redirects
+	}
+	return 0
+}
+
+func (x *FetchTask) GetRecrawl() bool {
+	if x != nil {
+		return x.Recrawl
+	}
+	return false
+}
+
+func (x *FetchTask) GetMeta() *UrlMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *FetchTask) GetHasMeta() bool {
+	if x != nil {
+		return x.HasMeta
+	}
+	return false
+}
+
+// UrlMeta is the fetch metadata of one URL. Times are Unix nanoseconds
+// (0 is the zero time) on the clock of the node that wrote them; interval
+// is nanoseconds.
+type UrlMeta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Etag          string                 `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	LastModified  string                 `protobuf:"bytes,3,opt,name=last_modified,json=lastModified,proto3" json:"last_modified,omitempty"`
+	Fingerprint   uint64                 `protobuf:"fixed64,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	ContentHash   uint64                 `protobuf:"fixed64,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	LastFetchNs   int64                  `protobuf:"varint,6,opt,name=last_fetch_ns,json=lastFetchNs,proto3" json:"last_fetch_ns,omitempty"`
+	NextCrawlNs   int64                  `protobuf:"varint,7,opt,name=next_crawl_ns,json=nextCrawlNs,proto3" json:"next_crawl_ns,omitempty"`
+	IntervalNs    int64                  `protobuf:"varint,8,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
+	Status        int32                  `protobuf:"varint,9,opt,name=status,proto3" json:"status,omitempty"`
+	Changes       int64                  `protobuf:"varint,10,opt,name=changes,proto3" json:"changes,omitempty"`
+	Fetches       int64                  `protobuf:"varint,11,opt,name=fetches,proto3" json:"fetches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UrlMeta) Reset() {
+	*x = UrlMeta{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UrlMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UrlMeta) ProtoMessage() {}
+
+func (x *UrlMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
+func (*UrlMeta) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UrlMeta) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *UrlMeta) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *UrlMeta) GetLastModified() string {
+	if x != nil {
+		return x.LastModified
+	}
+	return ""
+}
+
+func (x *UrlMeta) GetFingerprint() uint64 {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetContentHash() uint64 {
+	if x != nil {
+		return x.ContentHash
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetLastFetchNs() int64 {
+	if x != nil {
+		return x.LastFetchNs
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetNextCrawlNs() int64 {
+	if x != nil {
+		return x.NextCrawlNs
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetIntervalNs() int64 {
+	if x != nil {
+		return x.IntervalNs
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetChanges() int64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *UrlMeta) GetFetches() int64 {
+	if x != nil {
+		return x.Fetches
+	}
+	return 0
+}
+
+// FetchBatchReply tells the owner what became of a batch. error alone
+// means the helper refused the batch before fetching anything (not the
+// owner's range as far as it knows, malformed); error with failed means
+// the batch broke off after requests may have been made, and nothing of
+// it is reported. busy means the helper runs as many batches as it can
+// (nothing fetched). Otherwise done holds the results of the first
+// len(done) tasks, in order, and the helper started none of the others.
+// contacted reports whether any request was made; since_last_ns is how
+// long before the reply was sent the last request ended, and
+// retry_after_ns how long after it the host asked not to be contacted
+// again (0: it did not).
+type FetchBatchReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Busy          bool                   `protobuf:"varint,2,opt,name=busy,proto3" json:"busy,omitempty"`
+	Done          []*FetchResult         `protobuf:"bytes,3,rep,name=done,proto3" json:"done,omitempty"`
+	Contacted     bool                   `protobuf:"varint,4,opt,name=contacted,proto3" json:"contacted,omitempty"`
+	SinceLastNs   int64                  `protobuf:"varint,5,opt,name=since_last_ns,json=sinceLastNs,proto3" json:"since_last_ns,omitempty"`
+	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	Failed        bool                   `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchBatchReply) Reset() {
+	*x = FetchBatchReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchBatchReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchBatchReply) ProtoMessage() {}
+
+func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
+func (*FetchBatchReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FetchBatchReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *FetchBatchReply) GetBusy() bool {
+	if x != nil {
+		return x.Busy
+	}
+	return false
+}
+
+func (x *FetchBatchReply) GetDone() []*FetchResult {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
+func (x *FetchBatchReply) GetContacted() bool {
+	if x != nil {
+		return x.Contacted
+	}
+	return false
+}
+
+func (x *FetchBatchReply) GetSinceLastNs() int64 {
+	if x != nil {
+		return x.SinceLastNs
+	}
+	return 0
+}
+
+func (x *FetchBatchReply) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
+	}
+	return 0
+}
+
+func (x *FetchBatchReply) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// FetchResult is the outcome of one task, for the owner to record as if it
+// had fetched the task itself. terminal is false only for a retry. With
+// has_reschedule the task goes back into the owner's schedule at at_ns (a
+// retry or a recrawl of the same URL); dead, when present, is its dead
+// letter; meta, with has_meta, its new metadata. Times are the helper's.
+type FetchResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Terminal      bool                   `protobuf:"varint,1,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	HasReschedule bool                   `protobuf:"varint,2,opt,name=has_reschedule,json=hasReschedule,proto3" json:"has_reschedule,omitempty"`
+	Reschedule    *FetchTask             `protobuf:"bytes,3,opt,name=reschedule,proto3" json:"reschedule,omitempty"`
+	AtNs          int64                  `protobuf:"varint,4,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
+	Dead          *DeadLetter            `protobuf:"bytes,5,opt,name=dead,proto3" json:"dead,omitempty"`
+	Meta          *UrlMeta               `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
+	HasMeta       bool                   `protobuf:"varint,7,opt,name=has_meta,json=hasMeta,proto3" json:"has_meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchResult) Reset() {
+	*x = FetchResult{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchResult) ProtoMessage() {}
+
+func (x *FetchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
+func (*FetchResult) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *FetchResult) GetTerminal() bool {
+	if x != nil {
+		return x.Terminal
+	}
+	return false
+}
+
+func (x *FetchResult) GetHasReschedule() bool {
+	if x != nil {
+		return x.HasReschedule
+	}
+	return false
+}
+
+func (x *FetchResult) GetReschedule() *FetchTask {
+	if x != nil {
+		return x.Reschedule
+	}
+	return nil
+}
+
+func (x *FetchResult) GetAtNs() int64 {
+	if x != nil {
+		return x.AtNs
+	}
+	return 0
+}
+
+func (x *FetchResult) GetDead() *DeadLetter {
+	if x != nil {
+		return x.Dead
+	}
+	return nil
+}
+
+func (x *FetchResult) GetMeta() *UrlMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *FetchResult) GetHasMeta() bool {
+	if x != nil {
+		return x.HasMeta
+	}
+	return false
+}
+
+// DeadLetter is a task given up after its last failed attempt: the kind
+// and description of that failure, and when it was given up (Unix
+// nanoseconds). ring_key, url_hash and host_key identify the URL as the
+// owner's store does.
+type DeadLetter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	RingKey       uint64                 `protobuf:"fixed64,2,opt,name=ring_key,json=ringKey,proto3" json:"ring_key,omitempty"`
+	UrlHash       uint64                 `protobuf:"fixed64,3,opt,name=url_hash,json=urlHash,proto3" json:"url_hash,omitempty"`
+	HostKey       uint64                 `protobuf:"fixed64,4,opt,name=host_key,json=hostKey,proto3" json:"host_key,omitempty"`
+	Depth         uint32                 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects     uint32                 `protobuf:"varint,6,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Kind          string                 `protobuf:"bytes,8,opt,name=kind,proto3" json:"kind,omitempty"`
+	LastError     string                 `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	AtNs          int64                  `protobuf:"varint,10,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeadLetter) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetRingKey() uint64 {
+	if x != nil {
+		return x.RingKey
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetUrlHash() uint64 {
+	if x != nil {
+		return x.UrlHash
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetHostKey() uint64 {
+	if x != nil {
+		return x.HostKey
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetRedirects() uint32 {
+	if x != nil {
+		return x.Redirects
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetAtNs() int64 {
+	if x != nil {
+		return x.AtNs
+	}
+	return 0
+}
+
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
@@ -2089,7 +2725,68 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06epochs\x18\x05 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06epochs\x12\x12\n" +
 	"\x04more\x18\x06 \x01(\bR\x04more\x12\x19\n" +
 	"\bnext_key\x18\a \x01(\x06R\anextKey\x12\x1b\n" +
-	"\tnext_hash\x18\b \x01(\x06R\bnextHashB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\xbf\x01\n" +
+	"\x11FetchBatchRequest\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x19\n" +
+	"\bring_key\x18\x02 \x01(\x06R\aringKey\x12\x15\n" +
+	"\x06gap_ns\x18\x03 \x01(\x03R\x05gapNs\x12\x1b\n" +
+	"\tbudget_ns\x18\x04 \x01(\x03R\bbudgetNs\x12\x17\n" +
+	"\await_ns\x18\x05 \x01(\x03R\x06waitNs\x12.\n" +
+	"\x05tasks\x18\x06 \x03(\v2\x18.swarmcrawl.v1.FetchTaskR\x05tasks\"\xce\x01\n" +
+	"\tFetchTask\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
+	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\rR\battempts\x12\x1c\n" +
+	"\tredirects\x18\x04 \x01(\rR\tredirects\x12\x18\n" +
+	"\arecrawl\x18\x05 \x01(\bR\arecrawl\x12*\n" +
+	"\x04meta\x18\x06 \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12\x19\n" +
+	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\xce\x02\n" +
+	"\aUrlMeta\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\x12#\n" +
+	"\rlast_modified\x18\x03 \x01(\tR\flastModified\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\x06R\vfingerprint\x12!\n" +
+	"\fcontent_hash\x18\x05 \x01(\x06R\vcontentHash\x12\"\n" +
+	"\rlast_fetch_ns\x18\x06 \x01(\x03R\vlastFetchNs\x12\"\n" +
+	"\rnext_crawl_ns\x18\a \x01(\x03R\vnextCrawlNs\x12\x1f\n" +
+	"\vinterval_ns\x18\b \x01(\x03R\n" +
+	"intervalNs\x12\x16\n" +
+	"\x06status\x18\t \x01(\x05R\x06status\x12\x18\n" +
+	"\achanges\x18\n" +
+	" \x01(\x03R\achanges\x12\x18\n" +
+	"\afetches\x18\v \x01(\x03R\afetches\"\xeb\x01\n" +
+	"\x0fFetchBatchReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
+	"\x04busy\x18\x02 \x01(\bR\x04busy\x12.\n" +
+	"\x04done\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.FetchResultR\x04done\x12\x1c\n" +
+	"\tcontacted\x18\x04 \x01(\bR\tcontacted\x12\"\n" +
+	"\rsince_last_ns\x18\x05 \x01(\x03R\vsinceLastNs\x12$\n" +
+	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x16\n" +
+	"\x06failed\x18\a \x01(\bR\x06failed\"\x95\x02\n" +
+	"\vFetchResult\x12\x1a\n" +
+	"\bterminal\x18\x01 \x01(\bR\bterminal\x12%\n" +
+	"\x0ehas_reschedule\x18\x02 \x01(\bR\rhasReschedule\x128\n" +
+	"\n" +
+	"reschedule\x18\x03 \x01(\v2\x18.swarmcrawl.v1.FetchTaskR\n" +
+	"reschedule\x12\x13\n" +
+	"\x05at_ns\x18\x04 \x01(\x03R\x04atNs\x12-\n" +
+	"\x04dead\x18\x05 \x01(\v2\x19.swarmcrawl.v1.DeadLetterR\x04dead\x12*\n" +
+	"\x04meta\x18\x06 \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12\x19\n" +
+	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\x87\x02\n" +
+	"\n" +
+	"DeadLetter\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x19\n" +
+	"\bring_key\x18\x02 \x01(\x06R\aringKey\x12\x19\n" +
+	"\burl_hash\x18\x03 \x01(\x06R\aurlHash\x12\x19\n" +
+	"\bhost_key\x18\x04 \x01(\x06R\ahostKey\x12\x14\n" +
+	"\x05depth\x18\x05 \x01(\rR\x05depth\x12\x1c\n" +
+	"\tredirects\x18\x06 \x01(\rR\tredirects\x12\x1a\n" +
+	"\battempts\x18\a \x01(\rR\battempts\x12\x12\n" +
+	"\x04kind\x18\b \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12\x13\n" +
+	"\x05at_ns\x18\n" +
+	" \x01(\x03R\x04atNsB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -2103,7 +2800,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -2135,6 +2832,12 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*DigestReply)(nil),       // 27: swarmcrawl.v1.DigestReply
 	(*PullRequest)(nil),       // 28: swarmcrawl.v1.PullRequest
 	(*PullReply)(nil),         // 29: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 30: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 31: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 32: swarmcrawl.v1.UrlMeta
+	(*FetchBatchReply)(nil),   // 33: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 34: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 35: swarmcrawl.v1.DeadLetter
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -2174,11 +2877,17 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	20, // 34: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
 	21, // 35: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
 	19, // 36: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	31, // 37: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	32, // 38: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	34, // 39: swarmcrawl.v1.FetchBatchReply.done:type_name -> swarmcrawl.v1.FetchResult
+	31, // 40: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	35, // 41: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	32, // 42: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -2204,7 +2913,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+)
+
+// --hot-queue reaches the node configuration, defaults to
+// p2p.DefaultHotQueue, and a negative value is a usage error that names the
+// flag.
+func TestHotQueueFlag(t *testing.T) {
+	parse := func(args ...string) (p2p.Config, error) {
+		fs := newFlagSet("node", io.Discard)
+		var o nodeOptions
+		o.register(fs)
+		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
+			return p2p.Config{}, err
+		}
+		return o.nodeConfig(io.Discard)
+	}
+	cfg, err := parse()
+	if err != nil || cfg.HotQueue != p2p.DefaultHotQueue {
+		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.HotQueue, err, p2p.DefaultHotQueue)
+	}
+	for _, v := range []int{0, 7} {
+		cfg, err := parse("--hot-queue", strconv.Itoa(v))
+		if err != nil || cfg.HotQueue != v {
+			t.Fatalf("--hot-queue %d: HotQueue %d, err %v", v, cfg.HotQueue, err)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"node", "--data", t.TempDir(), "--hot-queue", "-1"}, nil, io.Discard, &stderr); code != 2 {
+		t.Fatalf("--hot-queue -1: exit %d, want 2 (usage); stderr %q", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "--hot-queue") {
+		t.Fatalf("usage error does not name the flag: %q", stderr.String())
+	}
+}

@@ -1,0 +1,30 @@
+// Package memstat reads the memory the operating system has given the
+// process, for benchmarks that report resident memory next to the Go heap.
+package memstat
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ResidentBytes returns the resident set size of the process (VmRSS in
+// /proc/self/status), or 0 where that is not available (outside Linux).
+// Go returns freed memory to the OS lazily, so the difference of two
+// readings bounds what the work between them made resident.
+func ResidentBytes() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,477 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+const testHost = "big.example"
+
+// testBatch is a batch of n tasks on testHost, the first with metadata.
+func testBatch(n int) *crawl.Batch {
+	b := &crawl.Batch{Host: testHost, RingKey: crawl.HostKey(testHost), Gap: 50 * time.Millisecond,
+		Budget: 2 * time.Second, Wait: 3 * time.Second}
+	for i := range n {
+		t := crawl.BatchTask{Task: crawl.Task{URL: fmt.Sprintf("http://%s/p/%d", testHost, i), Depth: 3, Attempts: i % 2, Redirects: i % 3, Recrawl: i == 0}}
+		if i == 0 {
+			t.HasMeta = true
+			t.Meta = store.URLMeta{URL: t.Task.URL, ETag: `"v1"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT",
+				Fingerprint: 0xfeed, ContentHash: 0xbeef, LastFetch: time.Unix(0, 1_700_000_000_123_456_789),
+				Interval: time.Hour, Status: 200, Changes: 1, Fetches: 4} // NextCrawl: the zero time
+		}
+		b.Tasks = append(b.Tasks, t)
+	}
+	return b
+}
+
+// wire sends a message through its protobuf encoding, as the network does.
+func wire[M proto.Message](t *testing.T, m M, fresh M) M {
+	t.Helper()
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(raw, fresh); err != nil {
+		t.Fatal(err)
+	}
+	return fresh
+}
+
+// testResult answers testBatch(3): a recrawl with new metadata, a retry
+// and a dead letter.
+func testResult(b *crawl.Batch) *crawl.BatchResult {
+	t0, t1, t2 := b.Tasks[0].Task, b.Tasks[1].Task, b.Tasks[2].Task
+	meta := store.URLMeta{URL: t0.URL, ETag: `"v2"`, ContentHash: 0xcafe, LastFetch: time.Unix(0, 1_700_000_100_000_000_001),
+		NextCrawl: time.Unix(0, 1_700_003_700_000_000_001), Interval: time.Hour, Status: 200, Changes: 2, Fetches: 5}
+	retry := t1
+	retry.Attempts++
+	recrawl := crawl.Task{URL: t0.URL, Depth: t0.Depth, Redirects: t0.Redirects, Recrawl: true}
+	host, _ := crawl.HostOf(t2.URL)
+	return &crawl.BatchResult{
+		Contacted: true, SinceLast: 30 * time.Millisecond, RetryAfter: 2 * time.Second,
+		Done: []crawl.TaskResult{
+			{Terminal: true, Outcome: crawl.Outcome{Reschedule: &recrawl, At: meta.NextCrawl, Meta: &meta}},
+			{Terminal: false, Outcome: crawl.Outcome{Reschedule: &retry, At: time.Unix(0, 1_700_000_101_000_000_000)}},
+			{Terminal: true, Outcome: crawl.Outcome{Dead: &store.DeadLetter{URL: t2.URL, RingKey: b.RingKey,
+				URLHash: crawl.URLHash(t2.URL), HostKey: crawl.HostKey(host), Depth: t2.Depth, Redirects: t2.Redirects,
+				Attempts: 4, Kind: "http_5xx", LastError: "HTTP 503 Service Unavailable", At: time.Unix(0, 1_700_000_102_000_000_000)}}},
+		},
+	}
+}
+
+// A batch and a result survive the trip over the wire unchanged, zero
+// times included.
+func TestFetchWireRoundTrip(t *testing.T) {
+	b := testBatch(3)
+	got, err := decodeBatch(wire(t, encodeBatch(b), &pb.FetchBatchRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("batch round trip:\n got %+v\nwant %+v", got, b)
+	}
+	if !got.Tasks[0].Meta.NextCrawl.IsZero() {
+		t.Fatal("zero NextCrawl did not stay zero")
+	}
+
+	res := testResult(b)
+	back, err := decodeFetchReply(b, wire(t, encodeFetchReply(res), &pb.FetchBatchReply{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, res) {
+		t.Fatalf("result round trip:\n got %+v\nwant %+v", back, res)
+	}
+	// A partial answer (the helper ran out of budget) is fine too.
+	res.Done = res.Done[:1]
+	if back, err := decodeFetchReply(b, encodeFetchReply(res)); err != nil || len(back.Done) != 1 {
+		t.Fatalf("partial result: %v, %v", back, err)
+	}
+}
+
+// A malformed batch is refused before anything is fetched: too many or no
+// tasks, a URL of another host, a ring key that is not the host's, a
+// budget the wait does not cover, metadata of another URL.
+func TestFetchBatchValidation(t *testing.T) {
+	for name, mutate := range map[string]func(r *pb.FetchBatchRequest){
+		"oversize": func(r *pb.FetchBatchRequest) {
+			for len(r.Tasks) <= crawl.MaxDelegateTasks {
+				r.Tasks = append(r.Tasks, &pb.FetchTask{Url: fmt.Sprintf("http://%s/x/%d", testHost, len(r.Tasks))})
+			}
+		},
+		"empty":          func(r *pb.FetchBatchRequest) { r.Tasks = nil },
+		"nil task":       func(r *pb.FetchBatchRequest) { r.Tasks[1] = nil },
+		"other host":     func(r *pb.FetchBatchRequest) { r.Tasks[1].Url = "http://other.example/p/1" },
+		"bad url":        func(r *pb.FetchBatchRequest) { r.Tasks[1].Url = "not a url" },
+		"long url":       func(r *pb.FetchBatchRequest) { r.Tasks[1].Url += strings.Repeat("a", crawl.MaxURLLength) },
+		"wrong key":      func(r *pb.FetchBatchRequest) { r.RingKey++ },
+		"no host":        func(r *pb.FetchBatchRequest) { r.Host = "" },
+		"wait <= budget": func(r *pb.FetchBatchRequest) { r.WaitNs = r.BudgetNs },
+		"no budget":      func(r *pb.FetchBatchRequest) { r.BudgetNs = 0 },
+		"negative gap":   func(r *pb.FetchBatchRequest) { r.GapNs = -1 },
+		"endless wait":   func(r *pb.FetchBatchRequest) { r.WaitNs = int64(maxFetchWait + time.Second) },
+		"meta other url": func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta.Url = "http://big.example/elsewhere" },
+		"meta missing":   func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta = nil },
+		"meta negative":  func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta.Fetches = -1 },
+	} {
+		req := encodeBatch(testBatch(3))
+		mutate(req)
+		if b, err := decodeBatch(req); err == nil {
+			t.Errorf("%s: accepted %+v", name, b)
+		}
+	}
+	// The largest batch allowed fits the message cap with room to spare.
+	big := testBatch(crawl.MaxDelegateTasks)
+	for i := range big.Tasks {
+		big.Tasks[i].Task.URL = fmt.Sprintf("http://%s/%s/%d", testHost, strings.Repeat("p", crawl.MaxURLLength-40), i)
+		big.Tasks[i].HasMeta, big.Tasks[i].Meta = true, store.URLMeta{URL: big.Tasks[i].Task.URL, ETag: strings.Repeat("e", 200)}
+	}
+	if _, err := decodeBatch(encodeBatch(big)); err != nil {
+		t.Fatal(err)
+	}
+	if size := proto.Size(encodeBatch(big)); size > protocol.MaxFetchMsgBytes/4 {
+		t.Fatalf("a full batch takes %d bytes, too close to the %d cap", size, protocol.MaxFetchMsgBytes)
+	}
+}
+
+// A reply that does not fit the batch is refused with a plain error (the
+// owner requeues: the helper may have fetched); busy and refusals wrap
+// ErrNoHelper (nothing was fetched).
+func TestFetchReplyValidation(t *testing.T) {
+	b := testBatch(3)
+	for name, mutate := range map[string]func(r *pb.FetchBatchReply){
+		"more results than tasks": func(r *pb.FetchBatchReply) { r.Done = append(r.Done, r.Done[0]) },
+		"reschedule other url":    func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Url = "http://big.example/p/9" },
+		"reschedule other depth":  func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Depth++ },
+		"reschedule missing":      func(r *pb.FetchBatchReply) { r.Done[1].Reschedule = nil },
+		"attempts jump":           func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Attempts += 5 },
+		"retry not rescheduled":   func(r *pb.FetchBatchReply) { r.Done[1].HasReschedule = false },
+		"terminal non-recrawl":    func(r *pb.FetchBatchReply) { r.Done[1].Terminal = true },
+		"dead retry":              func(r *pb.FetchBatchReply) { r.Done[1].Dead = r.Done[2].Dead },
+		"dead other url":          func(r *pb.FetchBatchReply) { r.Done[2].Dead.Url = b.Tasks[0].Task.URL },
+		"dead wrong key":          func(r *pb.FetchBatchReply) { r.Done[2].Dead.RingKey++ },
+		"dead and rescheduled": func(r *pb.FetchBatchReply) {
+			r.Done[2].HasReschedule = true
+			r.Done[2].Reschedule = &pb.FetchTask{Url: b.Tasks[2].Task.URL, Depth: 3, Redirects: 2, Recrawl: true}
+		},
+		"meta other url":      func(r *pb.FetchBatchReply) { r.Done[0].Meta.Url = b.Tasks[1].Task.URL },
+		"meta bad status":     func(r *pb.FetchBatchReply) { r.Done[0].Meta.Status = 1000 },
+		"nil result":          func(r *pb.FetchBatchReply) { r.Done[0] = nil },
+		"negative since":      func(r *pb.FetchBatchReply) { r.SinceLastNs = -1 },
+		"negative retry":      func(r *pb.FetchBatchReply) { r.RetryAfterNs = -1 },
+		"fetched, no contact": func(r *pb.FetchBatchReply) { r.Contacted = false },
+		"failed":              func(r *pb.FetchBatchReply) { r.Error, r.Failed = "store broke", true },
+	} {
+		reply := encodeFetchReply(testResult(b))
+		mutate(reply)
+		res, err := decodeFetchReply(b, reply)
+		if err == nil {
+			t.Errorf("%s: accepted %+v", name, res)
+			continue
+		}
+		if errors.Is(err, crawl.ErrNoHelper) {
+			t.Errorf("%s: %v wraps ErrNoHelper, but the helper may have fetched", name, err)
+		}
+	}
+	for name, reply := range map[string]*pb.FetchBatchReply{
+		"busy":    {Busy: true},
+		"refused": {Error: "not the owner"},
+	} {
+		if _, err := decodeFetchReply(b, reply); !errors.Is(err, crawl.ErrNoHelper) {
+			t.Errorf("%s: %v, want ErrNoHelper", name, err)
+		}
+	}
+}
+
+// testHelper is a helper host with a fetch server whose fetch function
+// the test chooses.
+type testHelper struct {
+	h      host.Host
+	srv    *fetchServer
+	links  *fakeLinks
+	vouch  atomic.Bool
+	calls  atomic.Int64
+	lastMu sync.Mutex
+	last   *crawl.Batch
+}
+
+// fakeLinks settles the links it hands out once released.
+type fakeLinks struct {
+	mu       sync.Mutex
+	pages    map[string][]uint64
+	released bool
+	taken    int
+}
+
+func (f *fakeLinks) TakeLinks(page string) []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := f.pages[page]
+	delete(f.pages, page)
+	f.taken += len(ids)
+	return ids
+}
+
+func (f *fakeLinks) Settled(ids []uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.released || len(ids) == 0
+}
+
+func newTestHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error)) *testHelper {
+	t.Helper()
+	th := &testHelper{h: newTestHost(t), links: &fakeLinks{pages: map[string][]uint64{}}}
+	th.vouch.Store(true)
+	th.srv = newFetchServer(th.h, slog.New(slog.DiscardHandler),
+		func(uint64, string) bool { return th.vouch.Load() },
+		func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+			th.calls.Add(1)
+			th.lastMu.Lock()
+			th.last = b
+			th.lastMu.Unlock()
+			return fetch(ctx, b)
+		}, th.links)
+	th.srv.Serve()
+	t.Cleanup(th.srv.Close)
+	return th
+}
+
+// newTestOwner returns a delegator on a fresh host connected to helpers,
+// which are its successors in order.
+func newTestOwner(t *testing.T, helpers ...*testHelper) *fetchDelegator {
+	t.Helper()
+	h := newTestHost(t)
+	var succs []ring.Peer
+	for _, th := range helpers {
+		if err := h.Connect(context.Background(), th.h.Peerstore().PeerInfo(th.h.ID())); err != nil {
+			t.Fatal(err)
+		}
+		succs = append(succs, RingPeer(th.h.ID()))
+	}
+	return newFetchDelegator(h, RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), slog.New(slog.DiscardHandler))
+}
+
+// fetchAll answers every task of a batch with a retry.
+func fetchAll(_ context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+	res := &crawl.BatchResult{Contacted: true, SinceLast: 10 * time.Millisecond}
+	for _, t := range b.Tasks {
+		next := t.Task
+		next.Attempts++
+		res.Done = append(res.Done, crawl.TaskResult{Outcome: crawl.Outcome{Reschedule: &next, At: time.Now().Add(time.Second)}})
+	}
+	return res, nil
+}
+
+// The owner's delegator and a helper's server over real libp2p streams: a
+// busy helper and a refusing one pass the batch on to the next successor,
+// which fetches it; with nobody willing the owner hears ErrNoHelper.
+func TestFetchDelegation(t *testing.T) {
+	busy := newTestHelper(t, func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) { return nil, crawl.ErrBusy })
+	refusing := newTestHelper(t, fetchAll)
+	refusing.vouch.Store(false)
+	good := newTestHelper(t, fetchAll)
+	d := newTestOwner(t, busy, refusing, good)
+	ctx := context.Background()
+
+	for i := range 3 {
+		b := testBatch(4)
+		res, err := d.Delegate(ctx, b)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if len(res.Done) != 4 || !res.Contacted || res.Done[3].Outcome.Reschedule.Attempts != b.Tasks[3].Task.Attempts+1 {
+			t.Fatalf("batch %d: result %+v", i, res)
+		}
+	}
+	if n := good.calls.Load(); n != 3 {
+		t.Fatalf("the willing helper fetched %d batches, want 3", n)
+	}
+	if n := refusing.calls.Load(); n != 0 {
+		t.Fatalf("a helper that does not vouch for the owner fetched %d batches", n)
+	}
+	if busy.srv.busy.Load() == 0 || refusing.srv.refused.Load() == 0 {
+		t.Fatalf("round robin never reached the busy (%d) or the refusing (%d) helper", busy.srv.busy.Load(), refusing.srv.refused.Load())
+	}
+	// A later helper gets what is left of the budget, never more.
+	good.lastMu.Lock()
+	last := good.last
+	good.lastMu.Unlock()
+	if last.Budget > 2*time.Second || last.Wait > 3*time.Second || last.Wait-last.Budget != time.Second {
+		t.Fatalf("helper got budget %v, wait %v; want at most the owner's, with the same gap between them", last.Budget, last.Wait)
+	}
+
+	good.vouch.Store(false)
+	_, err := d.Delegate(ctx, testBatch(2))
+	if !errors.Is(err, crawl.ErrNoHelper) {
+		t.Fatalf("nobody willing: %v, want ErrNoHelper", err)
+	}
+	if d.sent.Load() != 3 || d.noHelper.Load() != 1 || d.sendFails.Load() != 0 {
+		t.Fatalf("delegator counters sent %d, no helper %d, fails %d", d.sent.Load(), d.noHelper.Load(), d.sendFails.Load())
+	}
+
+	// No successor at all (alone on the ring).
+	alone := newFetchDelegator(d.host, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, 2, d.log)
+	if _, err := alone.Delegate(ctx, testBatch(1)); !errors.Is(err, crawl.ErrNoHelper) {
+		t.Fatalf("alone: %v, want ErrNoHelper", err)
+	}
+}
+
+// The helper answers only once the links found on the batch's pages are
+// settled, and counts that wait in SinceLast.
+func TestFetchWaitsForLinks(t *testing.T) {
+	var th *testHelper
+	th = newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		th.links.mu.Lock()
+		th.links.pages[b.Tasks[0].Task.URL] = []uint64{7, 8}
+		th.links.pages[b.Tasks[1].Task.URL] = []uint64{9}
+		th.links.mu.Unlock()
+		return fetchAll(ctx, b)
+	})
+	d := newTestOwner(t, th)
+	const hold = 300 * time.Millisecond
+	release := time.AfterFunc(hold, func() {
+		th.links.mu.Lock()
+		th.links.released = true
+		th.links.mu.Unlock()
+	})
+	defer release.Stop()
+	start := time.Now()
+	res, err := d.Delegate(context.Background(), testBatch(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < hold {
+		t.Fatalf("reply after %v, before the links were settled (%v)", took, hold)
+	}
+	if res.SinceLast < hold-50*time.Millisecond {
+		t.Fatalf("SinceLast %v leaves out the %v spent settling links", res.SinceLast, hold)
+	}
+	th.links.mu.Lock()
+	taken, left := th.links.taken, len(th.links.pages)
+	th.links.mu.Unlock()
+	if taken != 3 || left != 0 {
+		t.Fatalf("took %d link entries, %d pages left; want 3 and 0", taken, left)
+	}
+}
+
+// A reply that is not about the batch sent is a plain error: the helper
+// may have fetched, so the owner must not fetch again at once as if
+// nothing happened. So is a result too large to send back. A batch the
+// crawler refuses (malformed) is a refusal: nothing was fetched.
+func TestFetchBadHelper(t *testing.T) {
+	liar := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		res, _ := fetchAll(ctx, b)
+		res.Done[0].Outcome.Reschedule.URL = "http://" + testHost + "/somewhere-else"
+		return res, nil
+	})
+	huge := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		res := &crawl.BatchResult{Contacted: true}
+		for _, bt := range b.Tasks {
+			m := store.URLMeta{URL: bt.Task.URL, ETag: strings.Repeat("x", 2<<20)}
+			res.Done = append(res.Done, crawl.TaskResult{Terminal: true, Outcome: crawl.Outcome{Meta: &m}})
+		}
+		return res, nil
+	})
+	for name, th := range map[string]*testHelper{"liar": liar, "huge": huge} {
+		d := newTestOwner(t, th)
+		_, err := d.Delegate(context.Background(), testBatch(3))
+		if err == nil || errors.Is(err, crawl.ErrNoHelper) {
+			t.Errorf("%s: %v, want a plain error", name, err)
+		}
+		if d.sendFails.Load() != 1 {
+			t.Errorf("%s: %d send fails counted", name, d.sendFails.Load())
+		}
+	}
+	refusing := newTestHelper(t, func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) {
+		return nil, errors.New("task 1: URL is not normalised")
+	})
+	d := newTestOwner(t, refusing)
+	if _, err := d.Delegate(context.Background(), testBatch(3)); !errors.Is(err, crawl.ErrNoHelper) {
+		t.Errorf("crawler refused the batch: %v, want ErrNoHelper", err)
+	}
+	if refusing.srv.refused.Load() != 1 || d.sendFails.Load() != 0 {
+		t.Errorf("refusal counted as refused %d, send fails %d", refusing.srv.refused.Load(), d.sendFails.Load())
+	}
+
+	// A helper that never answers: the owner gives up at Wait.
+	mute := newTestHost(t)
+	block := make(chan struct{})
+	defer close(block)
+	mute.SetStreamHandler(libp2pproto.ID(protocol.FetchID), func(st network.Stream) {
+		<-block
+		_ = st.Reset()
+	})
+	d = newTestOwner(t)
+	if err := d.host.Connect(context.Background(), mute.Peerstore().PeerInfo(mute.ID())); err != nil {
+		t.Fatal(err)
+	}
+	d.successors = func() []ring.Peer { return []ring.Peer{RingPeer(mute.ID())} }
+	d.replicas = 1
+	b := testBatch(1)
+	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
+	start := time.Now()
+	_, err := d.Delegate(context.Background(), b)
+	if err == nil || errors.Is(err, crawl.ErrNoHelper) {
+		t.Fatalf("mute helper: %v, want a plain error", err)
+	}
+	if took := time.Since(start); took > b.Wait+time.Second {
+		t.Fatalf("owner waited %v for a mute helper, Wait is %v", took, b.Wait)
+	}
+}
+
+// Close cancels the batches being fetched and waits for their handlers,
+// which still answer; a batch arriving after Close is not served.
+func TestFetchServerClose(t *testing.T) {
+	started := make(chan struct{})
+	th := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		close(started)
+		<-ctx.Done()
+		return &crawl.BatchResult{}, nil
+	})
+	d := newTestOwner(t, th)
+	errc := make(chan error, 1)
+	go func() {
+		b := testBatch(2)
+		b.Budget, b.Wait = 20*time.Second, 30*time.Second
+		_, err := d.Delegate(context.Background(), b)
+		errc <- err
+	}()
+	<-started
+	th.srv.Close()
+	if err := <-errc; err != nil {
+		t.Fatalf("batch cut short by Close: %v, want an empty result", err)
+	}
+	if _, err := d.Delegate(context.Background(), testBatch(1)); !errors.Is(err, crawl.ErrNoHelper) {
+		t.Fatalf("after Close: %v, want ErrNoHelper (protocol no longer served)", err)
+	}
+}
