@@ -719,3 +719,56 @@ func (f *Frontier) restore(snaps []HostSnapshot, now time.Time) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Adopted is a URL another node fetched, with its metadata after that
+// fetch: what a new owner needs to recrawl it on schedule, conditionally.
+type Adopted struct {
+	Task Task
+	Meta store.URLMeta
+}
+
+// Adopt takes over URLs a previous owner fetched. Each one's metadata is
+// stored unless the local copy is as recent, and, with recrawling on, its
+// recrawl is scheduled at the newer copy's NextCrawl, all in one write. A
+// zero Meta adopts whatever this node knows of the URL itself.
+// Call it on a range with no schedule of its own (after Release, as
+// Activate does), or the URL is scheduled twice; the second copy is
+// dropped when it comes up (see TakenTwice).
+func (c *Crawler) Adopt(urls []Adopted) error {
+	u := &store.QueueUpdate{}
+	for _, a := range urls {
+		if _, err := HostOf(a.Task.URL); err != nil {
+			continue
+		}
+		ringKey, urlHash := c.keys(a.Task.URL)
+		m := a.Meta
+		m.URL = a.Task.URL
+		local, ok := c.urlMeta(ringKey, urlHash)
+		switch {
+		case ok && !local.LastFetch.Before(m.LastFetch):
+			m = local
+		case m.LastFetch.IsZero():
+			continue // never fetched: nothing to adopt
+		default:
+			u.URLMeta = append(u.URLMeta, store.URLMetaRecord{RingKey: ringKey, URLHash: urlHash, Meta: m})
+		}
+		if c.cfg.MaxRecrawl <= 0 || m.NextCrawl.IsZero() {
+			continue
+		}
+		e, _, err := c.frontier.entry(Task{URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Recrawl: true})
+		if err != nil {
+			continue
+		}
+		e.Due = m.NextCrawl
+		u.Schedule = append(u.Schedule, e)
+	}
+	if len(u.URLMeta) == 0 && len(u.Schedule) == 0 {
+		return nil
+	}
+	c.frontier.mu.Lock()
+	defer c.frontier.mu.Unlock()
+	if err := c.frontier.applyLocked(u); err != nil {
+		return fmt.Errorf("adopt %d urls: %w", len(urls), err)
+	}
+	return nil
+}

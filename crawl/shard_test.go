@@ -1044,3 +1044,71 @@ func TestOwnsCheckedBeforeRequestIsWritten(t *testing.T) {
 		t.Errorf("the page was requested %d times, want once", n)
 	}
 }
+
+// TestAdoptRecrawlsOnSchedule: a new owner that adopts a URL another node
+// fetched recrawls it when that fetch said, conditionally with its
+// validators, while an older copy of the metadata never overrides what
+// the node knows itself.
+func TestAdoptRecrawlsOnSchedule(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>stable</p>")
+	})
+	cfg := testConfig()
+	cfg.MinRecrawl, cfg.MaxRecrawl = 300*time.Millisecond, time.Hour
+	page := srv.URL + "/p"
+
+	// The first owner fetches the page once.
+	first := newTestCrawler(t, cfg, nil, nil)
+	first.Enqueue(Task{URL: page, Depth: 2})
+	stop := runCrawler(t, first)
+	waitUntil(t, 10*time.Second, "the first fetch", func() bool { return first.Stats().Fetched == 1 })
+	stop()
+	key, hash := first.keys(page)
+	meta, ok := first.urlMeta(key, hash)
+	if !ok || meta.ETag != `"v1"` || meta.NextCrawl.IsZero() {
+		t.Fatalf("first owner's metadata: %+v, %v", meta, ok)
+	}
+
+	// The next owner adopts it: nothing happens before NextCrawl, then a
+	// conditional recrawl.
+	next := newTestCrawler(t, cfg, nil, nil)
+	if err := next.Adopt([]Adopted{{Task: Task{URL: page, Depth: 2}, Meta: meta}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := next.Stats(); s.Scheduled != 1 || s.Queued != 0 {
+		t.Fatalf("after Adopt: scheduled %d, queued %d; want one recrawl scheduled", s.Scheduled, s.Queued)
+	}
+	defer runCrawler(t, next)()
+	waitUntil(t, 10*time.Second, "the recrawl", func() bool { return srv.count("/p") == 2 })
+	hits := srv.log()
+	last := hits[len(hits)-1]
+	if last.at.Before(meta.NextCrawl.Add(-5 * time.Millisecond)) {
+		t.Errorf("recrawled at %v, before its NextCrawl %v", last.at, meta.NextCrawl)
+	}
+	waitUntil(t, 10*time.Second, "the recrawl's outcome", func() bool {
+		m, _ := next.urlMeta(key, hash)
+		return m.Fetches == 2
+	})
+	m, _ := next.urlMeta(key, hash)
+	if m.Status != http.StatusNotModified || m.ETag != `"v1"` || !m.NextCrawl.After(meta.NextCrawl) {
+		t.Errorf("after the recrawl: %+v; want a 304 and a later NextCrawl", m)
+	}
+
+	// An older copy does not override the newer local one.
+	if err := next.Adopt([]Adopted{{Task: Task{URL: page}, Meta: meta}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := next.urlMeta(key, hash); got.Fetches != 2 {
+		t.Errorf("an older adopted copy replaced the local metadata: %+v", got)
+	}
+}

@@ -21,6 +21,26 @@ const token = "swarmcrawl"
 // nodeTag finds the node that sent a request in its User-Agent.
 var nodeTag = regexp.MustCompile(`\((node-\d+)\)$`)
 
+// startTaggedSwarm starts a local swarm whose node i sends the User-Agent
+// "swarmcrawl/0.1 (node-i)", closed when the test ends, and waits until it
+// converged.
+func startTaggedSwarm(ctx context.Context, t *testing.T, opts localswarm.Options) *localswarm.Swarm {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	opts.Configure = func(i int, c *p2p.Config) {
+		c.Crawl.UserAgent = fmt.Sprintf("%s/0.1 (node-%d)", token, i)
+	}
+	swarm, err := localswarm.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { swarm.Close() })
+	if err := swarm.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return swarm
+}
+
 // Hot hosts end to end: four real peers crawl a synthetic web of a few
 // large hosts with a small HotQueue, so every host's owner hands fetch
 // batches to its successors. Every page is fetched, requests to a hot host
@@ -57,19 +77,7 @@ func TestHotHostsDelegated(t *testing.T) {
 	cc := crawl.DefaultConfig()
 	cc.Delay = delay
 	cc.MaxDepth = 1000
-	swarm, err := localswarm.Start(ctx, localswarm.Options{
-		Nodes: nodes, Dir: t.TempDir(), Crawl: cc, Proxy: web.Proxy(), HotQueue: 10,
-		Configure: func(i int, c *p2p.Config) {
-			c.Crawl.UserAgent = fmt.Sprintf("%s/0.1 (node-%d)", token, i)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer swarm.Close()
-	if err := swarm.WaitConverged(ctx); err != nil {
-		t.Fatal(err)
-	}
+	swarm := startTaggedSwarm(ctx, t, localswarm.Options{Nodes: nodes, Crawl: cc, Proxy: web.Proxy(), HotQueue: 10})
 	start := time.Now()
 	swarm.Nodes[1].Seed(ctx, web.Seeds())
 	for len(web.Missing(token)) > 0 {

@@ -336,6 +336,13 @@ func (n *Node) unparkLoop(ctx context.Context) {
 // page again.
 func (n *Node) onDone(t crawl.Task, key, urlHash uint64) {
 	rec := shard.Record{Key: key, Hash: urlHash, URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Done: true}
+	// The URL's state after the fetch travels with the record, so that
+	// whoever owns it next recrawls it on schedule, conditionally.
+	meta, version, err := urlState(n.db, key, urlHash)
+	if err != nil {
+		n.log.Warn("reading a fetched URL's state failed", "url", t.URL, "err", err)
+	}
+	rec.Meta, rec.MetaVersion = meta, version
 	links := n.router.TakeLinks(t.URL)
 	n.doneMu.Lock()
 	n.doneWait = append(n.doneWait, doneItem{rec: rec, links: links})

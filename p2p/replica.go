@@ -24,14 +24,14 @@ var _ shard.Storage = shardStorage{}
 func (s shardStorage) PutRecords(recs []shard.Record) error {
 	out := make([]store.ShardRecord, len(recs))
 	for i, r := range recs {
-		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done}
+		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
 	return s.db.PutShardRecords(out)
 }
 
 func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {
 	return s.db.ScanShard(uint64(r.From), uint64(r.To), func(x store.ShardRecord) error {
-		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done})
+		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Meta: x.Meta, MetaVersion: x.MetaVersion})
 	})
 }
 
@@ -100,10 +100,30 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 		tasks, seen = tasks[:0], seen[:0]
 		return nil
 	}
+	// Release dropped the range's recrawl schedule, if it had one: the
+	// fetched records, with their metadata, bring it back.
+	var adopted []crawl.Adopted
+	adopt := func() error {
+		err := a.crawler.Adopt(adopted)
+		adopted = adopted[:0]
+		return err
+	}
 	queued := 0
 	err := a.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		seen = append(seen, store.SeenEntry{Key: rec.Key, URLHash: rec.URLHash, URL: rec.URL, Depth: rec.Depth})
-		if !rec.Done {
+		if rec.Done {
+			ad := crawl.Adopted{Task: crawl.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
+			if len(rec.Meta) > 0 {
+				if err := ad.Meta.UnmarshalBinary(rec.Meta); err != nil {
+					a.log.Warn("ignoring bad URL state in a shard record", "url", rec.URL, "err", err)
+				}
+			}
+			if adopted = append(adopted, ad); len(adopted) >= enqueueBatch {
+				if err := adopt(); err != nil {
+					return err
+				}
+			}
+		} else {
 			fetched, err := a.crawler.Fetched(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
@@ -120,6 +140,9 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 	})
 	if err == nil {
 		err = flush()
+	}
+	if err == nil {
+		err = adopt()
 	}
 	if err != nil {
 		return fmt.Errorf("activate %s: %w", r, err)
@@ -165,17 +188,29 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 	// it yet: the records that travel with the range must say so, or the
 	// next owner fetches those pages again. (This node stays up, so the
 	// links still in its outbox are delivered.)
+	// Likewise the newest metadata of what it fetched, so that the next
+	// owner recrawls on schedule.
 	var done []store.ShardRecord
 	err = a.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
-		if rec.Done {
-			return nil
+		changed := false
+		if !rec.Done {
+			fetched, err := a.crawler.Fetched(rec.Key, rec.URLHash)
+			if err != nil {
+				return err
+			}
+			rec.Done, changed = fetched, fetched
 		}
-		fetched, err := a.crawler.Fetched(rec.Key, rec.URLHash)
-		if err == nil && fetched {
-			rec.Done = true
+		meta, version, err := urlState(a.db, rec.Key, rec.URLHash)
+		if err != nil {
+			return err
+		}
+		if version > rec.MetaVersion {
+			rec.Meta, rec.MetaVersion, changed = meta, version, true
+		}
+		if changed {
 			done = append(done, rec)
 		}
-		return err
+		return nil
 	})
 	if err == nil {
 		err = a.db.PutShardRecords(done)
@@ -188,14 +223,24 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 }
 
 // Merged queues records that another node held for a range this node owns
-// (after a partition healed): those not seen here are new work.
+// (after a partition healed): those not seen here are new work, and the
+// pages it fetched are recrawled on the schedule of that fetch when it is
+// newer than this node's own.
 func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 	a.owner.mu.Lock()
 	defer a.owner.mu.Unlock()
 	var tasks []crawl.Task
 	var seen []store.SeenEntry
+	var adopted []crawl.Adopted
 	for _, r := range recs {
 		if r.Done {
+			ad := crawl.Adopted{Task: crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}}
+			if len(r.Meta) == 0 || ad.Meta.UnmarshalBinary(r.Meta) != nil {
+				continue
+			}
+			if _, version, err := urlState(a.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
+				adopted = append(adopted, ad)
+			}
 			continue
 		}
 		ok, err := a.db.Seen(r.Key, r.Hash)
@@ -209,6 +254,9 @@ func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 		seen = append(seen, store.SeenEntry{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth})
 		tasks = append(tasks, crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
 	}
+	if err := a.crawler.Adopt(adopted); err != nil {
+		a.log.Warn("merge: adopting the recrawl state of fetched URLs failed", "err", err)
+	}
 	if len(tasks) == 0 {
 		return
 	}
@@ -217,4 +265,16 @@ func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 		a.log.Warn("merge: mark seen failed", "err", err)
 	}
 	a.log.Info("merged records from another node", "queued", len(tasks))
+}
+
+// urlState is what this node knows of a URL after fetching it, as a shard
+// record's Meta and MetaVersion (the fetch time): nil and 0 when it never
+// fetched the URL.
+func urlState(db *store.DB, key, urlHash uint64) (meta []byte, version uint64, err error) {
+	m, ok, err := db.URLMeta(key, urlHash)
+	if err != nil || !ok || m.LastFetch.IsZero() {
+		return nil, 0, err
+	}
+	meta, err = m.MarshalBinary()
+	return meta, uint64(m.LastFetch.UnixNano()), err
 }

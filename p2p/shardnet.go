@@ -212,7 +212,7 @@ func decodeClaims(cs []*pb.Claim) ([]shard.Claim, error) {
 func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
 	out := make([]*pb.ShardRecord, len(rs))
 	for i, r := range rs {
-		out[i] = &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done}
+		out[i] = &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
 	return out
 }
@@ -225,10 +225,10 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 	}
 	out := make([]shard.Record, len(rs))
 	for i, r := range rs {
-		if r.Url == "" || len(r.Url) > crawl.MaxURLLength || r.Depth < 0 || r.Redirects < 0 {
-			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d)", i, len(r.Url), r.Depth, r.Redirects)
+		if r.Url == "" || len(r.Url) > crawl.MaxURLLength || r.Depth < 0 || r.Redirects < 0 || len(r.Meta) > shard.MaxMetaBytes {
+			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes)", i, len(r.Url), r.Depth, r.Redirects, len(r.Meta))
 		}
-		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
 	return out, nil
 }

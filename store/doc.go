@@ -49,7 +49,8 @@
 //
 // The shard tables (shard.go) are the replicated state of ring ranges that
 // package p2p/shard keeps on each replica: the shard records say which URLs
-// of a range must be crawled (or need no more crawling), the shard host
+// of a range must be crawled (or need no more crawling, with the crawler's
+// state of each fetched URL so its recrawls follow it), the shard host
 // records carry each host's politeness state, an opaque blob of the
 // crawler, to the range's next owner. Both are laid out by ring key (for a
 // host, its host key), so a range of the ring is one contiguous key range

@@ -9,13 +9,18 @@ package store
 //
 // The name hash is the 64-bit FNV-1a hash of the host name (hostHash).
 //
-// Shard record, version 1 (ring key and URL hash come from the key):
+// Shard record, version 2 (ring key and URL hash come from the key):
 //
-//	version    byte = 1
-//	flags      byte: bit 0 = done (no other bit may be set)
-//	depth      varint
-//	redirects  varint
-//	url        bytes
+//	version       byte = 2
+//	flags         byte: bit 0 = done (no other bit may be set)
+//	depth         varint
+//	redirects     varint
+//	url           bytes
+//	meta version  uvarint
+//	meta          bytes (the crawler's opaque state of the URL)
+//
+// Version 1 records, written before the meta fields existed, end after
+// url and are read with no meta.
 //
 // Shard host record, version 1 (host key from the key):
 //
@@ -24,8 +29,8 @@ package store
 //	data       bytes (the crawler's opaque host state)
 //
 // Records are merged, not counted: a shard record's merge keeps done once
-// set and otherwise the smaller depth (PutShardRecords), and the last write
-// of a shard host record wins.
+// set, the smaller depth and the meta of the higher meta version
+// (PutShardRecords), and the last write of a shard host record wins.
 
 import (
 	"bytes"
@@ -53,6 +58,11 @@ type ShardRecord struct {
 	// Done is set once the URL needs no more fetching: fetched, dead-lettered
 	// or dropped for good.
 	Done bool
+	// Meta is the crawler's opaque state of the URL after its last fetch
+	// (validators, next recrawl), and MetaVersion orders such states: the
+	// higher one wins a merge.
+	Meta        []byte
+	MetaVersion uint64
 }
 
 // ShardHost is the replicated politeness state of one host, an opaque blob
@@ -64,9 +74,9 @@ type ShardHost struct {
 }
 
 // PutShardRecords merges records into the shard table. The merge is
-// idempotent and commutative: Done wins, and otherwise the record with the
-// smaller depth is kept, so replicas that receive the same records in any
-// order and any number of times agree.
+// idempotent and commutative: Done wins, the smaller depth is kept, and so
+// is the meta of the higher MetaVersion, so replicas that receive the same
+// records in any order and any number of times agree.
 func (db *DB) PutShardRecords(recs []ShardRecord) error {
 	if db.closed.Load() {
 		return ErrClosed
@@ -101,7 +111,7 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 		merged := r
 		if ok {
 			merged = mergeShard(old, r)
-			if merged == old {
+			if shardEqual(merged, old) {
 				continue
 			}
 		}
@@ -123,7 +133,15 @@ func mergeShard(old, nw ShardRecord) ShardRecord {
 	if nw.Depth < old.Depth {
 		out.Depth, out.URL, out.Redirects = nw.Depth, nw.URL, nw.Redirects
 	}
+	if nw.MetaVersion > old.MetaVersion {
+		out.Meta, out.MetaVersion = nw.Meta, nw.MetaVersion
+	}
 	return out
+}
+
+func shardEqual(a, b ShardRecord) bool {
+	return a.Key == b.Key && a.URLHash == b.URLHash && a.URL == b.URL && a.Depth == b.Depth &&
+		a.Redirects == b.Redirects && a.Done == b.Done && a.MetaVersion == b.MetaVersion && bytes.Equal(a.Meta, b.Meta)
 }
 
 // ShardRecord returns the shard record of a URL, ok false when there is none.
@@ -211,24 +229,32 @@ func hostHash(host string) uint64 {
 	return h.Sum64()
 }
 
-const shardVersion = 1
+// shardVersion is the version of shard host records; shard records are
+// at shardRecordVersion.
+const (
+	shardVersion       = 1
+	shardRecordVersion = 2
+)
 
-// encodeShardRecord appends the version 1 shard record of r (see the top
-// of this file).
+// encodeShardRecord appends the shard record of r (see the top of this
+// file).
 func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	var flags byte
 	if r.Done {
 		flags |= 1
 	}
-	dst = append(dst, shardVersion, flags)
+	dst = append(dst, shardRecordVersion, flags)
 	dst = binary.AppendVarint(dst, int64(r.Depth))
 	dst = binary.AppendVarint(dst, int64(r.Redirects))
-	return appendString(dst, r.URL)
+	dst = appendString(dst, r.URL)
+	dst = binary.AppendUvarint(dst, r.MetaVersion)
+	return AppendBytes(dst, r.Meta)
 }
 
 func decodeShardRecord(v []byte, r *ShardRecord) error {
 	d := decoder{b: v}
-	if ver := d.byte(); d.err == nil && ver != shardVersion {
+	ver := d.byte()
+	if d.err == nil && ver != 1 && ver != shardRecordVersion {
 		return fmt.Errorf("%w: shard record version %d", ErrCorrupt, ver)
 	}
 	flags := d.byte()
@@ -239,5 +265,10 @@ func decodeShardRecord(v []byte, r *ShardRecord) error {
 	r.Depth = d.int()
 	r.Redirects = d.int()
 	r.URL = d.str()
+	if ver == shardRecordVersion {
+		r.MetaVersion = d.uvarint()
+		// Copied: a scan's value buffer is reused for the next key.
+		r.Meta = bytes.Clone(d.bytes())
+	}
 	return d.finish()
 }

@@ -105,3 +105,41 @@ func TestShardHostsLastWriteWinsAndCorruptRejected(t *testing.T) {
 		t.Fatalf("corrupt record: err = %v, want ErrCorrupt", err)
 	}
 }
+
+// A URL's meta (its state after the last fetch) travels with its shard
+// record: the newest version wins whatever order updates arrive in, the
+// blob survives a reopen, and records written before the meta fields
+// existed still read.
+func TestShardRecordMetaNewestWins(t *testing.T) {
+	base := ShardRecord{Key: 9, URLHash: 4, URL: "http://a.test/m", Depth: 2, Done: true}
+	v1, v2 := base, base
+	v1.Meta, v1.MetaVersion = []byte("first fetch"), 100
+	v2.Meta, v2.MetaVersion = []byte("recrawl"), 200
+	for _, order := range [][]ShardRecord{{v1, v2}, {v2, v1}, {v2, base, v1, v2}} {
+		dir := t.TempDir()
+		db := openTest(t, dir, testOptions(SeenExact))
+		for _, r := range order {
+			if err := db.PutShardRecords([]ShardRecord{r}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		db = openTest(t, dir, testOptions(SeenExact))
+		got := scanShard(t, db, 0, 0)
+		if len(got) != 1 || string(got[0].Meta) != "recrawl" || got[0].MetaVersion != 200 || !got[0].Done || got[0].Depth != 2 {
+			t.Errorf("after %d puts: %+v, want the recrawl's meta", len(order), got)
+		}
+	}
+
+	// A version 1 record: no meta fields.
+	v := []byte{1, 1}
+	v = append(v, 4, 0) // depth 2, redirects 0 (zigzag varints)
+	v = appendString(v, "http://a.test/old")
+	var r ShardRecord
+	if err := decodeShardRecord(v, &r); err != nil || r.URL != "http://a.test/old" || !r.Done || r.Depth != 2 || r.Meta != nil {
+		t.Errorf("version 1 record: %+v, %v", r, err)
+	}
+	if err := decodeShardRecord(append([]byte{3}, v[1:]...), &r); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("version 3 record: %v, want ErrCorrupt", err)
+	}
+}

@@ -137,3 +137,18 @@ func decodeURLMeta(v []byte, m *URLMeta) error {
 	m.Fetches = d.int()
 	return d.finish()
 }
+
+// MarshalBinary encodes m as the store keeps it, for handing a URL's
+// state to another node.
+func (m URLMeta) MarshalBinary() ([]byte, error) { return encodeURLMeta(&m), nil }
+
+// UnmarshalBinary decodes what MarshalBinary produced; anything else is
+// ErrCorrupt.
+func (m *URLMeta) UnmarshalBinary(b []byte) error {
+	var out URLMeta
+	if err := decodeURLMeta(b, &out); err != nil {
+		return fmt.Errorf("url meta: %w", err)
+	}
+	*m = out
+	return nil
+}

@@ -26,7 +26,8 @@ type App interface {
 	// the range.
 	Deactivate(ctx context.Context, r Range) error
 	// Merged: records that arrived (merge/handoff/pull) inside a range this
-	// node actively claims; the app queues the pending ones it lacks.
+	// node actively claims; the app queues the pending ones it lacks, and
+	// takes over the Meta of the done ones (their recrawl state).
 	Merged(ctx context.Context, recs []Record)
 }
 
@@ -604,9 +605,10 @@ func (m *Manager) activate(ctx context.Context, r Range) {
 }
 
 // notifyMerged passes the app the records just stored that lie in active
-// claims and are still pending after the merge: the stored version, so a
-// stale pending copy of a record this node already finished is not
-// queued again. Callers hold transMu.
+// claims and are still pending after the merge, or that brought a fetched
+// URL's state (Meta): the stored version, so a stale pending copy of a
+// record this node already finished is not queued again, and an older
+// Meta never wins. Callers hold transMu.
 func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
 	if len(recs) == 0 {
 		return
@@ -614,24 +616,24 @@ func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
 	m.mu.Lock()
 	var in []Record
 	for _, r := range recs {
-		if m.claims.covers(r.Key) && !r.Done {
+		if m.claims.covers(r.Key) && (!r.Done || len(r.Meta) > 0) {
 			in = append(in, r)
 		}
 	}
 	m.mu.Unlock()
-	var pending []Record
+	var out []Record
 	for _, r := range in {
 		stored, ok, err := m.storedRecord(r.Key, r.Hash)
 		switch {
 		case err != nil:
 			m.log.Warn("read merged record", "key", ring.ID(r.Key), "err", err)
-			pending = append(pending, r)
-		case ok && !stored.Done:
-			pending = append(pending, stored)
+			out = append(out, r)
+		case ok && (!stored.Done || len(r.Meta) > 0):
+			out = append(out, stored)
 		}
 	}
-	if len(pending) > 0 {
-		m.app.Merged(ctx, pending)
+	if len(out) > 0 {
+		m.app.Merged(ctx, out)
 	}
 }
 

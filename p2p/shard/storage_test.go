@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -20,8 +21,13 @@ func TestMergeRecord(t *testing.T) {
 	if got := MergeRecord(done, Record{Key: 1, Hash: 2, URL: "u", Depth: 1}); !got.Done || got.Depth != 1 || got.Redirects != 0 {
 		t.Fatalf("a pending copy must not undo Done; smaller depth taken: %+v", got)
 	}
-	if got := MergeRecord(old, Record{Key: 1, Hash: 2, URL: "other", Depth: 9}); got != old {
+	if got := MergeRecord(old, Record{Key: 1, Hash: 2, URL: "other", Depth: 9}); !reflect.DeepEqual(got, old) {
 		t.Fatalf("otherwise the stored record is kept: %+v", got)
+	}
+	v1 := Record{Key: 1, Hash: 2, URL: "u", Done: true, Meta: []byte("fetch 1"), MetaVersion: 10}
+	v2 := Record{Key: 1, Hash: 2, URL: "u", Done: true, Meta: []byte("fetch 2"), MetaVersion: 20}
+	if a, b := MergeRecord(MergeRecord(old, v1), v2), MergeRecord(MergeRecord(old, v2), v1); string(a.Meta) != "fetch 2" || !reflect.DeepEqual(a, b) {
+		t.Fatalf("the newest meta must win in any order: %+v vs %+v", a, b)
 	}
 }
 

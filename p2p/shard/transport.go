@@ -122,7 +122,7 @@ const maxDigestBuckets = 4096
 
 // mix hashes one record's identity and state into a digest term.
 func mix(r Record) uint64 {
-	x := r.Key ^ (r.Hash * 0x9e3779b97f4a7c15)
+	x := r.Key ^ (r.Hash * 0x9e3779b97f4a7c15) ^ (r.MetaVersion * 0xc2b2ae3d27d4eb4f)
 	if r.Done {
 		x ^= 0xd6e8feb86659fd93
 	}

@@ -71,17 +71,27 @@ func (c Claim) String() string { return c.Range.String() + "@" + c.Epoch.String(
 // Done means the URL needs no more fetching: fetched, dead-lettered or
 // dropped for good. Records are never deleted, and merging follows
 // MergeRecord, so replicas converge whatever order updates arrive in.
+//
+// Meta is the app's opaque state of the URL after its last fetch (for the
+// crawler: validators and the next recrawl time), so that a new owner
+// recrawls on schedule; MetaVersion orders such states (the fetch time).
 type Record struct {
 	Key, Hash        uint64
 	URL              string
 	Depth, Redirects int
 	Done             bool
+	Meta             []byte
+	MetaVersion      uint64
 }
+
+// MaxMetaBytes bounds Record.Meta.
+const MaxMetaBytes = 16 << 10
 
 // MergeRecord combines the stored record old with an incoming version of
 // the same URL: Done wins; otherwise the stored record is kept, except that
-// a smaller Depth (with its Redirects) replaces a larger one. Every Storage
-// must merge this way.
+// a smaller Depth (with its Redirects) replaces a larger one, and the Meta
+// of a higher MetaVersion replaces a lower one. Every Storage must merge
+// this way.
 func MergeRecord(old, incoming Record) Record {
 	out := old
 	if out.URL == "" {
@@ -92,6 +102,9 @@ func MergeRecord(old, incoming Record) Record {
 	}
 	if incoming.Depth < out.Depth {
 		out.Depth, out.Redirects = incoming.Depth, incoming.Redirects
+	}
+	if incoming.MetaVersion > out.MetaVersion {
+		out.Meta, out.MetaVersion = incoming.Meta, incoming.MetaVersion
 	}
 	return out
 }

@@ -1233,13 +1233,18 @@ func (x *Claim) GetEpoch() *Epoch {
 
 // ShardRecord is the replicated state of one URL.
 type ShardRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
-	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
-	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
-	Depth         int32                  `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
-	Redirects     int32                  `protobuf:"varint,5,opt,name=redirects,proto3" json:"redirects,omitempty"`
-	Done          bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Hash      uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	Url       string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Depth     int32                  `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects int32                  `protobuf:"varint,5,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	Done      bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
+	// meta is the crawler's opaque state of the URL after its last fetch
+	// (validators, next recrawl), at most 16 KiB; meta_version orders such
+	// states, the higher wins.
+	Meta          []byte `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	MetaVersion   uint64 `protobuf:"varint,8,opt,name=meta_version,json=metaVersion,proto3" json:"meta_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1314,6 +1319,20 @@ func (x *ShardRecord) GetDone() bool {
 		return x.Done
 	}
 	return false
+}
+
+func (x *ShardRecord) GetMeta() []byte {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *ShardRecord) GetMetaVersion() uint64 {
+	if x != nil {
+		return x.MetaVersion
+	}
+	return 0
 }
 
 // HostState is the replicated politeness state of one host (its clock and
@@ -2671,14 +2690,16 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
 	"\x05Claim\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
-	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\x8d\x01\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xc4\x01\n" +
 	"\vShardRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x04 \x01(\x05R\x05depth\x12\x1c\n" +
 	"\tredirects\x18\x05 \x01(\x05R\tredirects\x12\x12\n" +
-	"\x04done\x18\x06 \x01(\bR\x04done\"E\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\x12\x12\n" +
+	"\x04meta\x18\a \x01(\fR\x04meta\x12!\n" +
+	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\"E\n" +
 	"\tHostState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
