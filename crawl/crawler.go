@@ -382,6 +382,11 @@ type Crawler struct {
 	noHelperUntil atomic.Int64
 	helpSlots     chan struct{}
 
+	// freshRobots holds the hosts whose robots.txt was fetched since the
+	// last TakeFreshSnapshots.
+	freshMu     sync.Mutex
+	freshRobots map[string]bool
+
 	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
 
 	mu       sync.Mutex

@@ -772,3 +772,28 @@ func (c *Crawler) Adopt(urls []Adopted) error {
 	}
 	return nil
 }
+
+// noteFreshRobots remembers that host's robots.txt was just fetched.
+func (c *Crawler) noteFreshRobots(host string) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	if c.freshRobots == nil {
+		c.freshRobots = map[string]bool{}
+	}
+	c.freshRobots[host] = true
+}
+
+// TakeFreshSnapshots returns the snapshots of the hosts whose robots.txt
+// was fetched since the last call, and forgets them: what a node sends its
+// replicas so that whoever takes a host over after a crash reuses its
+// robots.txt (and waits out its politeness clock) instead of asking again.
+func (c *Crawler) TakeFreshSnapshots() []HostSnapshot {
+	c.freshMu.Lock()
+	hosts := c.freshRobots
+	c.freshRobots = nil
+	c.freshMu.Unlock()
+	if len(hosts) == 0 {
+		return nil
+	}
+	return c.snapshots(hosts, func(host string) bool { return hosts[host] }, false)
+}

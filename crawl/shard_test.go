@@ -1112,3 +1112,32 @@ func TestAdoptRecrawlsOnSchedule(t *testing.T) {
 		t.Errorf("an older adopted copy replaced the local metadata: %+v", got)
 	}
 }
+
+// TestTakeFreshSnapshots: the hosts whose robots.txt was fetched come out
+// once, with the robots.txt, for the replicas; then nothing until another
+// robots.txt is fetched.
+func TestTakeFreshSnapshots(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private/\n")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	c := newTestCrawler(t, testConfig(), nil, nil)
+	if got := c.TakeFreshSnapshots(); len(got) != 0 {
+		t.Fatalf("before any fetch: %+v", got)
+	}
+	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	stop := runCrawler(t, c)
+	waitUntil(t, 10*time.Second, "the pages", func() bool { return srv.count("/a")+srv.count("/b") == 2 })
+	stop()
+	host, _ := HostOf(srv.URL + "/")
+	got := c.TakeFreshSnapshots()
+	if len(got) != 1 || got[0].Host != host || got[0].RobotsStatus != 200 || !strings.Contains(string(got[0].Robots), "Disallow: /private/") {
+		t.Fatalf("fresh snapshots: %+v, want the robots.txt of %s", got, host)
+	}
+	if again := c.TakeFreshSnapshots(); len(again) != 0 {
+		t.Errorf("taken twice: %+v", again)
+	}
+}

@@ -325,6 +325,7 @@ func (c *Crawler) fetchRobots(ctx context.Context, l *lease, origin string) (*ro
 	}
 	l.crawlDelay = max(l.crawlDelay, rules.crawlDelay)
 	c.robots.put(origin, rules, c.now())
+	c.noteFreshRobots(l.host)
 	return rules, nil
 }
 

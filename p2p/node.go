@@ -359,17 +359,52 @@ type doneItem struct {
 // manager once their links are settled.
 const progressInterval = 50 * time.Millisecond
 
-// progressLoop reports finished URLs to the shard manager.
+// hostsEvery is how many progress ticks pass between two reports of the
+// hosts whose robots.txt was fetched, and hostsBudget bounds the bytes of
+// one report: host states ride on the heartbeat that renews the lease,
+// which must stay small. Hosts past the budget are reported when their
+// range is handed over; after a crash their next owner fetches robots.txt
+// again.
+const (
+	hostsEvery  = 20
+	hostsBudget = 1 << 20
+)
+
+// progressLoop reports finished URLs to the shard manager, and now and
+// then the hosts whose robots.txt was fetched, so that the replicas hold
+// the robots.txt of every host they may have to take over.
 func (n *Node) progressLoop(ctx context.Context) {
 	t := time.NewTicker(progressInterval)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		n.flushProgress()
+		if tick%hostsEvery == 0 {
+			n.flushHosts()
+		}
+	}
+}
+
+// flushHosts hands the shard manager the hosts whose robots.txt was
+// fetched since the last call.
+func (n *Node) flushHosts() {
+	hosts, err := hostStates(n.crawler.TakeFreshSnapshots())
+	size := 0
+	for i, h := range hosts {
+		if size += len(h.Data) + len(h.Host); size > hostsBudget {
+			hosts = hosts[:i]
+			break
+		}
+	}
+	if err == nil && len(hosts) > 0 {
+		err = n.shard.Progress(nil, hosts)
+	}
+	if err != nil {
+		n.log.Warn("recording host states failed", "err", err)
 	}
 }
 

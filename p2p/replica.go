@@ -173,15 +173,11 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
 	}
-	hosts := make([]store.ShardHost, 0, len(snaps))
-	for _, s := range snaps {
-		b, err := s.MarshalBinary()
-		if err != nil {
-			return fmt.Errorf("deactivate %s: host %s: %w", r, s.Host, err)
-		}
-		hosts = append(hosts, store.ShardHost{Key: s.Key, Host: s.Host, Data: b})
+	hosts, err := hostStates(snaps)
+	if err == nil {
+		err = shardStorage{db: a.db}.PutHosts(hosts)
 	}
-	if err := a.db.PutShardHosts(hosts); err != nil {
+	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
 	}
 	// What this node fetched is done, whether or not the replicas heard of
@@ -277,4 +273,17 @@ func urlState(db *store.DB, key, urlHash uint64) (meta []byte, version uint64, e
 	}
 	meta, err = m.MarshalBinary()
 	return meta, uint64(m.LastFetch.UnixNano()), err
+}
+
+// hostStates turns the crawler's host snapshots into shard host states.
+func hostStates(snaps []crawl.HostSnapshot) ([]shard.HostState, error) {
+	out := make([]shard.HostState, 0, len(snaps))
+	for _, s := range snaps {
+		b, err := s.MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %w", s.Host, err)
+		}
+		out = append(out, shard.HostState{Key: s.Key, Host: s.Host, Data: b})
+	}
+	return out, nil
 }

@@ -573,6 +573,25 @@ func sharedHosts(log []synthweb.Request, t0 time.Time) []string {
 	return out
 }
 
+// robotsRefetched lists the hosts whose robots.txt was requested more
+// than once, with the nodes that asked, in order.
+func robotsRefetched(log []synthweb.Request) []string {
+	by := map[string][]string{}
+	for _, r := range log {
+		if r.Path == "/robots.txt" {
+			by[r.Host] = append(by[r.Host], nodeOf(r))
+		}
+	}
+	var out []string
+	for host, nodes := range by {
+		if len(nodes) > 1 {
+			out = append(out, host+": "+strings.Join(nodes, ", "))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // parseRingID parses a ring position written in hex, with or without 0x.
 func parseRingID(s string) (uint64, error) {
 	return strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 64)

@@ -98,6 +98,10 @@ func TestChurnChaos(t *testing.T) {
 	extra, _ := s.extraFetches()
 	t.Logf("8 nodes, 2 killed, 1 restarted: %d pages on %d hosts complete at %v, %d duplicate fetches, %d hosts crawled by more than one node; requests per node %v",
 		len(s.truth), len(s.web.Hosts()), completeAt.Round(time.Millisecond), extra, len(sharedHosts(log, s.start)), s.requestsByNode(log))
+	// robots.txt travels to the replicas within a second of its fetch, so
+	// the nodes that took the dead ranges over mostly reuse it.
+	again := robotsRefetched(log)
+	t.Logf("robots.txt fetched more than once on %d of %d hosts: %v", len(again), len(s.web.Hosts()), again)
 
 	sts = s.waitClaimsPartition(30 * time.Second)
 	promotions := int64(0)
