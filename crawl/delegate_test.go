@@ -204,25 +204,35 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 	})
 	c := newTestCrawler(t, testConfig(), nil, nil)
 	host, _ := HostOf(srv.URL + "/")
-	batch := func(paths ...string) *Batch {
-		b := &Batch{Host: host, Gap: 40 * time.Millisecond, Budget: 100 * time.Millisecond, Wait: 5 * time.Second}
+	const gap, budget = 40 * time.Millisecond, 200 * time.Millisecond
+	batch := func(budget time.Duration, paths ...string) *Batch {
+		b := &Batch{Host: host, Gap: gap, Budget: budget, Wait: 5 * time.Second}
 		for _, p := range paths {
 			b.Tasks = append(b.Tasks, BatchTask{Task: Task{URL: srv.URL + p}})
 		}
 		return b
 	}
-	res, err := c.FetchBatch(context.Background(), batch("/1", "/2", "/3", "/4", "/5", "/6", "/7", "/8"))
+	var paths []string
+	for i := range 12 {
+		paths = append(paths, fmt.Sprintf("/%d", i+1))
+	}
+	res, err := c.FetchBatch(context.Background(), batch(budget, paths...))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// At a 40ms gap, 12 requests need at least 440ms: the 200ms budget
+	// stops the batch after at most 6 (fewer on a slow machine).
 	hits := srv.log()
-	if len(res.Done) != len(hits) || len(hits) < 2 || len(hits) > 4 {
-		t.Fatalf("%d outcomes, %d requests: want 2 to 4 within a 100ms budget at a 40ms gap", len(res.Done), len(hits))
+	if len(res.Done) != len(hits) || len(hits) == 0 || len(hits) > 6 {
+		t.Fatalf("%d outcomes, %d requests: want 1 to 6 within a %v budget at a %v gap", len(res.Done), len(hits), budget, gap)
 	}
 	for i, g := range gaps(hits) {
-		if g < 40*time.Millisecond {
-			t.Errorf("requests %d and %d %v apart, under the 40ms gap", i, i+1, g)
+		if g < gap {
+			t.Errorf("requests %d and %d %v apart, under the %v gap", i, i+1, g, gap)
 		}
+	}
+	if late := hits[len(hits)-1].at.Sub(hits[0].at); late > budget+50*time.Millisecond {
+		t.Errorf("the last request came %v after the first, past the %v budget", late, budget)
 	}
 	for i, r := range res.Done {
 		if !r.Terminal || r.Outcome.Meta == nil || r.Outcome.Meta.Status != 200 || r.Outcome.Meta.URL != srv.URL+fmt.Sprintf("/%d", i+1) {
@@ -233,7 +243,7 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 
-	res, err = c.FetchBatch(context.Background(), batch("/a", "/busy", "/b"))
+	res, err = c.FetchBatch(context.Background(), batch(3*time.Second, "/a", "/busy", "/b"))
 	if err != nil {
 		t.Fatal(err)
 	}
