@@ -139,8 +139,10 @@ type Config struct {
 	// goes back to the store (stopped, not owned, released). It is called
 	// after the outcome is written to the store, from worker goroutines or,
 	// for tasks Enqueue drops, from Enqueue's caller; it must not block for
-	// long and must not call Enqueue or Release.
-	OnDone func(t Task, ringKey, urlHash uint64)
+	// long and must not call Enqueue or Release. meta is the URL's metadata
+	// as the outcome stored it (nil when the task ended without one), so
+	// that the caller need not read it back.
+	OnDone func(t Task, ringKey, urlHash uint64, meta *store.URLMeta)
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (see Delegator); 0 never delegates.
 	// Delegation needs KeyHost.

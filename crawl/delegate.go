@@ -122,8 +122,17 @@ func (c *Crawler) hot(host string) bool {
 	return c.frontier.backlog(host, c.cfg.HotQueue)
 }
 
+// hotTTL and coldTTL are how long Frontier.backlog trusts a count of a
+// host's queue in the store that found it hot, or not: a hot host stays hot
+// for a while, and a growing queue is noticed soon.
+const (
+	hotTTL  = 10 * time.Second
+	coldTTL = 250 * time.Millisecond
+)
+
 // backlog reports whether at least n tasks of host are queued and not
-// handed out.
+// handed out. A count that needs the store is reused for hotTTL or
+// coldTTL.
 func (f *Frontier) backlog(host string, n int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -136,6 +145,10 @@ func (f *Frontier) backlog(host string, n int) bool {
 	case !q.more:
 		return false
 	}
+	now := f.now()
+	if now.Before(q.hotUntil) {
+		return q.hot
+	}
 	taken := q.taken
 	head, err := f.db.QueueHead(q.key, n, func(e *store.QueueEntry) bool {
 		return slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
@@ -144,7 +157,13 @@ func (f *Frontier) backlog(host string, n int) bool {
 		f.storeErrs++
 		return false
 	}
-	return len(head) >= n
+	q.hot = len(head) >= n
+	if q.hot {
+		q.hotUntil = now.Add(hotTTL)
+	} else {
+		q.hotUntil = now.Add(coldTTL)
+	}
+	return q.hot
 }
 
 // delegateItem is a task of a batch being built, with what the owner

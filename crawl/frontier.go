@@ -118,6 +118,12 @@ type hostQueue struct {
 	// setParkedLocked). held is set while a Release fences its head
 	// task; the end of the Release brings it back.
 	parked, held bool
+
+	// hot caches Frontier.backlog's answer for the host until hotUntil:
+	// counting a long queue in the store on every lease would cost more
+	// than the answer changes.
+	hot      bool
+	hotUntil time.Time
 }
 
 func (q *hostQueue) hasWork() bool { return len(q.buf) > 0 || q.more }

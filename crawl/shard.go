@@ -177,13 +177,17 @@ func (c *Crawler) park(t Task, l *lease) {
 	c.finish(l)
 }
 
-// done tells Config.OnDone that t reached its end.
-func (c *Crawler) done(t Task) {
+// done tells Config.OnDone that t reached its end without new metadata.
+func (c *Crawler) done(t Task) { c.doneWith(t, nil) }
+
+// doneWith tells Config.OnDone that t reached its end with the metadata
+// its outcome stored.
+func (c *Crawler) doneWith(t Task, meta *store.URLMeta) {
 	if c.cfg.OnDone == nil {
 		return
 	}
 	ringKey, urlHash := c.keys(t.URL)
-	c.cfg.OnDone(t, ringKey, urlHash)
+	c.cfg.OnDone(t, ringKey, urlHash, meta)
 }
 
 // Release stops all work on tasks whose ring key satisfies in: no new task

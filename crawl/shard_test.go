@@ -582,7 +582,7 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	var mu sync.Mutex
 	doneN := map[string]int{}
 	var badKeys []string
-	cfg.OnDone = func(task Task, ringKey, urlHash uint64) {
+	cfg.OnDone = func(task Task, ringKey, urlHash uint64, _ *store.URLMeta) {
 		mu.Lock()
 		defer mu.Unlock()
 		doneN[task.URL]++
@@ -751,7 +751,7 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	cfg.MaxPagesPerHost = 1
 	var done atomic.Int64
 	var urls sync.Map
-	cfg.OnDone = func(task Task, _, _ uint64) {
+	cfg.OnDone = func(task Task, _, _ uint64, _ *store.URLMeta) {
 		done.Add(1)
 		urls.Store(task.URL, true)
 	}

@@ -247,7 +247,7 @@ func (c *Crawler) complete(t Task, o Outcome, terminal bool) {
 		return
 	}
 	if terminal {
-		c.done(t)
+		c.doneWith(t, o.Meta)
 	}
 }
 

@@ -334,15 +334,16 @@ func (n *Node) unparkLoop(ctx context.Context) {
 // page marked done while its links sit in this node's outbox would lose
 // them if the node died for good, since the next owner would not fetch the
 // page again.
-func (n *Node) onDone(t crawl.Task, key, urlHash uint64) {
+func (n *Node) onDone(t crawl.Task, key, urlHash uint64, meta *store.URLMeta) {
 	rec := shard.Record{Key: key, Hash: urlHash, URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Done: true}
 	// The URL's state after the fetch travels with the record, so that
 	// whoever owns it next recrawls it on schedule, conditionally.
-	meta, version, err := urlState(n.db, key, urlHash)
-	if err != nil {
-		n.log.Warn("reading a fetched URL's state failed", "url", t.URL, "err", err)
+	if meta != nil {
+		var err error
+		if rec.Meta, rec.MetaVersion, err = recordState(*meta); err != nil {
+			n.log.Warn("encoding a fetched URL's state failed", "url", t.URL, "err", err)
+		}
 	}
-	rec.Meta, rec.MetaVersion = meta, version
 	links := n.router.TakeLinks(t.URL)
 	n.doneMu.Lock()
 	n.doneWait = append(n.doneWait, doneItem{rec: rec, links: links})

@@ -268,8 +268,17 @@ func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 // fetched the URL.
 func urlState(db *store.DB, key, urlHash uint64) (meta []byte, version uint64, err error) {
 	m, ok, err := db.URLMeta(key, urlHash)
-	if err != nil || !ok || m.LastFetch.IsZero() {
+	if err != nil || !ok {
 		return nil, 0, err
+	}
+	return recordState(m)
+}
+
+// recordState encodes a URL's metadata as a shard record's Meta and
+// MetaVersion (the fetch time); nil and 0 for a URL never fetched.
+func recordState(m store.URLMeta) (meta []byte, version uint64, err error) {
+	if m.LastFetch.IsZero() {
+		return nil, 0, nil
 	}
 	meta, err = m.MarshalBinary()
 	return meta, uint64(m.LastFetch.UnixNano()), err

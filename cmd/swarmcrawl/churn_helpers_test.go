@@ -111,6 +111,18 @@ type swarm struct {
 	nodes  []*member
 }
 
+// startCrawl starts n nodes, waits until they form one ring, seeds the
+// crawl through the second node and waits until share of the ground truth
+// is fetched.
+func (s *swarm) startCrawl(n int, share float64) {
+	for range n {
+		s.add()
+	}
+	s.waitRing(60 * time.Second)
+	s.seed(s.nodes[1])
+	s.waitFetched(share, 90*time.Second)
+}
+
 // newSwarm starts the synthetic web for cfg; nodes are added with add.
 func newSwarm(t *testing.T, cfg synthweb.Config, delay time.Duration) *swarm {
 	t.Helper()

@@ -35,12 +35,7 @@ func TestChurnChaos(t *testing.T) {
 	cfg.Latency = 400 * time.Millisecond
 	s := newSwarm(t, cfg, delay)
 	defer s.report()
-	for range 8 {
-		s.add()
-	}
-	s.waitRing(60 * time.Second)
-	s.seed(s.nodes[1])
-	s.waitFetched(0.25, 90*time.Second)
+	s.startCrawl(8, 0.25)
 
 	// Two ring neighbours, neither the bootstrap node: a node and its
 	// first successor, so the first one's range keeps a single replica.
@@ -134,12 +129,7 @@ func TestSplitBrainSIGSTOP(t *testing.T) {
 	cfg.Latency = 100 * time.Millisecond
 	s := newSwarm(t, cfg, delay)
 	defer s.report()
-	for range 5 {
-		s.add()
-	}
-	s.waitRing(60 * time.Second)
-	s.seed(s.nodes[1])
-	s.waitFetched(0.25, 90*time.Second)
+	s.startCrawl(5, 0.25)
 
 	// The victim: of the nodes but the bootstrap one, the one with the
 	// most work pending.
@@ -300,12 +290,7 @@ func TestGrowthJoins(t *testing.T) {
 	cfg.Latency = 100 * time.Millisecond
 	s := newSwarm(t, cfg, delay)
 	defer s.report()
-	for range 4 {
-		s.add()
-	}
-	s.waitRing(60 * time.Second)
-	s.seed(s.nodes[1])
-	s.waitFetched(0.2, 90*time.Second)
+	s.startCrawl(4, 0.2)
 
 	joinAt := time.Now()
 	var joiners []*member

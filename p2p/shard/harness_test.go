@@ -562,6 +562,20 @@ func (c *cluster) record(key uint64) Record {
 	return Record{Key: key, Hash: h, URL: fmt.Sprintf("https://h%016x/p%016x", key, h), Depth: 1}
 }
 
+// acceptIn has n accept count new records with keys in r, as an owner
+// does for a batch routed to it, and returns them.
+func (c *cluster) acceptIn(ctx context.Context, n *testNode, r Range, count int) []Record {
+	c.tb.Helper()
+	recs := make([]Record, count)
+	for i := range recs {
+		recs[i] = c.record(c.keyIn(r))
+	}
+	if err := n.m.Accept(ctx, recs); err != nil {
+		c.tb.Fatal(err)
+	}
+	return recs
+}
+
 // build starts size nodes and runs until the shard state has settled.
 func (c *cluster) build(size int) {
 	c.tb.Helper()

@@ -300,13 +300,7 @@ func TestJoinHandoff(t *testing.T) {
 	old := c.nodes[1]
 	claim := ownerClaim(t, old)
 	// Records spread over the old range, more than one chunk's worth.
-	var recs []Record
-	for range 50 {
-		recs = append(recs, c.record(c.keyIn(claim.Range)))
-	}
-	if err := old.m.Accept(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
+	recs := c.acceptIn(ctx, old, claim.Range, 50)
 	old.app.enqueue(recs...)
 	// A new node in the middle of the range.
 	mid := claim.Range.From + ring.ID(uint64(claim.Range.To-claim.Range.From)/2)
@@ -367,13 +361,7 @@ func TestGracefulLeave(t *testing.T) {
 	c.build(4)
 	leaver := c.nodes[2]
 	claim := ownerClaim(t, leaver)
-	var recs []Record
-	for range 40 {
-		recs = append(recs, c.record(c.keyIn(claim.Range)))
-	}
-	if err := leaver.m.Accept(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
+	recs := c.acceptIn(ctx, leaver, claim.Range, 40)
 	done := recs[0]
 	done.Done = true
 	leaver.m.Progress([]Record{done}, nil)
