@@ -2,14 +2,17 @@ package p2p
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
+	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
@@ -17,13 +20,42 @@ import (
 // other members under the rendezvous namespace.
 const discoveryInterval = 30 * time.Second
 
-// discover advertises the node under the rendezvous namespace and looks
-// for other members. A node that is alone on its ring (it started without
-// bootstrap peers, or lost every neighbour) joins through the first member
-// it finds, so swarms started apart grow together. The DHT only ever
-// carries "who is a member": no crawl state.
-func (n *Node) discover(ctx context.Context) {
-	rd := drouting.NewRoutingDiscovery(n.dht)
+// Discovery finds other swarm members through the Kademlia DHT, which is
+// used for nothing else: it runs under the swarmcrawl protocol prefix, so
+// it never joins the public IPFS DHT, and it stores no values. Crawl state
+// lives on the ring, never in the DHT.
+type Discovery struct {
+	host host.Host
+	dht  *dht.IpfsDHT
+	log  *slog.Logger
+}
+
+// NewDiscovery starts the discovery DHT on h, bootstrapping from the given
+// peers. Every member is a DHT server, because swarms are small enough
+// that routing tables stay tiny and clients-only members would leave no
+// one to answer. Close stops it.
+func NewDiscovery(ctx context.Context, h host.Host, bootstrap []peer.AddrInfo, log *slog.Logger) (*Discovery, error) {
+	d, err := dht.New(h,
+		dht.ProtocolPrefix(protocol.DHTPrefix),
+		dht.Mode(dht.ModeServer),
+		dht.DisableValues(),
+		dht.BootstrapPeers(bootstrap...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("discovery dht: %w", err)
+	}
+	if err := d.Bootstrap(ctx); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("discovery dht bootstrap: %w", err)
+	}
+	return &Discovery{host: h, dht: d, log: log}, nil
+}
+
+// Run advertises the node under the rendezvous namespace and looks for
+// other members until ctx ends, calling found (with its addresses already
+// in the peerstore) for every member other than this one.
+func (d *Discovery) Run(ctx context.Context, found func(ctx context.Context, p peer.AddrInfo)) {
+	rd := drouting.NewRoutingDiscovery(d.dht)
 	wait := time.Second
 	for {
 		select {
@@ -35,7 +67,7 @@ func (n *Node) discover(ctx context.Context) {
 		// node waiting for company): retry soon, backing off to the
 		// normal interval, so a newcomer is found in seconds.
 		if _, err := rd.Advertise(ctx, protocol.Rendezvous); err != nil {
-			n.log.Debug("advertise", "err", err)
+			d.log.Debug("advertise", "err", err)
 			wait = min(2*wait, discoveryInterval)
 		} else {
 			wait = discoveryInterval
@@ -44,38 +76,24 @@ func (n *Node) discover(ctx context.Context) {
 		peers, err := rd.FindPeers(findCtx, protocol.Rendezvous, discovery.Limit(32))
 		if err != nil {
 			cancel()
-			n.log.Debug("find peers", "err", err)
+			d.log.Debug("find peers", "err", err)
 			continue
 		}
 		for p := range peers {
-			n.found(findCtx, p)
+			if p.ID == d.host.ID() || len(p.Addrs) == 0 {
+				continue
+			}
+			d.host.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.RecentlyConnectedAddrTTL)
+			found(findCtx, p)
 		}
 		cancel()
 	}
 }
 
-func (n *Node) found(ctx context.Context, p peer.AddrInfo) {
-	if p.ID == n.host.ID() || len(p.Addrs) == 0 {
-		return
+// Close stops the DHT.
+func (d *Discovery) Close() error {
+	if err := d.dht.Close(); err != nil {
+		return fmt.Errorf("close discovery dht: %w", err)
 	}
-	n.host.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.RecentlyConnectedAddrTTL)
-	if !alone(n.ring) {
-		return
-	}
-	if err := n.ring.Join(ctx, RingPeer(p.ID)); err != nil {
-		n.log.Debug("join discovered member", "peer", shortID(p.ID), "err", err)
-		return
-	}
-	n.log.Info("joined discovered member", "peer", shortID(p.ID))
-}
-
-// alone reports whether r is the only member of its ring.
-func alone(r *ring.Node) bool {
-	self := r.Self()
-	for _, s := range r.Successors() {
-		if s != self {
-			return false
-		}
-	}
-	return true
+	return nil
 }

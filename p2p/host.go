@@ -1,39 +1,42 @@
 package p2p
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	ma "github.com/multiformats/go-multiaddr"
-
-	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
-// HostConfig configures the libp2p host of a node.
-type HostConfig struct {
-	// Listen are the multiaddrs to listen on, e.g. /ip4/0.0.0.0/tcp/4001.
+// Config configures the libp2p host of a node. A zero field takes its
+// default.
+type Config struct {
+	// Listen are the multiaddrs to listen on. Default
+	// /ip4/0.0.0.0/tcp/4001 and /ip4/0.0.0.0/udp/4001/quic-v1.
 	Listen []string
-	// NAT turns on port mapping (UPnP / NAT-PMP), the AutoNAT service and
-	// hole punching. Default true for real nodes; tests turn it off so they
-	// never send traffic off the machine.
-	NAT bool
+	// DisableNAT turns off port mapping (UPnP / NAT-PMP), the AutoNAT
+	// service and hole punching, which are on by default. Tests turn them
+	// off so that they never send traffic off the machine.
+	DisableNAT bool
 	// Relays are static circuit-relay peers (full /p2p multiaddrs). When
 	// set, the node reserves a slot on them if it finds itself behind NAT.
 	Relays []string
 }
 
+// DefaultConfig returns the defaults noted on Config's fields.
+func DefaultConfig() Config {
+	return Config{Listen: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}}
+}
+
 // NewHost builds the libp2p host with the node's persisted identity.
-func NewHost(key crypto.PrivKey, cfg HostConfig) (host.Host, error) {
+func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 	if len(cfg.Listen) == 0 {
-		return nil, fmt.Errorf("new host: no listen address")
+		cfg.Listen = DefaultConfig().Listen
 	}
 	for _, a := range cfg.Listen {
 		if _, err := ma.NewMultiaddr(a); err != nil {
@@ -50,7 +53,7 @@ func NewHost(key crypto.PrivKey, cfg HostConfig) (host.Host, error) {
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent("swarmcrawl/0.1"),
 	}
-	if cfg.NAT {
+	if !cfg.DisableNAT {
 		opts = append(opts,
 			libp2p.NATPortMap(),
 			libp2p.EnableNATService(),
@@ -107,27 +110,4 @@ func FullAddrs(h host.Host) []string {
 		out = append(out, a.String()+"/p2p/"+h.ID().String())
 	}
 	return out
-}
-
-// NewDiscoveryDHT starts the Kademlia DHT used only to find swarm members.
-// It runs under the swarmcrawl protocol prefix, so it never joins the public
-// IPFS DHT, and it stores no values: crawl state lives on the ring, never in
-// the DHT. Every member is a DHT server, because swarms are small enough
-// that routing tables stay tiny and clients-only members would leave no one
-// to answer.
-func NewDiscoveryDHT(ctx context.Context, h host.Host, bootstrap []peer.AddrInfo) (*dht.IpfsDHT, error) {
-	d, err := dht.New(h,
-		dht.ProtocolPrefix(protocol.DHTPrefix),
-		dht.Mode(dht.ModeServer),
-		dht.DisableValues(),
-		dht.BootstrapPeers(bootstrap...),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("discovery dht: %w", err)
-	}
-	if err := d.Bootstrap(ctx); err != nil {
-		_ = d.Close()
-		return nil, fmt.Errorf("discovery dht bootstrap: %w", err)
-	}
-	return d, nil
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// learnedAddrTTL is how long addresses of peers learned from ring
-// often than this.
+// learnedAddrTTL is how long addresses of peers learned from ring messages
+// are kept; ring maintenance hears of live neighbours far more often than
+// this.
 const learnedAddrTTL = 30 * time.Minute
 
 // maxAddrsPerPeer bounds the addresses accepted per peer in a message.
@@ -40,9 +41,9 @@ func NewRingTransport(h host.Host, s *Streams) *RingTransport {
 
 // Serve answers ring RPCs for node h.
 func (t *RingTransport) Serve(h ring.Handler) {
-	t.streams.Handle(protocol.RingID, protocol.MaxRingMsgBytes,
+	t.streams.Handle(protocol.RingID,
 		func() proto.Message { return &pb.RingRequest{} },
-		func(_ context.Context, _ peer.ID, m proto.Message) proto.Message {
+		func(_ context.Context, _ Inbound, m proto.Message) proto.Message {
 			return t.serve(h, m.(*pb.RingRequest))
 		})
 }
@@ -92,11 +93,11 @@ func (t *RingTransport) call(ctx context.Context, to ring.Peer, req *pb.RingRequ
 		return nil, fmt.Errorf("ring peer %q: %w", to.Addr, err)
 	}
 	resp := &pb.RingResponse{}
-	if err := t.streams.Call(ctx, id, protocol.RingID, req, resp, protocol.MaxRingMsgBytes); err != nil {
+	if err := t.streams.Call(ctx, id, protocol.RingID, req, resp); err != nil {
 		return nil, err
 	}
 	if resp.Error != "" {
-		return nil, fmt.Errorf("ring peer %s: %s", shortID(id), resp.Error)
+		return nil, fmt.Errorf("ring peer %s: %s", ShortID(id), resp.Error)
 	}
 	return resp, nil
 }
@@ -233,7 +234,7 @@ func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
 	}
 	rp := RingPeer(id)
 	if uint64(rp.ID) != p.RingId {
-		return ring.Peer{}, fmt.Errorf("peer %s claims ring position %016x, its id gives %s", shortID(id), p.RingId, rp.ID)
+		return ring.Peer{}, fmt.Errorf("peer %s claims ring position %016x, its id gives %s", ShortID(id), p.RingId, rp.ID)
 	}
 	if id != t.host.ID() && len(p.Addrs) > 0 {
 		addrs := make([]ma.Multiaddr, 0, len(p.Addrs))

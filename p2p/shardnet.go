@@ -8,7 +8,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
@@ -34,7 +33,7 @@ func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req
 	if err != nil {
 		return fmt.Errorf("%s: peer %q: %w", pid, to.Addr, err)
 	}
-	return t.streams.Call(ctx, id, pid, req, resp, protocol.MaxShardMsgBytes)
+	return t.streams.Call(ctx, id, pid, req, resp)
 }
 
 // Replicate sends an owner's writes to a replica.
@@ -118,9 +117,8 @@ func (t *ShardTransport) Pull(ctx context.Context, to ring.Peer, req *shard.Pull
 // Serve answers the four shard protocols with h. A message that does not
 // decode into valid records is refused whole with an error reply.
 func (t *ShardTransport) Serve(h shard.Handler) {
-	max := protocol.MaxShardMsgBytes
-	t.streams.Handle(protocol.ReplicateID, max, func() proto.Message { return &pb.WriteRequest{} },
-		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+	t.streams.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.WriteRequest)
 			claims, err := decodeClaims(req.Claims)
 			recs, err2 := decodeRecords(req.Records)
@@ -128,11 +126,11 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 			if err := errors.Join(err, err2, err3); err != nil {
 				return &pb.WriteReply{Error: err.Error()}
 			}
-			r := h.HandleReplicate(ctx, RingPeer(from), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
+			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
 			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected)}
 		})
-	t.streams.Handle(protocol.HandoffID, max, func() proto.Message { return &pb.HandoffRequest{} },
-		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.HandoffRequest)
 			if req.Range == nil {
 				return &pb.HandoffReply{Error: "handoff: no range"}
@@ -142,7 +140,7 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 			if err := errors.Join(err, err2); err != nil {
 				return &pb.HandoffReply{Error: err.Error()}
 			}
-			r := h.HandleHandoff(ctx, RingPeer(from), &shard.HandoffRequest{
+			r := h.HandleHandoff(ctx, RingPeer(in.From), &shard.HandoffRequest{
 				Range: decodeRange(req.Range), Epoch: decodeEpoch(req.Epoch),
 				Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge,
 			})
@@ -152,22 +150,22 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 			}
 			return out
 		})
-	t.streams.Handle(protocol.DigestID, max, func() proto.Message { return &pb.DigestRequest{} },
-		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+	t.streams.Handle(protocol.DigestID, func() proto.Message { return &pb.DigestRequest{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.DigestRequest)
 			if req.Range == nil || req.Buckets == 0 || req.Buckets > maxDigestBuckets {
 				return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets", maxDigestBuckets)}
 			}
-			r := h.HandleDigest(ctx, RingPeer(from), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets)})
+			r := h.HandleDigest(ctx, RingPeer(in.From), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets)})
 			return &pb.DigestReply{Sums: r.Sums}
 		})
-	t.streams.Handle(protocol.PullID, max, func() proto.Message { return &pb.PullRequest{} },
-		func(ctx context.Context, from peer.ID, m proto.Message) proto.Message {
+	t.streams.Handle(protocol.PullID, func() proto.Message { return &pb.PullRequest{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.PullRequest)
 			if req.Range == nil {
 				return &pb.PullReply{Error: "pull: no range"}
 			}
-			r := h.HandlePull(ctx, RingPeer(from), &shard.PullRequest{Range: decodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter})
+			r := h.HandlePull(ctx, RingPeer(in.From), &shard.PullRequest{Range: decodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter})
 			return &pb.PullReply{
 				Owner: r.Owner, Records: encodeRecords(r.Records), Hosts: encodeHosts(r.Hosts),
 				Epochs: encodeClaims(r.Epochs), More: r.More, NextKey: r.NextKey, NextHash: r.NextHash,
@@ -225,7 +223,7 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 	}
 	out := make([]shard.Record, len(rs))
 	for i, r := range rs {
-		if r.Url == "" || len(r.Url) > crawl.MaxURLLength || r.Depth < 0 || r.Redirects < 0 || len(r.Meta) > shard.MaxMetaBytes {
+		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 || len(r.Meta) > shard.MaxMetaBytes {
 			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes)", i, len(r.Url), r.Depth, r.Redirects, len(r.Meta))
 		}
 		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -16,26 +17,95 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
-// DefaultExchangeTimeout bounds one request/response exchange when the
-// caller's context has no earlier deadline.
+// DefaultExchangeTimeout bounds one request/response exchange of the
+// short protocols (ring, tasks, seeds, shard) when the caller's context
+// has no earlier deadline.
 const DefaultExchangeTimeout = 10 * time.Second
 
+// Limits bound the exchanges of one protocol.
+type Limits struct {
+	// MaxBytes caps the request and the response.
+	MaxBytes int
+	// Timeout bounds a whole exchange: the request, the handler's work and
+	// the response. 0 means the Streams' timeout.
+	Timeout time.Duration
+	// ReadTimeout, when set, bounds reading the request on the serving
+	// side instead of Timeout, and WriteTimeout writing the response once
+	// the handler returned: for protocols whose handler may work far
+	// longer than a message takes to travel.
+	ReadTimeout, WriteTimeout time.Duration
+}
+
+// MaxFetchWait is the longest a fetch batch's handler may run: it bounds
+// how long one batch can hold a helper, whatever wait the owner asks for.
+const MaxFetchWait = 10 * time.Minute
+
+// limits are the bounds of every swarmcrawl protocol. This table is the
+// one place that sets a protocol's size cap and deadlines: no other code
+// opens, reads or writes a swarmcrawl stream.
+var limits = map[string]Limits{
+	protocol.RingID:      {MaxBytes: protocol.MaxRingMsgBytes},
+	protocol.TasksID:     {MaxBytes: protocol.MaxTaskMsgBytes},
+	protocol.SeedID:      {MaxBytes: protocol.MaxSeedMsgBytes},
+	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes},
+	protocol.HandoffID:   {MaxBytes: protocol.MaxShardMsgBytes},
+	protocol.DigestID:    {MaxBytes: protocol.MaxShardMsgBytes},
+	protocol.PullID:      {MaxBytes: protocol.MaxShardMsgBytes},
+	// A helper reads a batch within 10s, works on it until the owner's
+	// wait (at most MaxFetchWait) and writes its reply within 5s.
+	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second},
+}
+
+// LimitsOf returns the limits of protocol pid, and false for a protocol
+// that is not swarmcrawl's.
+func LimitsOf(pid string) (Limits, bool) {
+	l, ok := limits[pid]
+	return l, ok
+}
+
 // Streams owns every swarmcrawl stream of a host: each exchange is one
-// request and one response on a fresh stream, under a deadline, with a size
-// cap on both messages. Keeping this in one place is what lets the rest of
-// the p2p package ignore stream lifetimes entirely.
+// request and one response on a fresh stream, under the deadlines and size
+// caps of its protocol (see limits). Handlers run under a context that
+// Unhandle and Close cancel, and Unhandle and Close wait for them, so no
+// handler outlives the component that serves it. Keeping this in one place
+// is what lets the rest of the code ignore stream lifetimes entirely.
 type Streams struct {
 	host    host.Host
 	timeout time.Duration
+
+	mu       sync.Mutex
+	handlers map[string]*served
 }
 
-// NewStreams wraps h. timeout bounds every exchange (0 means
-// DefaultExchangeTimeout).
+// served is one registered protocol: its running handlers and the context
+// they run under.
+type served struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool // guarded by Streams.mu
+}
+
+// NewStreams wraps h. timeout bounds every exchange of the protocols whose
+// limits set none (0 means DefaultExchangeTimeout).
 func NewStreams(h host.Host, timeout time.Duration) *Streams {
 	if timeout <= 0 {
 		timeout = DefaultExchangeTimeout
 	}
-	return &Streams{host: h, timeout: timeout}
+	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}}
+}
+
+// limitsOf returns pid's limits with the Streams' timeout filled in.
+func (s *Streams) limitsOf(pid string) (Limits, error) {
+	l, ok := limits[pid]
+	if !ok {
+		return Limits{}, fmt.Errorf("protocol %s: not a swarmcrawl protocol", pid)
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = s.timeout
+	}
+	return l, nil
 }
 
 // ErrNotDelivered marks a failed exchange whose request never reached the
@@ -44,18 +114,32 @@ func NewStreams(h host.Host, timeout time.Duration) *Streams {
 // acted on the request.
 var ErrNotDelivered = errors.New("request not delivered")
 
-// Call sends req to peer to on protocol pid and reads its response into resp.
-func (s *Streams) Call(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int) error {
-	return s.CallWithin(ctx, to, pid, req, resp, max, s.timeout)
+// Call sends req to peer to on protocol pid and reads its response into
+// resp, within the protocol's timeout.
+func (s *Streams) Call(ctx context.Context, to peer.ID, pid string, req, resp proto.Message) error {
+	l, err := s.limitsOf(pid)
+	if err != nil {
+		return err
+	}
+	return s.exchange(ctx, to, pid, req, resp, l.MaxBytes, l.Timeout)
 }
 
-// CallWithin is Call bounded by timeout instead of the Streams' own.
-func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int, timeout time.Duration) error {
+// CallWithin is Call bounded by timeout instead of the protocol's own, for
+// an exchange whose length the request itself sets (a fetch batch).
+func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, timeout time.Duration) error {
+	l, err := s.limitsOf(pid)
+	if err != nil {
+		return err
+	}
+	return s.exchange(ctx, to, pid, req, resp, l.MaxBytes, timeout)
+}
+
+func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
-		return fmt.Errorf("open %s to %s: %w: %w", pid, shortID(to), err, ErrNotDelivered)
+		return fmt.Errorf("open %s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = st.SetDeadline(dl)
@@ -71,10 +155,14 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 		}
 	}()
 	if err := protocol.WriteMsg(st, req, max); err != nil {
-		return fmt.Errorf("%s to %s: %w", pid, shortID(to), err)
+		if errors.Is(err, protocol.ErrTooLarge) {
+			// Refused before a byte was written.
+			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
+		}
+		return fmt.Errorf("%s to %s: %w", pid, ShortID(to), err)
 	}
 	if err := st.CloseWrite(); err != nil {
-		return fmt.Errorf("%s to %s: close write: %w", pid, shortID(to), err)
+		return fmt.Errorf("%s to %s: close write: %w", pid, ShortID(to), err)
 	}
 	if err := protocol.ReadMsg(st, resp, max); err != nil {
 		// A stream to a peer known to speak the protocol is negotiated
@@ -85,43 +173,126 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 		var reset *network.StreamError
 		if errors.As(err, &notSupported) ||
 			errors.As(err, &reset) && reset.Remote && reset.ErrorCode == network.StreamProtocolNegotiationFailed {
-			return fmt.Errorf("%s from %s: %w: %w", pid, shortID(to), err, ErrNotDelivered)
+			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
-		return fmt.Errorf("%s from %s: %w", pid, shortID(to), err)
+		return fmt.Errorf("%s from %s: %w", pid, ShortID(to), err)
 	}
 	done = true
 	return nil
 }
 
+// Inbound describes an incoming request: the authenticated peer that
+// sent it and when its stream arrived.
+type Inbound struct {
+	From     peer.ID
+	Received time.Time
+}
+
+// Handler answers one request of a protocol. ctx ends when the protocol's
+// timeout passes or the protocol is unhandled.
+type Handler func(ctx context.Context, in Inbound, req proto.Message) proto.Message
+
 // Handle serves protocol pid: each incoming stream carries one request,
 // decoded into a fresh message from newReq, answered by serve. A request
 // that cannot be read is dropped with a stream reset: the peer sees an
-// error, and nothing half-read is acted on.
-func (s *Streams) Handle(pid string, max int, newReq func() proto.Message, serve func(ctx context.Context, from peer.ID, req proto.Message) proto.Message) {
+// error, and nothing half-read is acted on. A response that cannot be
+// written (larger than the protocol's cap) resets the stream too. Handle
+// panics for a protocol without limits: that is a programming error.
+func (s *Streams) Handle(pid string, newReq func() proto.Message, serve Handler) {
+	l, err := s.limitsOf(pid)
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &served{ctx: ctx, cancel: cancel}
+	s.mu.Lock()
+	if old := s.handlers[pid]; old != nil {
+		s.mu.Unlock()
+		cancel()
+		panic(fmt.Sprintf("protocol %s is already handled", pid))
+	}
+	s.handlers[pid] = h
+	s.mu.Unlock()
 	s.host.SetStreamHandler(libp2pproto.ID(pid), func(st network.Stream) {
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		defer cancel()
-		_ = st.SetDeadline(time.Now().Add(s.timeout))
-		req := newReq()
-		if err := protocol.ReadMsg(st, req, max); err != nil {
+		if !s.enter(h) {
 			_ = st.Reset()
 			return
 		}
-		resp := serve(ctx, st.Conn().RemotePeer(), req)
-		if err := protocol.WriteMsg(st, resp, max); err != nil {
-			_ = st.Reset()
-			return
-		}
-		_ = st.Close()
+		defer h.wg.Done()
+		s.serveStream(h.ctx, st, l, newReq, serve)
 	})
 }
 
-// Unhandle removes the handler of pid.
-func (s *Streams) Unhandle(pid string) {
-	s.host.RemoveStreamHandler(libp2pproto.ID(pid))
+// enter registers a running handler of h unless h is closed.
+func (s *Streams) enter(h *served) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	return true
 }
 
-func shortID(id peer.ID) string {
+func (s *Streams) serveStream(base context.Context, st network.Stream, l Limits, newReq func() proto.Message, serve Handler) {
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(base, start.Add(l.Timeout))
+	defer cancel()
+	if l.ReadTimeout > 0 {
+		_ = st.SetReadDeadline(start.Add(l.ReadTimeout))
+	} else {
+		_ = st.SetDeadline(start.Add(l.Timeout))
+	}
+	req := newReq()
+	if err := protocol.ReadMsg(st, req, l.MaxBytes); err != nil {
+		_ = st.Reset()
+		return
+	}
+	resp := serve(ctx, Inbound{From: st.Conn().RemotePeer(), Received: start}, req)
+	if l.WriteTimeout > 0 {
+		_ = st.SetWriteDeadline(time.Now().Add(l.WriteTimeout))
+	}
+	if err := protocol.WriteMsg(st, resp, l.MaxBytes); err != nil {
+		_ = st.Reset()
+		return
+	}
+	_ = st.Close()
+}
+
+// Unhandle stops serving pid: new streams are refused, the handlers
+// running are cancelled, and Unhandle returns once they have answered and
+// returned.
+func (s *Streams) Unhandle(pid string) {
+	s.host.RemoveStreamHandler(libp2pproto.ID(pid))
+	s.mu.Lock()
+	h := s.handlers[pid]
+	delete(s.handlers, pid)
+	if h != nil {
+		h.closed = true
+	}
+	s.mu.Unlock()
+	if h != nil {
+		h.cancel()
+		h.wg.Wait()
+	}
+}
+
+// Close unhandles every protocol, waiting for their running handlers.
+func (s *Streams) Close() {
+	s.mu.Lock()
+	pids := make([]string, 0, len(s.handlers))
+	for pid := range s.handlers {
+		pids = append(pids, pid)
+	}
+	s.mu.Unlock()
+	for _, pid := range pids {
+		s.Unhandle(pid)
+	}
+}
+
+// ShortID is the tail of a peer ID, enough to tell peers apart in logs
+// and errors.
+func ShortID(id peer.ID) string {
 	s := id.String()
 	if len(s) > 12 {
 		return s[len(s)-8:]

@@ -9,75 +9,69 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// sendTasks delivers a batch to a remote owner on the tasks protocol.
-func sendTasks(s *Streams) sendFunc {
-	return func(ctx context.Context, to ring.Peer, tasks []crawl.Task) (acceptResult, error) {
-		id, err := peer.Decode(to.Addr)
-		if err != nil {
-			return acceptResult{}, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
-		}
-		req := &pb.TaskBatch{Tasks: encodeTasks(tasks)}
-		resp := &pb.TaskBatchResult{}
-		if err := s.Call(ctx, id, protocol.TasksID, req, resp, protocol.MaxTaskMsgBytes); err != nil {
-			return acceptResult{}, fmt.Errorf("send %d tasks: %w", len(tasks), err)
-		}
-		if resp.Error != "" {
-			return acceptResult{}, fmt.Errorf("send %d tasks: owner %s: %s", len(tasks), shortID(id), resp.Error)
-		}
-		res := acceptResult{accepted: int(resp.Accepted), duplicates: int(resp.Duplicates), notOwned: decodeTasks(resp.NotOwned)}
-		for _, r := range resp.Rejected {
-			res.rejected = append(res.rejected, rejection{r.Url, r.Reason})
-		}
-		if got := res.accepted + res.duplicates + len(res.notOwned) + len(res.rejected); got != len(tasks) {
-			// An owner that loses count cannot be trusted with the batch:
-			// treat it as undelivered so nothing silently disappears.
-			return acceptResult{}, fmt.Errorf("send %d tasks: owner %s accounted for %d", len(tasks), shortID(id), got)
-		}
-		return res, nil
-	}
+// TaskTransport carries task batches to their owners
+// (/swarmcrawl/tasks/1.0.0) and seeds from clients to any member
+// (/swarmcrawl/seed/1.0.0). It checks what every message must hold
+// whatever its tasks mean: batch sizes, and an owner's accounting for
+// every task it was sent. What a task means is the node's to decide.
+type TaskTransport struct {
+	streams *Streams
 }
 
-// serveTasks answers the tasks protocol with the local owner.
-func serveTasks(s *Streams, o *owner) {
-	s.Handle(protocol.TasksID, protocol.MaxTaskMsgBytes,
-		func() proto.Message { return &pb.TaskBatch{} },
-		func(ctx context.Context, _ peer.ID, m proto.Message) proto.Message {
+// NewTaskTransport returns the task transport over s.
+func NewTaskTransport(s *Streams) *TaskTransport { return &TaskTransport{streams: s} }
+
+// Send delivers tasks to the owner to and returns its answer, which
+// accounts for every task: accepted, duplicate, handed back as not owned,
+// or rejected. An answer that loses count is an error, as if the batch
+// never arrived, so that nothing silently disappears.
+func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task) (*pb.TaskBatchResult, error) {
+	id, err := peer.Decode(to.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
+	}
+	resp := &pb.TaskBatchResult{}
+	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks}, resp); err != nil {
+		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("send %d tasks: owner %s: %s", len(tasks), ShortID(id), resp.Error)
+	}
+	if got := int(resp.Accepted) + int(resp.Duplicates) + len(resp.NotOwned) + len(resp.Rejected); got != len(tasks) {
+		return nil, fmt.Errorf("send %d tasks: owner %s accounted for %d", len(tasks), ShortID(id), got)
+	}
+	return resp, nil
+}
+
+// ServeTasks answers the tasks protocol with accept. A batch above
+// protocol.MaxBatchTasks is refused whole before accept sees it.
+func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, from peer.ID, tasks []*pb.Task) *pb.TaskBatchResult) {
+	t.streams.Handle(protocol.TasksID, func() proto.Message { return &pb.TaskBatch{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			batch := m.(*pb.TaskBatch)
 			if len(batch.Tasks) > protocol.MaxBatchTasks {
 				return &pb.TaskBatchResult{Error: fmt.Sprintf("batch of %d tasks exceeds %d", len(batch.Tasks), protocol.MaxBatchTasks)}
 			}
-			res, err := o.Accept(ctx, decodeTasks(batch.Tasks))
-			if err != nil {
-				return &pb.TaskBatchResult{Error: err.Error()}
-			}
-			out := &pb.TaskBatchResult{Accepted: uint32(res.accepted), Duplicates: uint32(res.duplicates), NotOwned: encodeTasks(res.notOwned)}
-			for _, r := range res.rejected {
-				out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.url, Reason: r.reason})
-			}
-			return out
+			return accept(ctx, in.From, batch.Tasks)
 		})
 }
 
-func encodeTasks(ts []crawl.Task) []*pb.Task {
-	out := make([]*pb.Task, len(ts))
-	for i, t := range ts {
-		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth), Redirects: uint32(t.Redirects)}
-	}
-	return out
-}
-
-func decodeTasks(ts []*pb.Task) []crawl.Task {
-	out := make([]crawl.Task, len(ts))
-	for i, t := range ts {
-		out[i] = crawl.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
-	}
-	return out
+// ServeSeeds answers the seed protocol with submit. A request above
+// protocol.MaxSeedURLs is refused whole before submit sees it.
+func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, from peer.ID, urls []string) *pb.SeedResponse) {
+	t.streams.Handle(protocol.SeedID, func() proto.Message { return &pb.SeedRequest{} },
+		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
+			req := m.(*pb.SeedRequest)
+			if len(req.Urls) > protocol.MaxSeedURLs {
+				return &pb.SeedResponse{Error: fmt.Sprintf("%d seeds exceed the limit of %d per request", len(req.Urls), protocol.MaxSeedURLs)}
+			}
+			return submit(ctx, in.From, req.Urls)
+		})
 }
 
 // SeedResult is what a member did with submitted seeds.
@@ -88,13 +82,14 @@ type SeedResult struct {
 	Rejected   []Rejection
 }
 
-// Rejection is a seed refused for good, with the reason.
+// Rejection is a URL refused for good, with the reason.
 type Rejection struct {
 	URL, Reason string
 }
 
 // SubmitSeeds sends seed URLs to the swarm member at addr (a full
-// /p2p/ multiaddr) over the seed protocol, from a short-lived host h.
+// /p2p/ multiaddr) over the seed protocol, from a short-lived host h, in
+// requests of at most protocol.MaxSeedURLs URLs.
 func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (SeedResult, error) {
 	if len(urls) == 0 {
 		return SeedResult{}, errors.New("submit seeds: no URLs")
@@ -114,7 +109,7 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 	for len(urls) > 0 {
 		n := min(len(urls), protocol.MaxSeedURLs)
 		resp := &pb.SeedResponse{}
-		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, &pb.SeedRequest{Urls: urls[:n]}, resp, protocol.MaxSeedMsgBytes); err != nil {
+		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, &pb.SeedRequest{Urls: urls[:n]}, resp); err != nil {
 			return total, fmt.Errorf("submit seeds: %w", err)
 		}
 		if resp.Error != "" {

@@ -47,8 +47,13 @@ const (
 	MaxBatchTasks = 1000
 	// MaxSeedURLs bounds how many URLs one SeedRequest may carry.
 	MaxSeedURLs = 10000
+	// MaxURLBytes bounds a URL in any message: no node normalises a
+	// longer one (crawl/urls.MaxURLLength is this value).
+	MaxURLBytes = 2048
 	// MaxFetchMsgBytes bounds fetch batch requests and replies: at most
-	// crawl.MaxDelegateTasks tasks with their URL metadata and outcomes.
+	// MaxFetchTasks tasks with their URL metadata and outcomes.
 	// Pages never travel: the helper stores them itself.
 	MaxFetchMsgBytes = 4 << 20
+	// MaxFetchTasks bounds the tasks of one fetch batch.
+	MaxFetchTasks = 64
 )

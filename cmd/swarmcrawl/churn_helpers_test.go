@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // Helpers of the churn tests (churn_test.go): a swarm of node processes
@@ -33,9 +33,9 @@ const failureTimeout = 2 * time.Second
 var shardFlags = []string{"--replicas", "2", "--failure-timeout", failureTimeout.String()}
 
 // nodeStatus is `status --json` with the shard section of the replication
-// contract decoded next to the fields p2p.Status already has.
+// contract decoded next to the fields node.Status already has.
 type nodeStatus struct {
-	p2p.Status
+	node.Status
 	Shard *shardStatus `json:"shard"`
 }
 

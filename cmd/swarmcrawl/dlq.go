@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // runDLQ lists a running node's dead letters — URLs that failed every
@@ -33,15 +33,15 @@ func runDLQ(args []string, stdout, stderr io.Writer) error {
 		if *requeueAll && len(requeue) > 0 {
 			return usageErr("give --requeue or --requeue-all, not both")
 		}
-		body, _ := json.Marshal(p2p.RequeueRequest{All: *requeueAll, URLs: requeue})
-		var res p2p.RequeueResult
+		body, _ := json.Marshal(node.RequeueRequest{All: *requeueAll, URLs: requeue})
+		var res node.RequeueResult
 		if err := callAPI(addr, http.MethodPost, "/dlq/requeue", body, &res); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "requeued %d dead letters\n", res.Requeued)
 		return nil
 	}
-	var list p2p.DeadLetters
+	var list node.DeadLetters
 	if err := callAPI(addr, http.MethodGet, "/dlq", nil, &list); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // TestDeadLettersListedAndRequeued: URLs that fail every retry show up in
@@ -27,24 +27,24 @@ func TestDeadLettersListedAndRequeued(t *testing.T) {
 	}
 	defer web.Close()
 	env := []string{"HTTP_PROXY=" + web.URL(), "http_proxy=" + web.URL(), "NO_PROXY=", "no_proxy="}
-	node := startNode(t, bin, env, "--delay", "20ms", "--retry-base", "20ms", "--max-retries", "3",
+	running := startNode(t, bin, env, "--delay", "20ms", "--retry-base", "20ms", "--max-retries", "3",
 		"--timeout", "1s", "--discovery=false", "--max-pages-per-host", "30")
-	if out, err := exec.Command(bin, append([]string{"seed", "--peer", node.addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, append([]string{"seed", "--peer", running.addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
 	dead := web.DeadURLs()
-	var list p2p.DeadLetters
+	var list node.DeadLetters
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		out, err := exec.Command(bin, "dlq", "--data", node.data, "--json").Output()
+		out, err := exec.Command(bin, "dlq", "--data", running.data, "--json").Output()
 		if err != nil {
 			t.Fatalf("dlq: %v", err)
 		}
-		list = p2p.DeadLetters{}
+		list = node.DeadLetters{}
 		if err := json.Unmarshal(out, &list); err != nil {
 			t.Fatalf("dlq json: %v\n%s", err, out)
 		}
-		listed := map[string]p2p.DeadLetterInfo{}
+		listed := map[string]node.DeadLetterInfo{}
 		for _, d := range list.Items {
 			listed[d.URL] = d
 		}
@@ -67,7 +67,7 @@ func TestDeadLettersListedAndRequeued(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	human, err := exec.Command(bin, "dlq", "--data", node.data).Output()
+	human, err := exec.Command(bin, "dlq", "--data", running.data).Output()
 	if err != nil || !strings.Contains(string(human), dead[0]) || !strings.Contains(string(human), "dead letters") {
 		t.Fatalf("dlq listing: %v\n%s", err, human)
 	}
@@ -82,7 +82,7 @@ func TestDeadLettersListedAndRequeued(t *testing.T) {
 		return n
 	}
 	before := asked()
-	out, err := exec.Command(bin, "dlq", "--data", node.data, "--requeue-all").CombinedOutput()
+	out, err := exec.Command(bin, "dlq", "--data", running.data, "--requeue-all").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "requeued") {
 		t.Fatalf("requeue: %v\n%s", err, out)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
@@ -129,13 +129,13 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-func (p *proc) status(t *testing.T, bin string) p2p.Status {
+func (p *proc) status(t *testing.T, bin string) node.Status {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "--data", p.data, "--json").Output()
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st p2p.Status
+	var st node.Status
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out)
 	}

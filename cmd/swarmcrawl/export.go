@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
@@ -31,7 +31,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if *format != "warc" && *format != "jsonl" {
 		return usageErr("--format %q: want warc or jsonl", *format)
 	}
-	dir := filepath.Join(*data, p2p.WARCDir)
+	dir := filepath.Join(*data, node.WARCDir)
 	files, err := warc.Files(dir, *includeOpen)
 	if err != nil {
 		return fmt.Errorf("list WARC files in %s: %w", dir, err)

@@ -7,25 +7,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // --hot-queue reaches the node configuration, defaults to
-// p2p.DefaultHotQueue, and a negative value is a usage error that names the
+// node.DefaultConfig().HotQueue, and a negative value is a usage error that names the
 // flag.
 func TestHotQueueFlag(t *testing.T) {
-	parse := func(args ...string) (p2p.Config, error) {
+	parse := func(args ...string) (node.Config, error) {
 		fs := newFlagSet("node", io.Discard)
 		var o nodeOptions
 		o.register(fs)
 		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			return p2p.Config{}, err
+			return node.Config{}, err
 		}
 		return o.nodeConfig(io.Discard)
 	}
 	cfg, err := parse()
-	if err != nil || cfg.HotQueue != p2p.DefaultHotQueue {
-		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.HotQueue, err, p2p.DefaultHotQueue)
+	if err != nil || cfg.HotQueue != node.DefaultConfig().HotQueue {
+		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.HotQueue, err, node.DefaultConfig().HotQueue)
 	}
 	for _, v := range []int{0, 7} {
 		cfg, err := parse("--hot-queue", strconv.Itoa(v))

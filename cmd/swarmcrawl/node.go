@@ -12,6 +12,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // nodeOptions are the options of `swarmcrawl node`, shared with the config file.
@@ -51,7 +52,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
 	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", 1<<30, "WARC files are rotated past this size")
 	fs.IntVar(&o.replicas, "replicas", 2, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
-	fs.IntVar(&o.hotQueue, "hot-queue", p2p.DefaultHotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
+	fs.IntVar(&o.hotQueue, "hot-queue", node.DefaultConfig().HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", 5*time.Second, "silence from an owner after which its first successor takes its range over")
 	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
@@ -79,7 +80,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n, err := p2p.New(cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -97,37 +98,37 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	return n.Close()
 }
 
-func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
+func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if o.data == "" {
-		return p2p.Config{}, usageErr("--data is required")
+		return node.Config{}, usageErr("--data is required")
 	}
 	log, err := newLogger(stderr, o.logLevel)
 	if err != nil {
-		return p2p.Config{}, err
+		return node.Config{}, err
 	}
 	mode, err := crawl.ParseKeyMode(o.keyMode)
 	if err != nil {
-		return p2p.Config{}, usageErr("--key: %v", err)
+		return node.Config{}, usageErr("--key: %v", err)
 	}
 	if _, err := p2p.ParseAddrInfos(o.bootstrap); err != nil {
-		return p2p.Config{}, usageErr("--bootstrap: %v", err)
+		return node.Config{}, usageErr("--bootstrap: %v", err)
 	}
 	if _, err := p2p.ParseAddrInfos(o.relays); err != nil {
-		return p2p.Config{}, usageErr("--relay: %v", err)
+		return node.Config{}, usageErr("--relay: %v", err)
 	}
 	if o.delay < 0 {
-		return p2p.Config{}, usageErr("--delay must not be negative")
+		return node.Config{}, usageErr("--delay must not be negative")
 	}
 	if o.replicas < 1 || o.replicas > 7 {
-		return p2p.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
+		return node.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
 	}
 	if o.hotQueue < 0 {
-		return p2p.Config{}, usageErr("--hot-queue must not be negative (0 disables delegation)")
+		return node.Config{}, usageErr("--hot-queue must not be negative (0 disables delegation)")
 	}
 	if o.failureTimeout < 100*time.Millisecond {
-		return p2p.Config{}, usageErr("--failure-timeout must be at least 100ms")
+		return node.Config{}, usageErr("--failure-timeout must be at least 100ms")
 	}
-	cfg := p2p.DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas
 	cfg.Shard.FailureTimeout = o.failureTimeout
@@ -135,11 +136,11 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (p2p.Config, error) {
 	if len(cfg.Host.Listen) == 0 {
 		cfg.Host.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
 	}
-	cfg.Host.NAT = o.nat
+	cfg.Host.DisableNAT = !o.nat
 	cfg.Host.Relays = o.relays
 	cfg.Bootstrap = o.bootstrap
 	cfg.APIAddr = o.api
-	cfg.Discovery = o.discovery
+	cfg.DisableDiscovery = !o.discovery
 	cfg.KeyMode = mode
 	cfg.HotQueue = o.hotQueue
 	cfg.Crawl.Delay = o.delay

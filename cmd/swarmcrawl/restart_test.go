@@ -29,8 +29,8 @@ func TestKillAndRestart(t *testing.T) {
 	args := []string{"--delay", delay.String(), "--max-depth", "100", "--discovery=false", "--workers", strconv.Itoa(workers)}
 	truth := web.GroundTruth(token)
 
-	node := startNode(t, bin, env, args...)
-	if out, err := exec.Command(bin, append([]string{"seed", "--peer", node.addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
+	running := startNode(t, bin, env, args...)
+	if out, err := exec.Command(bin, append([]string{"seed", "--peer", running.addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -40,16 +40,16 @@ func TestKillAndRestart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := node.cmd.Process.Kill(); err != nil {
+	if err := running.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-node.done
+	<-running.done
 	before := web.Requested()
 	if before >= len(truth) {
 		t.Fatalf("crawl finished before the kill (%d pages): the test proves nothing", before)
 	}
 
-	restarted := startNodeIn(t, bin, node.data, env, args...)
+	restarted := startNodeIn(t, bin, running.data, env, args...)
 	deadline = time.Now().Add(2 * time.Minute)
 	for len(web.Missing(token)) > 0 {
 		if time.Now().After(deadline) {

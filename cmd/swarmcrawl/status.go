@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -32,7 +32,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(body)
 		return err
 	}
-	var st p2p.Status
+	var st node.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("status from %s: %w", addr, err)
 	}
@@ -48,14 +48,14 @@ func apiAddr(api, data string) (string, error) {
 	if api != "" {
 		return api, nil
 	}
-	raw, err := os.ReadFile(filepath.Join(data, p2p.APIFile))
+	raw, err := os.ReadFile(filepath.Join(data, node.APIFile))
 	if err != nil {
 		return "", fmt.Errorf("is a node running on %s? %w", data, err)
 	}
 	return strings.TrimSpace(string(raw)), nil
 }
 
-func printStatus(w io.Writer, st *p2p.Status) {
+func printStatus(w io.Writer, st *node.Status) {
 	fmt.Fprintf(w, "peer        %s\n", st.PeerID)
 	fmt.Fprintf(w, "ring id     %s   owns (%s, %s]  %.1f%% of the ring\n", st.RingID, st.Range.From, st.Range.To, 100*st.Range.Share)
 	fmt.Fprintf(w, "uptime      %s\n", st.Uptime)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
@@ -37,16 +38,16 @@ type Options struct {
 	// Ring tunes ring maintenance. Default: ring.DefaultConfig() with
 	// faster stabilization, which a swarm on loopback can afford.
 	Ring *ring.Config
-	// Shard tunes replication and failover. Default: p2p's defaults with
-	// a 2s failure timeout.
+	// Shard tunes replication and failover. Default: the node's defaults
+	// with a 2s failure timeout.
 	Shard *shard.Config
 	// HotQueue is the queue length of one host at which its owner hands
-	// its fetches to helpers (p2p.Config.HotQueue). Default 0: p2p's
+	// its fetches to helpers (node.Config.HotQueue). Default: the node's
 	// default; negative never delegates.
 	HotQueue int
 	// Configure, if set, adjusts node i's configuration last, e.g. to
 	// give each node its own User-Agent.
-	Configure func(i int, cfg *p2p.Config)
+	Configure func(i int, cfg *node.Config)
 	// Discovery runs the DHT on every node. Default false: nodes join
 	// through node 0 directly.
 	Discovery bool
@@ -58,7 +59,7 @@ type Options struct {
 type Swarm struct {
 	// Nodes are the peers, node 0 first: it created the ring and the others
 	// joined through it.
-	Nodes []*p2p.Node
+	Nodes []*node.Node
 }
 
 // Start launches opts.Nodes peers: the first creates the ring and the
@@ -85,10 +86,10 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 	}
 	s := &Swarm{}
 	for i := 0; i < opts.Nodes; i++ {
-		cfg := p2p.DefaultConfig()
+		cfg := node.DefaultConfig()
 		cfg.DataDir = filepath.Join(opts.Dir, fmt.Sprintf("node-%02d", i))
-		cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NAT: false}
-		cfg.Discovery = opts.Discovery
+		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+		cfg.DisableDiscovery = !opts.Discovery
 		cfg.KeyMode = opts.KeyMode
 		cfg.Crawl = opts.Crawl
 		cfg.Crawl.Proxy = opts.Proxy
@@ -97,11 +98,8 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 		if opts.Shard != nil {
 			cfg.Shard = *opts.Shard
 		}
-		switch {
-		case opts.HotQueue > 0:
+		if opts.HotQueue != 0 {
 			cfg.HotQueue = opts.HotQueue
-		case opts.HotQueue < 0:
-			cfg.HotQueue = 0
 		}
 		cfg.Logger = opts.Logger.With("i", i)
 		if opts.Configure != nil {
@@ -114,7 +112,7 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 			_ = s.Close()
 			return nil, fmt.Errorf("local swarm: %w", err)
 		}
-		n, err := p2p.New(cfg)
+		n, err := node.New(cfg)
 		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("local swarm node %d: %w", i, err)

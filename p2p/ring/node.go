@@ -52,6 +52,10 @@ func NewNode(self Peer, tr Transport, cfg Config) *Node {
 // Self returns the node's own Peer.
 func (n *Node) Self() Peer { return n.self }
 
+// Clock returns the clock that drives the node (Config.Clock): whatever
+// keeps time beside the ring on the same node uses it too.
+func (n *Node) Clock() Clock { return n.cfg.Clock }
+
 // Create starts a new ring with this node as its only member, forgetting
 // any previous routing state.
 func (n *Node) Create() {

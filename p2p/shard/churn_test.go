@@ -490,7 +490,7 @@ func (c *churn) invariants() error {
 			return fmt.Errorf("%s app protocol violations: %v", n.peer.Addr, errs)
 		}
 		n.m.mu.Lock()
-		want := union(n.m.claims.domain(), n.m.deact)
+		want := union(n.m.own.claims.domain(), n.m.deact)
 		n.m.mu.Unlock()
 		if got := n.app.activeSet(); !slices.Equal(got, want) {
 			return fmt.Errorf("%s app active on %v, claims (+pending deactivations) %v", n.peer.Addr, got.ranges(), want.ranges())

@@ -12,7 +12,7 @@ import (
 // and hosts inside them are stored before the reply goes out. A claim
 // above one of this node's own active claims makes that part stale here.
 func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *WriteRequest) *WriteReply {
-	now := m.cfg.Clock.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	m.lastHeard[from.Addr] = now
 	var rejected []Claim
@@ -74,10 +74,10 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 // for a range already claimed at least that high is acknowledged again.
 func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *HandoffRequest) *HandoffReply {
 	actx := context.WithoutCancel(ctx)
-	now := m.cfg.Clock.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	m.lastHeard[from.Addr] = now
-	leaving := m.leaving
+	leaving := m.own.leaving
 	m.mu.Unlock()
 	reply := &HandoffReply{}
 	if leaving {
@@ -136,7 +136,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	}
 
 	m.mu.Lock()
-	mine := subsetOf(rs, m.claims.domain())
+	mine := subsetOf(rs, m.own.claims.domain())
 	m.mu.Unlock()
 	if !mine && !(v.known && subsetOf(rs, v.spans)) {
 		reply.Reason = "range not in my arc"
@@ -154,20 +154,20 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		return reply
 	}
 	m.mu.Lock()
-	if m.leaving {
+	if m.own.leaving {
 		m.mu.Unlock()
 		reply.Reason = "leaving"
 		return reply
 	}
-	fresh := subtract(rs, m.claims.domain())
+	fresh := subtract(rs, m.own.claims.domain())
 	current := fresh.empty()
-	for _, p := range m.claims.within(rs) {
+	for _, p := range m.own.claims.within(rs) {
 		if p.e.Less(req.Epoch) {
 			current = false
 		}
 	}
 	if current {
-		reply.Epoch = m.claims.maxOver(rs)
+		reply.Epoch = m.own.claims.maxOver(rs)
 		m.mu.Unlock()
 		reply.Accepted = true
 		return reply
@@ -192,7 +192,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 // HandleDigest summarises the records held over the range.
 func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestRequest) *DigestReply {
 	m.mu.Lock()
-	m.lastHeard[from.Addr] = m.cfg.Clock.Now()
+	m.lastHeard[from.Addr] = m.clock.Now()
 	m.mu.Unlock()
 	n := req.Buckets
 	if n <= 0 || n > maxDigestBuckets {
@@ -212,8 +212,8 @@ func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestR
 func (m *Manager) HandlePull(ctx context.Context, from ring.Peer, req *PullRequest) *PullReply {
 	rs := spansOf(req.Range)
 	m.mu.Lock()
-	m.lastHeard[from.Addr] = m.cfg.Clock.Now()
-	owner := overlaps(rs, m.claims.domain()) || overlaps(rs, m.releasing.domain())
+	m.lastHeard[from.Addr] = m.clock.Now()
+	owner := overlaps(rs, m.own.claims.domain()) || overlaps(rs, m.releasing.domain())
 	epochs := m.table.entries(req.Range)
 	m.mu.Unlock()
 	if owner {

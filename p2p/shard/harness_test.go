@@ -268,7 +268,6 @@ func testConfig(clock ring.Clock) Config {
 		AckTimeout:        time.Second,
 		SyncInterval:      2 * time.Second,
 		ChunkRecords:      16,
-		Clock:             clock,
 	}
 }
 
@@ -300,7 +299,7 @@ func (c *cluster) start(n *testNode) {
 	if c.wrap != nil {
 		tr = c.wrap(n.peer, tr)
 	}
-	m, err := New(n.rn, tr, n.st, n.app, c.cfg)
+	m, err := New(NewOwnership(n.rn), tr, n.st, n.app, c.cfg)
 	if err != nil {
 		c.tb.Fatalf("New %s: %v", n.peer, err)
 	}
@@ -602,8 +601,8 @@ func (n *testNode) owned(now time.Time) spanSet {
 	m := n.m
 	noSucc := m.noSuccessor()
 	m.mu.Lock()
-	claims := m.claims.domain()
-	ok := !m.leaving && (noSucc || now.Before(m.leaseUntil))
+	claims := m.own.claims.domain()
+	ok := m.own.leaseValid(now, noSucc)
 	m.mu.Unlock()
 	if !ok {
 		return nil

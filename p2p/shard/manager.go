@@ -31,9 +31,6 @@ type App interface {
 	Merged(ctx context.Context, recs []Record)
 }
 
-// DefaultFailureTimeout is Config.FailureTimeout when unset.
-const DefaultFailureTimeout = 5 * time.Second
-
 // Config tunes a Manager. Zero fields take the defaults noted on each.
 type Config struct {
 	// Replicas is K, how many successors hold a copy of each owner's
@@ -61,22 +58,36 @@ type Config struct {
 	// ChunkRecords is how many records go in one handoff chunk, pull page
 	// or anti-entropy write. Default 1000.
 	ChunkRecords int
-	// Clock drives ticks, leases and timeouts. Default ring.RealClock().
-	Clock ring.Clock
 	// Logger receives transitions (claims, promotions, handoffs, stale
 	// drops). Default: discard.
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() (Config, error) {
+// DefaultConfig returns the defaults noted on Config's fields; Lease and
+// HeartbeatInterval follow FailureTimeout, so Effective derives them.
+func DefaultConfig() Config {
+	return Config{
+		Replicas:       2,
+		FailureTimeout: 5 * time.Second,
+		TickInterval:   100 * time.Millisecond,
+		AckTimeout:     2 * time.Second,
+		SyncInterval:   10 * time.Second,
+		ChunkRecords:   1000,
+	}
+}
+
+// Effective returns c with every zero field set to its default, as the
+// Manager uses it, or an error for a configuration it refuses.
+func (c Config) Effective() (Config, error) {
+	d := DefaultConfig()
 	if c.Replicas < 0 {
 		return c, fmt.Errorf("shard: negative Replicas %d", c.Replicas)
 	}
 	if c.Replicas == 0 {
-		c.Replicas = 2
+		c.Replicas = d.Replicas
 	}
 	if c.FailureTimeout <= 0 {
-		c.FailureTimeout = DefaultFailureTimeout
+		c.FailureTimeout = d.FailureTimeout
 	}
 	if c.Lease <= 0 {
 		c.Lease = c.FailureTimeout / 2
@@ -85,22 +96,19 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("shard: Lease %v must be shorter than FailureTimeout %v", c.Lease, c.FailureTimeout)
 	}
 	if c.TickInterval <= 0 {
-		c.TickInterval = 100 * time.Millisecond
+		c.TickInterval = d.TickInterval
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = c.FailureTimeout / 10
 	}
 	if c.AckTimeout <= 0 {
-		c.AckTimeout = 2 * time.Second
+		c.AckTimeout = d.AckTimeout
 	}
 	if c.SyncInterval <= 0 {
-		c.SyncInterval = 10 * time.Second
+		c.SyncInterval = d.SyncInterval
 	}
 	if c.ChunkRecords <= 0 {
-		c.ChunkRecords = 1000
-	}
-	if c.Clock == nil {
-		c.Clock = ring.RealClock()
+		c.ChunkRecords = d.ChunkRecords
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -134,6 +142,8 @@ type Stats struct {
 type Manager struct {
 	ring    *ring.Node
 	self    ring.Peer
+	own     *Ownership
+	clock   ring.Clock
 	tr      Transport
 	st      Storage
 	app     App
@@ -160,7 +170,6 @@ type Manager struct {
 
 	mu         sync.Mutex
 	table      epochTable
-	claims     segMap  // active claims
 	releasing  segMap  // parts given up, still to be handed off
 	reconcile  spanSet // stale parts whose records go to the rightful owner
 	deact      spanSet // dropped as stale, still to Deactivate in the app
@@ -171,34 +180,36 @@ type Manager struct {
 	replicas   []ring.Peer
 	succCache  []ring.Peer
 	lastSync   map[string]time.Time
-	leaseUntil time.Time
 	lastBeat   time.Time
 	// beatNow and syncNow ask the next Tick for a heartbeat or a full
 	// anti-entropy round right away.
 	beatNow, syncNow bool
 	progRecs         []Record
 	progHosts        []HostState
-	leaving          bool
 	degraded         bool
 	stats            Stats
 }
 
 var _ Handler = (*Manager)(nil)
 
-// New returns a Manager for the ring node r, loading the epoch table from
-// st. It claims nothing until Tick runs. Register the Manager as the
-// node's Handler on the transport before calling Tick or Run.
-func New(r *ring.Node, tr Transport, st Storage, app App, cfg Config) (*Manager, error) {
-	if r == nil || tr == nil || st == nil || app == nil {
-		return nil, errors.New("shard: New needs a ring node, transport, storage and app")
+// New returns the Manager that keeps own current, for own's ring node,
+// loading the epoch table from st. It claims nothing until Tick runs; its
+// clock is the ring node's. Register the Manager as the node's Handler on
+// the transport before calling Tick or Run.
+func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manager, error) {
+	if own == nil || tr == nil || st == nil || app == nil {
+		return nil, errors.New("shard: New needs an ownership, transport, storage and app")
 	}
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.Effective()
 	if err != nil {
 		return nil, err
 	}
+	r := own.ring
 	m := &Manager{
 		ring:      r,
 		self:      r.Self(),
+		own:       own,
+		clock:     r.Clock(),
 		tr:        tr,
 		st:        st,
 		app:       app,
@@ -206,7 +217,7 @@ func New(r *ring.Node, tr Transport, st Storage, app App, cfg Config) (*Manager,
 		log:       cfg.Logger.With("node", r.Self().Addr),
 		lastHeard: make(map[string]time.Time),
 		lastSync:  make(map[string]time.Time),
-		waitStart: cfg.Clock.Now(),
+		waitStart: r.Clock().Now(),
 	}
 	b, err := st.LoadEpochs()
 	if err != nil {
@@ -220,16 +231,14 @@ func New(r *ring.Node, tr Transport, st Storage, app App, cfg Config) (*Manager,
 	return m, nil
 }
 
-// Owns reports whether this node may fetch or accept key now: an active
-// claim holds it, the lease is valid, and the ring view agrees (or the
-// predecessor is unknown).
-func (m *Manager) Owns(key uint64) bool {
-	now := m.cfg.Clock.Now()
-	noReplica := m.noSuccessor()
-	m.mu.Lock()
-	ok := !m.leaving && m.claims.covers(key) && (noReplica || now.Before(m.leaseUntil))
-	m.mu.Unlock()
-	return ok && m.ring.Owns(ring.ID(key))
+// Owns is the Manager's Ownership.Owns.
+func (m *Manager) Owns(key uint64) bool { return m.own.Owns(key) }
+
+// setClaimsLocked replaces the active claims; callers hold m.mu.
+func (m *Manager) setClaimsLocked(c segMap) {
+	m.own.mu.Lock()
+	m.own.claims = c
+	m.own.mu.Unlock()
 }
 
 // Vouch reports whether owner (a peer address, as in Epoch.Owner) holds
@@ -244,7 +253,7 @@ func (m *Manager) Vouch(key uint64, owner string) bool {
 	return e.IsZero() || e.Owner == owner
 }
 
-func (m *Manager) noSuccessor() bool { return m.ring.Successors()[0] == m.self }
+func (m *Manager) noSuccessor() bool { return m.own.noSuccessor() }
 
 // Accept takes new records routed to this node (sync-on-accept). Every key
 // must satisfy Owns, else nothing is stored and ErrNotOwned is returned.
@@ -269,7 +278,7 @@ func (m *Manager) Accept(ctx context.Context, recs []Record) error {
 	}
 	m.mu.Lock()
 	var covering segMap
-	for _, g := range m.claims {
+	for _, g := range m.own.claims {
 		for _, r := range recs {
 			if g.lo <= r.Key && r.Key <= g.hi {
 				covering = append(covering, g)
@@ -342,14 +351,14 @@ func (m *Manager) Progress(recs []Record, hosts []HostState) error {
 
 // Stats returns a snapshot of the Manager's claims and counters.
 func (m *Manager) Stats() Stats {
-	now := m.cfg.Clock.Now()
+	now := m.clock.Now()
 	noReplica := m.noSuccessor()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats
-	s.Claims = m.claims.claims()
+	s.Claims = m.own.claims.claims()
 	s.Releasing = m.releasing.claims()
-	s.LeaseValid = !m.leaving && (noReplica || now.Before(m.leaseUntil))
+	s.LeaseValid = m.own.leaseValid(now, noReplica)
 	s.Degraded = m.degraded
 	return s
 }
@@ -361,7 +370,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer m.running.Store(false)
-	t := m.cfg.Clock.NewTicker(m.cfg.TickInterval)
+	t := m.clock.NewTicker(m.cfg.TickInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -385,11 +394,13 @@ func (m *Manager) Leave(ctx context.Context) error {
 	m.tickMu.Lock()
 	defer m.tickMu.Unlock()
 	m.mu.Lock()
-	if m.leaving {
+	if m.own.leaving {
 		m.mu.Unlock()
 		return nil
 	}
-	m.leaving = true
+	m.own.mu.Lock()
+	m.own.leaving = true
+	m.own.mu.Unlock()
 	targets := slices.Clone(m.succCache)
 	m.mu.Unlock()
 	for _, p := range m.ring.Successors() {
@@ -401,8 +412,8 @@ func (m *Manager) Leave(ctx context.Context) error {
 	m.transMu.Lock()
 	m.acceptMu.Lock()
 	m.mu.Lock()
-	parts := m.claims
-	m.claims = nil
+	parts := m.own.claims
+	m.setClaimsLocked(nil)
 	for _, g := range parts {
 		m.releasing = m.releasing.set(spanSet{{g.lo, g.hi}}, g.e)
 	}
@@ -478,7 +489,7 @@ func fanout[T any](m *Manager, ctx context.Context, peers []ring.Peer, call func
 // handleRejected takes in the higher epochs a replica reported and drops
 // whatever of our claims they beat.
 func (m *Manager) handleRejected(rejected []Claim) {
-	now := m.cfg.Clock.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
@@ -499,7 +510,7 @@ func (m *Manager) handleRejected(rejected []Claim) {
 // are later merged into the rightful owner.
 func (m *Manager) dropStaleLocked(now time.Time) {
 	var dropped []span
-	for _, c := range m.claims {
+	for _, c := range m.own.claims {
 		for _, p := range m.table.m.within(spanSet{{c.lo, c.hi}}) {
 			if c.e.Less(p.e) {
 				dropped = append(dropped, span{p.lo, p.hi})
@@ -511,7 +522,7 @@ func (m *Manager) dropStaleLocked(now time.Time) {
 	}
 	d := normalize(dropped)
 	m.log.Info("claim stale, dropped", "ranges", d.ranges(), "table", m.table.m.within(d).claims())
-	m.claims = m.claims.remove(d)
+	m.setClaimsLocked(m.own.claims.remove(d))
 	m.deact = union(m.deact, d)
 	m.reconcile = union(m.reconcile, d)
 	m.waitStart = now
@@ -551,11 +562,11 @@ func (m *Manager) claim(ctx context.Context, s spanSet, promotion bool) {
 	defer m.transMu.Unlock()
 	m.flushDeactivations(ctx)
 	m.mu.Lock()
-	if m.leaving {
+	if m.own.leaving {
 		m.mu.Unlock()
 		return
 	}
-	s = subtract(s, m.claims.domain())
+	s = subtract(s, m.own.claims.domain())
 	var got []Claim
 	for _, r := range s.ranges() {
 		e := Epoch{N: m.table.max(r).N + 1, Owner: m.self.Addr}
@@ -580,7 +591,7 @@ func (m *Manager) claim(ctx context.Context, s spanSet, promotion bool) {
 // setClaimLocked records r as actively claimed under e.
 func (m *Manager) setClaimLocked(r Range, e Epoch) {
 	s := spansOf(r)
-	m.claims = m.claims.set(s, e)
+	m.setClaimsLocked(m.own.claims.set(s, e))
 	m.releasing = m.releasing.remove(s)
 	m.reconcile = subtract(m.reconcile, s)
 	m.table.raise(r, e)
@@ -598,7 +609,7 @@ func (m *Manager) activate(ctx context.Context, r Range) {
 	}
 	m.log.Error("activate failed; claim dropped", "range", r, "err", err)
 	m.mu.Lock()
-	m.claims = m.claims.remove(spansOf(r))
+	m.setClaimsLocked(m.own.claims.remove(spansOf(r)))
 	m.deact = union(m.deact, spansOf(r))
 	m.beatNow = true
 	m.mu.Unlock()
@@ -616,7 +627,7 @@ func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
 	m.mu.Lock()
 	var in []Record
 	for _, r := range recs {
-		if m.claims.covers(r.Key) && (!r.Done || len(r.Meta) > 0) {
+		if m.own.claims.covers(r.Key) && (!r.Done || len(r.Meta) > 0) {
 			in = append(in, r)
 		}
 	}

@@ -540,10 +540,10 @@ func TestConfigValidation(t *testing.T) {
 	n := c.nodes[0]
 	bad := c.cfg
 	bad.Lease = bad.FailureTimeout
-	if _, err := New(n.rn, c.snet.Transport(n.peer), n.st, n.app, bad); err == nil {
+	if _, err := New(NewOwnership(n.rn), c.snet.Transport(n.peer), n.st, n.app, bad); err == nil {
 		t.Fatal("Lease >= FailureTimeout accepted")
 	}
-	cfg, err := Config{}.withDefaults()
+	cfg, err := Config{}.Effective()
 	if err != nil || cfg.Replicas != 2 || cfg.FailureTimeout != 5*time.Second || cfg.Lease != 2500*time.Millisecond ||
 		cfg.HeartbeatInterval != 500*time.Millisecond || cfg.ChunkRecords != 1000 {
 		t.Fatalf("defaults: %+v, %v", cfg, err)

@@ -181,7 +181,7 @@ func (m *Manager) pullFrom(ctx context.Context, p ring.Peer, r Range, filter fun
 				return false, fmt.Errorf("shard: pull: store hosts: %w", err)
 			}
 		}
-		now := m.cfg.Clock.Now()
+		now := m.clock.Now()
 		m.mu.Lock()
 		changed := false
 		for _, c := range reply.Epochs {

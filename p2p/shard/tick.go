@@ -51,12 +51,12 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.tickMu.Lock()
 	defer m.tickMu.Unlock()
 	m.mu.Lock()
-	leaving := m.leaving
+	leaving := m.own.leaving
 	m.mu.Unlock()
 	if leaving || ctx.Err() != nil {
 		return
 	}
-	now := m.cfg.Clock.Now()
+	now := m.clock.Now()
 	v := m.currentView()
 	m.observe(v, now)
 	m.transMu.Lock()
@@ -100,7 +100,7 @@ func (m *Manager) shed(ctx context.Context, v view) {
 		return
 	}
 	m.mu.Lock()
-	nothing := subsetOf(m.claims.domain(), v.spans)
+	nothing := subsetOf(m.own.claims.domain(), v.spans)
 	m.mu.Unlock()
 	if nothing {
 		return // the common case: no need to wait for Accepts in flight
@@ -109,11 +109,11 @@ func (m *Manager) shed(ctx context.Context, v view) {
 	defer m.transMu.Unlock()
 	m.acceptMu.Lock()
 	m.mu.Lock()
-	out := subtract(m.claims.domain(), v.spans)
+	out := subtract(m.own.claims.domain(), v.spans)
 	var parts segMap
 	if !out.empty() {
-		parts = m.claims.within(out)
-		m.claims = m.claims.remove(out)
+		parts = m.own.claims.within(out)
+		m.setClaimsLocked(m.own.claims.remove(out))
 		for _, p := range parts {
 			m.releasing = m.releasing.set(spanSet{{p.lo, p.hi}}, p.e)
 		}
@@ -203,7 +203,7 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 		return
 	}
 	m.mu.Lock()
-	free := subtract(subtract(v.spans, m.claims.domain()), m.releasing.domain())
+	free := subtract(subtract(v.spans, m.own.claims.domain()), m.releasing.domain())
 	var direct, promote, pull []span
 	for _, p := range m.table.m.pieces(free) {
 		sp := span{p.lo, p.hi}
@@ -245,7 +245,7 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 			continue
 		}
 		m.mu.Lock()
-		free := subtract(subtract(spansOf(r), m.claims.domain()), m.releasing.domain())
+		free := subtract(subtract(spansOf(r), m.own.claims.domain()), m.releasing.domain())
 		var mine []span
 		for _, p := range m.table.m.pieces(free) {
 			if p.e.Owner == "" || p.e.Owner == m.self.Addr {
@@ -272,16 +272,16 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	}
 	m.lastBeat, m.beatNow = now, false
 	replicas := slices.Clone(m.replicas)
-	claims := m.claims.claims()
+	claims := m.own.claims.claims()
 	var recs []Record
 	for _, r := range m.progRecs {
-		if m.claims.covers(r.Key) {
+		if m.own.claims.covers(r.Key) {
 			recs = append(recs, r)
 		}
 	}
 	var hosts []HostState
 	for _, h := range m.progHosts {
-		if m.claims.covers(h.Key) {
+		if m.own.claims.covers(h.Key) {
 			hosts = append(hosts, h)
 		}
 	}
@@ -303,8 +303,10 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		rejected = append(rejected, r.reply.Rejected...)
 		if i == 0 && len(r.reply.Rejected) == 0 {
 			m.mu.Lock()
-			if until := now.Add(m.cfg.Lease); until.After(m.leaseUntil) {
-				m.leaseUntil = until
+			if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
+				m.own.mu.Lock()
+				m.own.leaseUntil = until
+				m.own.mu.Unlock()
 			}
 			m.mu.Unlock()
 		}
@@ -319,7 +321,7 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 // and after a new claim.
 func (m *Manager) antiEntropy(ctx context.Context, now time.Time) {
 	m.mu.Lock()
-	claims := m.claims.claims()
+	claims := m.own.claims.claims()
 	var due []ring.Peer
 	for _, p := range m.replicas {
 		if t, ok := m.lastSync[p.Addr]; m.syncNow || !ok || now.Sub(t) >= m.cfg.SyncInterval {

@@ -35,24 +35,32 @@ type Options struct {
 	Now func() time.Time
 }
 
+// DefaultOptions returns the defaults noted on Options' fields.
+func DefaultOptions() Options {
+	return Options{MaxFileBytes: 1 << 30, Prefix: "swarmcrawl", Software: "swarmcrawl", Now: time.Now}
+}
+
+// withDefaults fills the zero fields of o from DefaultOptions and checks
+// the rest.
 func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
 	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = 1 << 30
+		o.MaxFileBytes = d.MaxFileBytes
 	}
 	if o.MaxFileBytes < 0 {
 		return o, fmt.Errorf("warc: negative MaxFileBytes %d", o.MaxFileBytes)
 	}
 	if o.Prefix == "" {
-		o.Prefix = "swarmcrawl"
+		o.Prefix = d.Prefix
 	}
 	if strings.ContainsAny(o.Prefix, `/\`) || o.Prefix == "." || o.Prefix == ".." {
 		return o, fmt.Errorf("warc: file prefix %q is not a plain name", o.Prefix)
 	}
 	if o.Software == "" {
-		o.Software = "swarmcrawl"
+		o.Software = d.Software
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = d.Now
 	}
 	return o, nil
 }

@@ -1,10 +1,10 @@
-package p2p
+package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -12,64 +12,24 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// epochsMeta is the store meta name of the shard manager's epoch table.
-const epochsMeta = "shard/epochs"
-
-// shardStorage keeps the shard manager's records, host states and epoch
-// table in the node's store.
-type shardStorage struct{ db *store.DB }
-
-var _ shard.Storage = shardStorage{}
-
-func (s shardStorage) PutRecords(recs []shard.Record) error {
-	out := make([]store.ShardRecord, len(recs))
-	for i, r := range recs {
-		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
-	}
-	return s.db.PutShardRecords(out)
-}
-
-func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {
-	return s.db.ScanShard(uint64(r.From), uint64(r.To), func(x store.ShardRecord) error {
-		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Meta: x.Meta, MetaVersion: x.MetaVersion})
-	})
-}
-
-func (s shardStorage) PutHosts(hs []shard.HostState) error {
-	out := make([]store.ShardHost, len(hs))
-	for i, h := range hs {
-		out[i] = store.ShardHost{Key: h.Key, Host: h.Host, Data: h.Data}
-	}
-	return s.db.PutShardHosts(out)
-}
-
-func (s shardStorage) ScanHosts(r shard.Range, fn func(shard.HostState) error) error {
-	return s.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
-		return fn(shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data})
-	})
-}
-
-func (s shardStorage) LoadEpochs() ([]byte, error) {
-	b, err := s.db.Meta(epochsMeta)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return b, err
-}
-
-func (s shardStorage) SaveEpochs(b []byte) error { return s.db.PutMeta(epochsMeta, b) }
-
-// shardApp connects the shard manager to the crawler: the shard records of
-// a range are the truth about what must be crawled there, and the
-// crawler's queue is rebuilt from them whenever the node takes a range.
-type shardApp struct {
-	owner   *owner
+// intake is the one way into this node's crawl queue. It admits URLs
+// routed here (Admit, for the owner), rebuilds a range's queue from its
+// shard records when the node takes the range over (Activate), queues
+// records merged in from another node (Merged), and gives a range up
+// (Deactivate). The first three check the seen set and mark it, so they
+// run one at a time: between checking the seen set and marking it, a
+// concurrent one with the same URL must not slip through, and accepts must
+// not interleave with a queue being rebuilt. It is the shard manager's
+// App: the shard records of a range are the truth about what must be
+// crawled there, and the crawler's queue is a cache of them.
+type intake struct {
+	mu      sync.Mutex
 	db      *store.DB
 	crawler *crawl.Crawler
 	log     *slog.Logger
 }
 
-var _ shard.App = (*shardApp)(nil)
+var _ shard.App = (*intake)(nil)
 
 // enqueueBatch bounds the tasks queued and marked seen in one store write.
 const enqueueBatch = 1000
@@ -78,25 +38,65 @@ func inRange(r shard.Range) func(uint64) bool {
 	return func(k uint64) bool { return r.Contains(ring.ID(k)) }
 }
 
+// Admit queues the URLs of entries (with queued[i] the task of entries[i])
+// that the seen set has not seen, once replicate has stored them with the
+// replicas, and marks them seen. It returns the new tasks and the number
+// of duplicates; when replicate fails nothing is queued and its error is
+// returned with the new tasks, which the caller hands back. The queue is
+// durable before the seen set says "seen": the other order loses URLs to
+// a crash in between, since the sender's retry would find them seen and
+// they would never be crawled; this one at worst queues a URL twice after
+// a crash.
+func (in *intake) Admit(entries []store.SeenEntry, queued []crawl.Task, replicate func([]crawl.Task, []store.SeenEntry) error) (fresh []crawl.Task, duplicates int, err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var freshEntries []store.SeenEntry
+	inBatch := make(map[[2]uint64]bool, len(entries))
+	for i, e := range entries {
+		id := [2]uint64{e.Key, e.URLHash}
+		seen, err := in.db.Seen(e.Key, e.URLHash)
+		if err != nil {
+			return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
+		}
+		if seen || inBatch[id] {
+			duplicates++
+			continue
+		}
+		inBatch[id] = true
+		fresh = append(fresh, queued[i])
+		freshEntries = append(freshEntries, e)
+	}
+	if len(fresh) == 0 {
+		return nil, duplicates, nil
+	}
+	if err := replicate(fresh, freshEntries); err != nil {
+		return fresh, duplicates, err
+	}
+	in.crawler.Enqueue(fresh...)
+	if _, err := in.db.MarkSeen(freshEntries); err != nil {
+		return fresh, duplicates, err
+	}
+	return fresh, duplicates, nil
+}
+
 // Activate takes over a range: whatever the local queue held for it (from
 // before a restart, say) is dropped, and every pending record the node has
-// not fetched itself is queued and marked seen. The owner's lock keeps
-// concurrent accepts out until the queue is rebuilt.
-func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
-	a.owner.mu.Lock()
-	defer a.owner.mu.Unlock()
-	if _, err := a.crawler.Release(ctx, inRange(r)); err != nil {
+// not fetched itself is queued and marked seen.
+func (in *intake) Activate(ctx context.Context, r shard.Range) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, err := in.crawler.Release(ctx, inRange(r)); err != nil {
 		return fmt.Errorf("activate %s: %w", r, err)
 	}
 	var tasks []crawl.Task
 	var seen []store.SeenEntry
 	flush := func() error {
 		if len(seen) > 0 {
-			if _, err := a.db.MarkSeen(seen); err != nil {
+			if _, err := in.db.MarkSeen(seen); err != nil {
 				return err
 			}
 		}
-		a.crawler.Enqueue(tasks...)
+		in.crawler.Enqueue(tasks...)
 		tasks, seen = tasks[:0], seen[:0]
 		return nil
 	}
@@ -104,18 +104,18 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 	// fetched records, with their metadata, bring it back.
 	var adopted []crawl.Adopted
 	adopt := func() error {
-		err := a.crawler.Adopt(adopted)
+		err := in.crawler.Adopt(adopted)
 		adopted = adopted[:0]
 		return err
 	}
 	queued := 0
-	err := a.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
+	err := in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		seen = append(seen, store.SeenEntry{Key: rec.Key, URLHash: rec.URLHash, URL: rec.URL, Depth: rec.Depth})
 		if rec.Done {
 			ad := crawl.Adopted{Task: crawl.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
 			if len(rec.Meta) > 0 {
 				if err := ad.Meta.UnmarshalBinary(rec.Meta); err != nil {
-					a.log.Warn("ignoring bad URL state in a shard record", "url", rec.URL, "err", err)
+					in.log.Warn("ignoring bad URL state in a shard record", "url", rec.URL, "err", err)
 				}
 			}
 			if adopted = append(adopted, ad); len(adopted) >= enqueueBatch {
@@ -124,7 +124,7 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 				}
 			}
 		} else {
-			fetched, err := a.crawler.Fetched(rec.Key, rec.URLHash)
+			fetched, err := in.crawler.Fetched(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
 			}
@@ -148,10 +148,10 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 		return fmt.Errorf("activate %s: %w", r, err)
 	}
 	var snaps []crawl.HostSnapshot
-	err = a.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
+	err = in.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
 		var s crawl.HostSnapshot
 		if err := s.UnmarshalBinary(h.Data); err != nil {
-			a.log.Warn("skipping a bad host state", "host", h.Host, "err", err)
+			in.log.Warn("skipping a bad host state", "host", h.Host, "err", err)
 			return nil
 		}
 		snaps = append(snaps, s)
@@ -160,22 +160,22 @@ func (a *shardApp) Activate(ctx context.Context, r shard.Range) error {
 	if err != nil {
 		return fmt.Errorf("activate %s: host states: %w", r, err)
 	}
-	a.crawler.Restore(snaps)
-	a.log.Info("range activated", "range", r.String(), "queued", queued, "hosts", len(snaps))
+	in.crawler.Restore(snaps)
+	in.log.Info("range activated", "range", r.String(), "queued", queued, "hosts", len(snaps))
 	return nil
 }
 
 // Deactivate gives a range up: the crawler stops fetching it, waits for its
 // requests in flight and drops its queue; the hosts' politeness state goes
 // into the shard store so that it travels with the range.
-func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
-	snaps, err := a.crawler.Release(ctx, inRange(r))
+func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
+	snaps, err := in.crawler.Release(ctx, inRange(r))
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
 	}
 	hosts, err := hostStates(snaps)
 	if err == nil {
-		err = shardStorage{db: a.db}.PutHosts(hosts)
+		err = shardStorage{db: in.db}.PutHosts(hosts)
 	}
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
@@ -183,20 +183,20 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 	// What this node fetched is done, whether or not the replicas heard of
 	// it yet: the records that travel with the range must say so, or the
 	// next owner fetches those pages again. (This node stays up, so the
-	// links still in its outbox are delivered.)
-	// Likewise the newest metadata of what it fetched, so that the next
-	// owner recrawls on schedule.
+	// links still in its outbox are delivered.) Likewise the newest
+	// metadata of what it fetched, so that the next owner recrawls on
+	// schedule.
 	var done []store.ShardRecord
-	err = a.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
+	err = in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		changed := false
 		if !rec.Done {
-			fetched, err := a.crawler.Fetched(rec.Key, rec.URLHash)
+			fetched, err := in.crawler.Fetched(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
 			}
 			rec.Done, changed = fetched, fetched
 		}
-		meta, version, err := urlState(a.db, rec.Key, rec.URLHash)
+		meta, version, err := urlState(in.db, rec.Key, rec.URLHash)
 		if err != nil {
 			return err
 		}
@@ -209,12 +209,12 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 		return nil
 	})
 	if err == nil {
-		err = a.db.PutShardRecords(done)
+		err = in.db.PutShardRecords(done)
 	}
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
 	}
-	a.log.Info("range deactivated", "range", r.String(), "hosts", len(hosts))
+	in.log.Info("range deactivated", "range", r.String(), "hosts", len(hosts))
 	return nil
 }
 
@@ -222,9 +222,9 @@ func (a *shardApp) Deactivate(ctx context.Context, r shard.Range) error {
 // (after a partition healed): those not seen here are new work, and the
 // pages it fetched are recrawled on the schedule of that fetch when it is
 // newer than this node's own.
-func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
-	a.owner.mu.Lock()
-	defer a.owner.mu.Unlock()
+func (in *intake) Merged(_ context.Context, recs []shard.Record) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	var tasks []crawl.Task
 	var seen []store.SeenEntry
 	var adopted []crawl.Adopted
@@ -234,14 +234,14 @@ func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 			if len(r.Meta) == 0 || ad.Meta.UnmarshalBinary(r.Meta) != nil {
 				continue
 			}
-			if _, version, err := urlState(a.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
+			if _, version, err := urlState(in.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
 				adopted = append(adopted, ad)
 			}
 			continue
 		}
-		ok, err := a.db.Seen(r.Key, r.Hash)
+		ok, err := in.db.Seen(r.Key, r.Hash)
 		if err != nil {
-			a.log.Warn("merge: seen check failed", "url", r.URL, "err", err)
+			in.log.Warn("merge: seen check failed", "url", r.URL, "err", err)
 			continue
 		}
 		if ok {
@@ -250,17 +250,17 @@ func (a *shardApp) Merged(_ context.Context, recs []shard.Record) {
 		seen = append(seen, store.SeenEntry{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth})
 		tasks = append(tasks, crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
 	}
-	if err := a.crawler.Adopt(adopted); err != nil {
-		a.log.Warn("merge: adopting the recrawl state of fetched URLs failed", "err", err)
+	if err := in.crawler.Adopt(adopted); err != nil {
+		in.log.Warn("merge: adopting the recrawl state of fetched URLs failed", "err", err)
 	}
 	if len(tasks) == 0 {
 		return
 	}
-	a.crawler.Enqueue(tasks...)
-	if _, err := a.db.MarkSeen(seen); err != nil {
-		a.log.Warn("merge: mark seen failed", "err", err)
+	in.crawler.Enqueue(tasks...)
+	if _, err := in.db.MarkSeen(seen); err != nil {
+		in.log.Warn("merge: mark seen failed", "err", err)
 	}
-	a.log.Info("merged records from another node", "queued", len(tasks))
+	in.log.Info("merged records from another node", "queued", len(tasks))
 }
 
 // urlState is what this node knows of a URL after fetching it, as a shard

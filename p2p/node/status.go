@@ -1,8 +1,7 @@
-package p2p
+package node
 
 import (
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
@@ -75,10 +74,10 @@ func (n *Node) delegationStatus(c crawl.Stats) DelegationStatus {
 		d.NoHelper = n.delegator.noHelper.Load()
 		d.SendFails = n.delegator.sendFails.Load()
 	}
-	if n.fetchSrv != nil {
-		d.BatchesServed = n.fetchSrv.served.Load()
-		d.Refused = n.fetchSrv.refused.Load()
-		d.Busy = n.fetchSrv.busy.Load()
+	if n.helper != nil {
+		d.BatchesServed = n.helper.served.Load()
+		d.Refused = n.helper.refused.Load()
+		d.Busy = n.helper.busy.Load()
 	}
 	return d
 }
@@ -128,7 +127,7 @@ func claimInfos(cs []shard.Claim) []ClaimInfo {
 func (n *Node) shardStatus() ShardStatus {
 	st := n.shard.Stats()
 	return ShardStatus{
-		Replicas:        n.cfg.Shard.Replicas,
+		Replicas:        n.shardCfg.Replicas,
 		Claims:          claimInfos(st.Claims),
 		Releasing:       claimInfos(st.Releasing),
 		LeaseValid:      st.LeaseValid,
@@ -172,7 +171,7 @@ func (n *Node) Status() Status {
 		Fingers: len(st.Fingers),
 		Seen:    n.db.SeenCount(),
 		Pages:   n.db.PageCount(),
-		Outbox:  n.router.Pending(),
+		Outbox:  n.outbox.Pending(),
 		Routed:  n.router.routed.Load(),
 		Lookups: n.router.lookups.Load(),
 		Crawl:   n.crawler.Stats(),
@@ -198,17 +197,4 @@ func (n *Node) Status() Status {
 	}
 	s.Range = RangeInfo{From: from.String(), To: self.ID.String(), Share: share}
 	return s
-}
-
-func (n *Node) apiHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, n.Status())
-	})
-	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
-	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
 }

@@ -1,4 +1,4 @@
-package p2p
+package node
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -129,7 +130,7 @@ func TestFetchBatchValidation(t *testing.T) {
 		"wait <= budget": func(r *pb.FetchBatchRequest) { r.WaitNs = r.BudgetNs },
 		"no budget":      func(r *pb.FetchBatchRequest) { r.BudgetNs = 0 },
 		"negative gap":   func(r *pb.FetchBatchRequest) { r.GapNs = -1 },
-		"endless wait":   func(r *pb.FetchBatchRequest) { r.WaitNs = int64(maxFetchWait + time.Second) },
+		"endless wait":   func(r *pb.FetchBatchRequest) { r.WaitNs = int64(p2p.MaxFetchWait + time.Second) },
 		"meta other url": func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta.Url = "http://big.example/elsewhere" },
 		"meta missing":   func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta = nil },
 		"meta negative":  func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta.Fetches = -1 },
@@ -203,16 +204,17 @@ func TestFetchReplyValidation(t *testing.T) {
 	}
 }
 
-// testHelper is a helper host with a fetch server whose fetch function
-// the test chooses.
+// testHelper is a helper host serving the fetch protocol with a helper
+// whose fetch function the test chooses.
 type testHelper struct {
-	h      host.Host
-	srv    *fetchServer
-	links  *fakeLinks
-	vouch  atomic.Bool
-	calls  atomic.Int64
-	lastMu sync.Mutex
-	last   *crawl.Batch
+	h       host.Host
+	streams *p2p.Streams
+	srv     *helper
+	links   *fakeLinks
+	vouch   atomic.Bool
+	calls   atomic.Int64
+	lastMu  sync.Mutex
+	last    *crawl.Batch
 }
 
 // fakeLinks settles the links it hands out once released.
@@ -252,23 +254,32 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 	t.Helper()
 	th := &testHelper{h: newTestHost(t), links: &fakeLinks{pages: map[string][]uint64{}}}
 	th.vouch.Store(true)
-	th.srv = newFetchServer(th.h, slog.New(slog.DiscardHandler),
-		func(uint64, string) bool { return th.vouch.Load() },
-		func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+	log := slog.New(slog.DiscardHandler)
+	th.streams = p2p.NewStreams(th.h, 0)
+	th.srv = &helper{log: log,
+		vouch: func(uint64, string) bool { return th.vouch.Load() },
+		fetch: func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 			th.calls.Add(1)
 			th.lastMu.Lock()
 			th.last = b
 			th.lastMu.Unlock()
 			return fetch(ctx, b)
-		}, th.links)
-	th.srv.Serve()
-	t.Cleanup(th.srv.Close)
+		},
+		links: th.links}
+	p2p.NewFetchTransport(th.h, th.streams, log).Serve(th.srv.serve)
+	t.Cleanup(th.streams.Close)
 	return th
+}
+
+// testOwner is a delegator on its own host.
+type testOwner struct {
+	*delegator
+	host host.Host
 }
 
 // newTestOwner returns a delegator on a fresh host connected to helpers,
 // which are its successors in order.
-func newTestOwner(t *testing.T, helpers ...*testHelper) *fetchDelegator {
+func newTestOwner(t *testing.T, helpers ...*testHelper) testOwner {
 	t.Helper()
 	h := newTestHost(t)
 	var succs []ring.Peer
@@ -276,9 +287,10 @@ func newTestOwner(t *testing.T, helpers ...*testHelper) *fetchDelegator {
 		if err := h.Connect(context.Background(), th.h.Peerstore().PeerInfo(th.h.ID())); err != nil {
 			t.Fatal(err)
 		}
-		succs = append(succs, RingPeer(th.h.ID()))
+		succs = append(succs, p2p.RingPeer(th.h.ID()))
 	}
-	return newFetchDelegator(h, RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), log), h}
 }
 
 // fetchAll answers every task of a batch with a retry.
@@ -340,7 +352,7 @@ func TestFetchDelegation(t *testing.T) {
 	}
 
 	// No successor at all (alone on the ring).
-	alone := newFetchDelegator(d.host, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, 2, d.log)
+	alone := newDelegator(d.fetch, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, 2, d.log)
 	if _, err := alone.Delegate(ctx, testBatch(1)); !errors.Is(err, crawl.ErrNoHelper) {
 		t.Fatalf("alone: %v, want ErrNoHelper", err)
 	}
@@ -435,7 +447,7 @@ func TestFetchBadHelper(t *testing.T) {
 	if err := d.host.Connect(context.Background(), mute.Peerstore().PeerInfo(mute.ID())); err != nil {
 		t.Fatal(err)
 	}
-	d.successors = func() []ring.Peer { return []ring.Peer{RingPeer(mute.ID())} }
+	d.successors = func() []ring.Peer { return []ring.Peer{p2p.RingPeer(mute.ID())} }
 	d.replicas = 1
 	b := testBatch(1)
 	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
@@ -449,8 +461,9 @@ func TestFetchBadHelper(t *testing.T) {
 	}
 }
 
-// Close cancels the batches being fetched and waits for their handlers,
-// which still answer; a batch arriving after Close is not served.
+// Unhandling the protocol cancels the batches being fetched and waits for
+// their handlers, which still answer; a batch arriving after that is not
+// served.
 func TestFetchServerClose(t *testing.T) {
 	started := make(chan struct{})
 	th := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
@@ -467,7 +480,7 @@ func TestFetchServerClose(t *testing.T) {
 		errc <- err
 	}()
 	<-started
-	th.srv.Close()
+	th.streams.Unhandle(protocol.FetchID)
 	if err := <-errc; err != nil {
 		t.Fatalf("batch cut short by Close: %v, want an empty result", err)
 	}

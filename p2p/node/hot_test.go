@@ -1,4 +1,4 @@
-package p2p_test
+package node_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
-	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // token is the robots.txt token of every test node's User-Agent.
@@ -27,7 +27,7 @@ var nodeTag = regexp.MustCompile(`\((node-\d+)\)$`)
 func startTaggedSwarm(ctx context.Context, t *testing.T, opts localswarm.Options) *localswarm.Swarm {
 	t.Helper()
 	opts.Dir = t.TempDir()
-	opts.Configure = func(i int, c *p2p.Config) {
+	opts.Configure = func(i int, c *node.Config) {
 		c.Crawl.UserAgent = fmt.Sprintf("%s/0.1 (node-%d)", token, i)
 	}
 	swarm, err := localswarm.Start(ctx, opts)

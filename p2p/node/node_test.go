@@ -1,4 +1,4 @@
-package p2p_test
+package node_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -57,7 +58,7 @@ func newClient(t *testing.T) host.Host {
 	return h
 }
 
-func connect(t *testing.T, h host.Host, n *p2p.Node) peer.ID {
+func connect(t *testing.T, h host.Host, n *node.Node) peer.ID {
 	t.Helper()
 	infos, err := p2p.ParseAddrInfos(n.Addrs())
 	if err != nil {
@@ -71,11 +72,11 @@ func connect(t *testing.T, h host.Host, n *p2p.Node) peer.ID {
 
 func TestIdentitySurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := p2p.DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
+	cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
 	cfg.Crawl = noWeb()
-	first, err := p2p.New(cfg)
+	first, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestIdentitySurvivesRestart(t *testing.T) {
 	if mode := fi.Mode().Perm(); mode != 0o600 {
 		t.Errorf("identity key mode %o, want 600", mode)
 	}
-	second, err := p2p.New(cfg)
+	second, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +109,10 @@ func TestCorruptIdentityIsAnError(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "identity.key"), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := p2p.DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
-	if _, err := p2p.New(cfg); err == nil || !strings.Contains(err.Error(), "identity") {
+	cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "identity") {
 		t.Fatalf("corrupt identity: got %v, want an identity error (a silent new key would move the node on the ring)", err)
 	}
 }
@@ -152,7 +153,7 @@ func TestForgedRingPositionRefused(t *testing.T) {
 	forged := &pb.Peer{RingId: uint64(target.Ring().Self().ID - 1), PeerId: []byte(client.ID())}
 	resp := &pb.RingResponse{}
 	err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
-		&pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: forged}}}, resp, protocol.MaxRingMsgBytes)
+		&pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: forged}}}, resp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestHostileStreamsDoNotHurtNode(t *testing.T) {
 	// Still alive and serving.
 	resp := &pb.RingResponse{}
 	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
-		&pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, resp, protocol.MaxRingMsgBytes); err != nil || resp.GetAck() == nil {
+		&pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, resp); err != nil || resp.GetAck() == nil {
 		t.Fatalf("node stopped serving after hostile streams: %v %v", err, resp)
 	}
 }
@@ -231,7 +232,7 @@ func TestTaskBatchAccounting(t *testing.T) {
 	client := newClient(t)
 	id := connect(t, client, target)
 	resp := &pb.TaskBatchResult{}
-	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.TasksID, batch, resp, protocol.MaxTaskMsgBytes); err != nil {
+	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.TasksID, batch, resp); err != nil {
 		t.Fatal(err)
 	}
 	if resp.Error != "" || resp.Accepted != 3 || resp.Duplicates != 1 || len(resp.NotOwned) != 3 || len(resp.Rejected) != 2 {
@@ -260,14 +261,14 @@ func TestDiscoveryMergesLoneNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for DHT discovery")
 	}
-	var nodes []*p2p.Node
+	var nodes []*node.Node
 	for i := 0; i < 2; i++ {
-		cfg := p2p.DefaultConfig()
+		cfg := node.DefaultConfig()
 		cfg.DataDir = t.TempDir()
-		cfg.Host = p2p.HostConfig{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}
+		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
 		cfg.Crawl = noWeb()
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		n, err := p2p.New(cfg)
+		n, err := node.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package p2p
+package node
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// TestShardAppAdoptsRecrawlState: the recrawl state that travels in done
+// TestIntakeAdoptsRecrawlState: the recrawl state that travels in done
 // records is taken over when a range is activated (its schedule rebuilt)
 // and when records merge into an active range, only when it is newer than
 // what the node knows, and a URL is scheduled once per activation.
-func TestShardAppAdoptsRecrawlState(t *testing.T) {
+func TestIntakeAdoptsRecrawlState(t *testing.T) {
 	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestShardAppAdoptsRecrawlState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &shardApp{owner: &owner{db: db, crawler: c}, db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
 
 	now := time.Now()
 	record := func(u string, fetched time.Time) shard.Record {

@@ -1,4 +1,4 @@
-package p2p
+package node
 
 import (
 	"encoding/json"
@@ -88,11 +88,4 @@ func (n *Node) handleRequeue(w http.ResponseWriter, r *http.Request) {
 	}
 	n.log.Info("dead letters requeued", "count", count)
 	writeJSON(w, RequeueResult{Requeued: count})
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
 }

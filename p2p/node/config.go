@@ -1,0 +1,119 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/store"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
+)
+
+// Config configures a swarm node. A zero field takes its default (see
+// DefaultConfig, and each part's own Config for the nested ones); DataDir
+// is required.
+type Config struct {
+	// DataDir holds the identity key, the store, the WARC files and the
+	// addrs/api files. Required.
+	DataDir string
+	// Host configures libp2p: listen addresses, NAT, relays.
+	Host p2p.Config
+	// Bootstrap are full multiaddrs of swarm members to join through. Empty
+	// starts a new swarm.
+	Bootstrap []string
+	// APIAddr is where the HTTP API listens. Default "127.0.0.1:0".
+	APIAddr string
+	// DisableDiscovery turns off the Kademlia DHT that finds swarm members
+	// beyond the bootstrap list (on by default).
+	DisableDiscovery bool
+	// KeyMode chooses the crawl task key: per host (default) or per URL.
+	// It overrides Crawl.KeyMode: the crawler and the owner must agree.
+	KeyMode crawl.KeyMode
+	// HotQueue is the number of queued tasks of one host at which its
+	// owner hands the host's fetches, in batches, to its successor
+	// replicas (crawl.Config.HotQueue). Default 200; negative never
+	// delegates. Only with host keys. Crawl.HotQueue and Crawl.Delegate are
+	// set from it.
+	HotQueue int
+	// Crawl configures the fetcher and politeness.
+	Crawl crawl.Config
+	// Store configures the durable state.
+	Store store.Options
+	// WARC configures the archive of fetched pages in DataDir/warc.
+	WARC warc.Options
+	// Ring configures Chord maintenance. Its RPCTimeout is at most half
+	// the shard failure timeout (see effective).
+	Ring ring.Config
+	// Shard configures replication, failure detection and handoff.
+	// Default: shard's defaults, ticking every 50ms.
+	Shard shard.Config
+	// JoinTimeout bounds joining through the bootstrap peers. Default 30s.
+	JoinTimeout time.Duration
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a node configuration with every default set;
+// DataDir is left for the caller.
+func DefaultConfig() Config {
+	sc := shard.DefaultConfig()
+	// A node ticks faster than the shard package's default: a tick is
+	// cheap, and it bounds how soon a new URL's range is claimed.
+	sc.TickInterval = 50 * time.Millisecond
+	return Config{
+		Host:        p2p.DefaultConfig(),
+		APIAddr:     "127.0.0.1:0",
+		KeyMode:     crawl.KeyHost,
+		HotQueue:    200,
+		Crawl:       crawl.DefaultConfig(),
+		Store:       store.DefaultOptions(),
+		WARC:        warc.DefaultOptions(),
+		Ring:        ring.DefaultConfig(),
+		Shard:       sc,
+		JoinTimeout: 30 * time.Second,
+	}
+}
+
+// effective fills the zero fields of c from DefaultConfig and checks it;
+// it also returns the shard configuration with the shard package's own
+// defaults filled in.
+func (c Config) effective() (Config, shard.Config, error) {
+	d := DefaultConfig()
+	if c.DataDir == "" {
+		return c, shard.Config{}, errors.New("data dir is required")
+	}
+	if _, err := p2p.ParseAddrInfos(c.Bootstrap); err != nil {
+		return c, shard.Config{}, fmt.Errorf("bootstrap: %w", err)
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = d.APIAddr
+	}
+	if c.HotQueue == 0 {
+		c.HotQueue = d.HotQueue
+	}
+	if c.Shard.TickInterval == 0 {
+		c.Shard.TickInterval = d.Shard.TickInterval
+	}
+	if c.JoinTimeout <= 0 {
+		c.JoinTimeout = d.JoinTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	sc, err := c.Shard.Effective()
+	if err != nil {
+		return c, sc, err
+	}
+	// The ring must notice a silent neighbour well within the failure
+	// timeout: a paused process keeps its connections open, so every ring
+	// RPC to it runs into this timeout before the ring moves on.
+	if limit := sc.FailureTimeout / 2; c.Ring.RPCTimeout == 0 || c.Ring.RPCTimeout > limit {
+		c.Ring.RPCTimeout = min(d.Ring.RPCTimeout, limit)
+	}
+	return c, sc, nil
+}

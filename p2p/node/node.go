@@ -1,0 +1,541 @@
+// Package node assembles a swarmcrawl peer: a libp2p host (package p2p), a
+// ring member (p2p/ring), the shard manager that replicates and hands off
+// the node's ranges (p2p/shard), the crawl engine (crawl) and the durable
+// store (store), and between them the parts that make one peer of them:
+// the owner that accepts routed URLs, the router and its durable outbox
+// that deliver discovered links, the intake that keeps the crawl queue in
+// step with the shard records, progress reporting, fetch delegation of hot
+// hosts, the page sink (WARC and page records) and the HTTP status API.
+//
+// New builds every part in dependency order and hands each what it needs
+// at construction; Start joins the swarm and starts the loops; Close
+// leaves gracefully and stops them in order.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/store"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
+)
+
+// Files a node writes into its data dir for outside tools.
+const (
+	// AddrsFile lists the node's full multiaddrs, one a line.
+	AddrsFile = "addrs"
+	// APIFile holds the HOST:PORT of the node's HTTP API.
+	APIFile = "api"
+	// WARCDir holds the node's WARC files: every fetch, with its extracted text.
+	WARCDir = "warc"
+)
+
+// Node is one swarm peer: a libp2p host, a ring member, the owner of an
+// arc of task keys and a crawler of its own queue.
+type Node struct {
+	cfg      Config
+	shardCfg shard.Config // effective: every default filled in
+	log      *slog.Logger
+
+	host    host.Host
+	streams *p2p.Streams
+	ringTr  *p2p.RingTransport
+	ring    *ring.Node
+	own     *shard.Ownership
+	db      *store.DB
+	archive *warc.Writer
+	outbox  *outbox
+	// delegator hands hot hosts' fetch batches to helpers; helper fetches
+	// batches for other owners. Both nil with URL keys or HotQueue None.
+	delegator *delegator
+	helper    *helper
+	finished  *finishedURLs
+	crawler   *crawl.Crawler
+	intake    *intake
+	shardTr   *p2p.ShardTransport
+	shard     *shard.Manager
+	owner     *owner
+	tasks     *p2p.TaskTransport
+	fetchTr   *p2p.FetchTransport
+	router    *router
+	progress  *progress
+
+	disc    *p2p.Discovery
+	started time.Time
+	api     *http.Server
+	apiAddr string
+
+	// Loops stop in three stages on Close: the crawler first (no fetch
+	// after the node starts leaving), then the shard manager (no claim
+	// changes while handing ranges off), then everything else.
+	cancelCrawl context.CancelFunc
+	crawlWG     sync.WaitGroup
+	cancelShard context.CancelFunc
+	shardWG     sync.WaitGroup
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the node's store, archive and identity and starts listening;
+// it builds every part of the node in the order they depend on each other.
+// It does not join the swarm: Start does.
+func New(cfg Config) (*Node, error) {
+	cfg, shardCfg, err := cfg.effective()
+	if err != nil {
+		return nil, fmt.Errorf("new node: %w", err)
+	}
+	n := &Node{cfg: cfg, shardCfg: shardCfg}
+	if err := n.openStorage(); err != nil {
+		return nil, err
+	}
+	if err := n.build(); err != nil {
+		n.closeStorage()
+		return nil, err
+	}
+	return n, nil
+}
+
+// openStorage opens what outlives a process: the data dir, the identity
+// key, the store and the WARC archive, then the libp2p host.
+func (n *Node) openStorage() error {
+	cfg := n.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	key, err := p2p.LoadOrCreateIdentity(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "store"), cfg.Store); err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	if n.archive, err = warc.NewWriter(filepath.Join(cfg.DataDir, WARCDir), cfg.WARC); err != nil {
+		n.closeStorage()
+		return fmt.Errorf("new node: %w", err)
+	}
+	if n.host, err = p2p.NewHost(key, cfg.Host); err != nil {
+		n.closeStorage()
+		return fmt.Errorf("new node: %w", err)
+	}
+	n.log = cfg.Logger.With("node", p2p.ShortID(n.host.ID()))
+	return nil
+}
+
+// closeStorage closes whatever openStorage opened.
+func (n *Node) closeStorage() {
+	if n.host != nil {
+		_ = n.host.Close()
+	}
+	if n.archive != nil {
+		_ = n.archive.Close()
+	}
+	if n.db != nil {
+		_ = n.db.Close()
+	}
+}
+
+// build makes the parts of the node, each from the parts it needs:
+//
+//	streams → ring transport → ring → ownership
+//	store → outbox → finished URLs
+//	ring, fetch transport → delegator
+//	ownership, outbox, finished URLs, delegator → crawler
+//	store, crawler → intake
+//	ring, ownership, shard transport, intake → shard manager
+//	ownership, shard manager, intake → owner
+//	ring, owner, task transport, outbox → router
+//	finished URLs, shard manager, crawler → progress
+//	shard manager, crawler, outbox → helper
+func (n *Node) build() error {
+	cfg := n.cfg
+	h := n.host
+	n.streams = p2p.NewStreams(h, 0)
+	n.ringTr = p2p.NewRingTransport(h, n.streams)
+	n.ring = ring.NewNode(p2p.RingPeer(h.ID()), n.ringTr, cfg.Ring)
+	n.own = shard.NewOwnership(n.ring)
+
+	n.outbox = newOutbox(n.db, n.log)
+	n.finished = &finishedURLs{links: n.outbox, log: n.log}
+	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
+	// Hot hosts are delegated only with host keys: with URL keys a host's
+	// URLs are spread over the ring already.
+	delegating := cfg.KeyMode == crawl.KeyHost && cfg.HotQueue > 0
+	if delegating {
+		n.delegator = newDelegator(n.fetchTr, n.ring.Self(), n.ring.Successors, n.shardCfg.Replicas, n.log)
+	}
+
+	// The crawler fetches only what the node owns right now, reports every
+	// finished URL so that replicas learn it, and hands hot hosts' batches
+	// to the delegator.
+	crawlCfg := cfg.Crawl
+	crawlCfg.KeyMode = cfg.KeyMode
+	crawlCfg.Owns = n.own.Owns
+	crawlCfg.OnDone = n.finished.Add
+	crawlCfg.HotQueue, crawlCfg.Delegate = 0, nil
+	if delegating {
+		crawlCfg.HotQueue, crawlCfg.Delegate = cfg.HotQueue, n.delegator
+		// A batch must not outlive the owner's lease: an owner cut off
+		// from its replicas stops before they promote, and so must the
+		// batches it handed out.
+		crawlCfg.DelegateBudget = n.shardCfg.Lease
+	}
+	var err error
+	n.crawler, err = crawl.New(crawlCfg, n.db, pageStore{db: n.db, archive: n.archive, mode: cfg.KeyMode}, n.outbox)
+	if err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+
+	n.intake = &intake{db: n.db, crawler: n.crawler, log: n.log}
+	n.shardTr = p2p.NewShardTransport(n.streams)
+	shardCfg := cfg.Shard
+	if shardCfg.Logger == nil {
+		shardCfg.Logger = n.log
+	}
+	n.shard, err = shard.New(n.own, n.shardTr, shardStorage{db: n.db}, n.intake, shardCfg)
+	if err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+
+	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: cfg.KeyMode, maxDepth: cfg.Crawl.MaxDepth}
+	n.tasks = p2p.NewTaskTransport(n.streams)
+	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, cfg.KeyMode, n.log)
+	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
+	if delegating {
+		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
+	}
+	return nil
+}
+
+// sendTasks delivers tasks to a remote owner over the task transport.
+func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []crawl.Task) (acceptResult, error) {
+	resp, err := n.tasks.Send(ctx, to, encodeTasks(tasks))
+	if err != nil {
+		return acceptResult{}, err
+	}
+	res := acceptResult{accepted: int(resp.Accepted), duplicates: int(resp.Duplicates), notOwned: decodeTasks(resp.NotOwned)}
+	for _, r := range resp.Rejected {
+		res.rejected = append(res.rejected, rejection{r.Url, r.Reason})
+	}
+	return res, nil
+}
+
+// Start joins the swarm (or starts a new one without bootstrap peers),
+// begins crawling and serves the API. It returns once the node is a ring
+// member.
+func (n *Node) Start(ctx context.Context) error {
+	n.started = time.Now()
+	n.ringTr.Serve(n.ring)
+	n.shardTr.Serve(n.shard)
+	n.tasks.ServeTasks(n.acceptTasks)
+	n.tasks.ServeSeeds(n.submitSeeds)
+
+	bootstrap, _ := p2p.ParseAddrInfos(n.cfg.Bootstrap)
+	if !n.cfg.DisableDiscovery {
+		d, err := p2p.NewDiscovery(ctx, n.host, bootstrap, n.log)
+		if err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		n.disc = d
+	}
+	if err := n.join(ctx, bootstrap); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if loaded, err := n.outbox.Load(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	} else if loaded > 0 {
+		n.log.Info("resuming undelivered links", "tasks", loaded)
+	}
+	if err := n.startAPI(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if err := n.writeInfoFiles(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	crawlCtx, cancelCrawl := context.WithCancel(runCtx)
+	n.cancelCrawl = cancelCrawl
+	shardCtx, cancelShard := context.WithCancel(runCtx)
+	n.cancelShard = cancelShard
+	if n.helper != nil {
+		n.fetchTr.Serve(n.helper.serve)
+	}
+	n.goRun("ring", func() { _ = n.ring.Run(runCtx) })
+	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
+	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
+	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
+	n.goRun("router", func() { n.router.Run(runCtx) })
+	n.goRun("progress", func() { n.progress.Run(runCtx) })
+	if n.disc != nil {
+		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
+	}
+	n.log.Info("node started", "ring_id", n.ring.Self().ID, "addrs", strings.Join(n.Addrs(), " "), "api", n.apiAddr)
+	return nil
+}
+
+func (n *Node) goRun(name string, fn func()) { goRunIn(&n.wg, n.log, name, fn) }
+
+// goRunIn runs one of the node's loops in a goroutine that wg waits for.
+func goRunIn(wg *sync.WaitGroup, log *slog.Logger, name string, fn func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fn()
+		log.Debug("loop stopped", "loop", name)
+	}()
+}
+
+// unparkInterval is how often hosts the crawler parked (because the node
+// did not own them at that moment: no lease yet, a range in transit) are
+// offered again.
+const unparkInterval = 250 * time.Millisecond
+
+// unparkLoop gives the crawler back the parked hosts the node owns now.
+func (n *Node) unparkLoop(ctx context.Context) {
+	t := time.NewTicker(unparkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := n.crawler.Resume(n.own.Owns); err != nil {
+			n.log.Warn("resuming parked hosts failed", "err", err)
+		}
+	}
+}
+
+// join links the node into the ring through the first bootstrap peer that
+// answers, or creates a new ring when there are none.
+func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
+	if len(bootstrap) == 0 {
+		n.ring.Create()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
+	defer cancel()
+	var errs []error
+	for _, b := range bootstrap {
+		if b.ID == n.host.ID() {
+			continue
+		}
+		if err := n.host.Connect(ctx, b); err != nil {
+			errs = append(errs, fmt.Errorf("connect %s: %w", b.ID, err))
+			continue
+		}
+		if err := n.ring.Join(ctx, p2p.RingPeer(b.ID)); err != nil {
+			errs = append(errs, fmt.Errorf("join through %s: %w", b.ID, err))
+			continue
+		}
+		return nil
+	}
+	if len(errs) == 0 {
+		n.ring.Create()
+		return nil
+	}
+	return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
+}
+
+// found hears of a member the discovery DHT found. A node that is alone on
+// its ring (it started without bootstrap peers, or lost every neighbour)
+// joins through it, so swarms started apart grow together.
+func (n *Node) found(ctx context.Context, p peer.AddrInfo) {
+	if !alone(n.ring) {
+		return
+	}
+	if err := n.ring.Join(ctx, p2p.RingPeer(p.ID)); err != nil {
+		n.log.Debug("join discovered member", "peer", p2p.ShortID(p.ID), "err", err)
+		return
+	}
+	n.log.Info("joined discovered member", "peer", p2p.ShortID(p.ID))
+}
+
+// alone reports whether r is the only member of its ring.
+func alone(r *ring.Node) bool {
+	self := r.Self()
+	for _, s := range r.Successors() {
+		if s != self {
+			return false
+		}
+	}
+	return true
+}
+
+// Addrs returns the node's full multiaddrs (with /p2p/<id>).
+func (n *Node) Addrs() []string { return p2p.FullAddrs(n.host) }
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Host returns the node's libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Ring returns the node's ring member.
+func (n *Node) Ring() *ring.Node { return n.ring }
+
+// APIAddr returns HOST:PORT of the HTTP API, once started.
+func (n *Node) APIAddr() string { return n.apiAddr }
+
+func (n *Node) writeInfoFiles() error {
+	addrs := strings.Join(n.Addrs(), "\n") + "\n"
+	if err := writeFileAtomic(filepath.Join(n.cfg.DataDir, AddrsFile), []byte(addrs)); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(n.cfg.DataDir, APIFile), []byte(n.apiAddr+"\n"))
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Close leaves the ring gracefully, stops every loop and closes the host
+// and the store. It is safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	var errs []error
+	// Stop fetching for other owners: the batches in progress end and
+	// are answered before the crawler they use stops.
+	n.streams.Unhandle(protocol.FetchID)
+	if n.cancel != nil {
+		// Stop fetching, then stop claim maintenance, then hand every
+		// claimed range to the successor as the node leaves the ring.
+		n.cancelCrawl()
+		n.crawlWG.Wait()
+		n.cancelShard()
+		n.shardWG.Wait()
+		// Deliver the links still in the outbox while the ring routes,
+		// then report what is settled; the rest stays pending at the
+		// replicas and is fetched again by the next owner, which loses
+		// nothing.
+		n.drainOutbox(outboxDrainTimeout)
+		n.progress.flushFinished()
+		leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.ring.Leave(leaveCtx); err != nil {
+			n.log.Warn("graceful ring leave incomplete", "err", err)
+		}
+		if err := n.shard.Leave(leaveCtx); err != nil {
+			n.log.Warn("graceful leave incomplete", "err", err)
+		}
+		cancel()
+		n.cancel()
+	}
+	if n.api != nil {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = n.api.Shutdown(shutCtx)
+		cancel()
+	}
+	n.wg.Wait()
+	if n.disc != nil {
+		if err := n.disc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := n.host.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close host: %w", err))
+	}
+	// No request handler may touch the store once it is closed.
+	n.streams.Close()
+	if err := n.archive.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close warc: %w", err))
+	}
+	if err := n.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// outboxDrainTimeout bounds how long a stopping node waits for its router
+// to deliver the links still in its outbox.
+const outboxDrainTimeout = 5 * time.Second
+
+// drainOutbox waits until the outbox is empty, at most timeout: links a
+// leaving node delivers are links whose pages need not be fetched again by
+// the next owner.
+func (n *Node) drainOutbox(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for n.outbox.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if p := n.outbox.Pending(); p > 0 {
+		n.log.Info("leaving with undelivered links; they stay in the outbox for a restart", "tasks", p)
+	}
+}
+
+// Idle reports whether the node has nothing queued, nothing in flight and
+// no undelivered links.
+func (n *Node) Idle() bool {
+	return n.crawler.Idle() && n.outbox.Pending() == 0 && n.Settled()
+}
+
+// Settled reports whether the node claims the whole range the ring gives
+// it, with nothing still being handed off.
+func (n *Node) Settled() bool {
+	st := n.shard.Stats()
+	if len(st.Releasing) > 0 {
+		return false
+	}
+	pred := n.ring.Predecessor()
+	if pred.IsZero() {
+		return alone(n.ring) && len(st.Claims) > 0
+	}
+	return covers(st.Claims, pred.ID, n.ring.Self().ID)
+}
+
+// covers reports whether the claims together hold every key of the arc
+// (from, to], walking the arc clockwise from claim to claim.
+func covers(claims []shard.Claim, from, to ring.ID) bool {
+	for i := 0; i <= len(claims); i++ {
+		next := false
+		for _, c := range claims {
+			if c.Range.From == c.Range.To {
+				return true // the whole ring
+			}
+			if !c.Range.Contains(from + 1) {
+				continue
+			}
+			// The claim holds the next key; it covers the rest of the arc
+			// when the arc's end lies inside it.
+			if c.Range.Contains(to) && (to-from) <= (c.Range.To-from) {
+				return true
+			}
+			from, next = c.Range.To, true
+			break
+		}
+		if !next {
+			return false
+		}
+	}
+	return false
+}

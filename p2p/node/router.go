@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+)
+
+// Router tuning.
+const (
+	ownerCacheTTL   = 5 * time.Second
+	ownerCacheMax   = 100_000
+	routeChunk      = 5_000 // tasks taken from the outbox per pass
+	retryBackoffMin = 100 * time.Millisecond
+	retryBackoffMax = 10 * time.Second
+	warnAttempts    = 10
+)
+
+// sendFunc delivers tasks to a remote owner.
+type sendFunc func(ctx context.Context, to ring.Peer, tasks []crawl.Task) (acceptResult, error)
+
+// router is the sending side: lookup(key) then send(task, owner), per seed
+// 000. It delivers the outbox: tasks it cannot deliver yet go back there
+// and are retried with backoff.
+type router struct {
+	ring    *ring.Node
+	owner   *owner // this node's own keys are accepted without the network
+	send    sendFunc
+	outbox  *outbox
+	keyMode crawl.KeyMode
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	cache map[ring.ID]cachedOwner
+
+	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
+	lookups    atomic.Int64
+	lookupHops atomic.Int64
+	sendErrors atomic.Int64
+}
+
+type cachedOwner struct {
+	peer    ring.Peer
+	expires time.Time
+}
+
+func newRouter(r *ring.Node, o *owner, send sendFunc, out *outbox, mode crawl.KeyMode, log *slog.Logger) *router {
+	return &router{ring: r, owner: o, send: send, outbox: out, keyMode: mode, log: log,
+		cache: map[ring.ID]cachedOwner{}}
+}
+
+// routeResult sums up one routing pass.
+type routeResult struct {
+	acceptResult
+	undelivered []crawl.Task // lookup or send failed, or the owner moved
+}
+
+// Route delivers tasks to their owners once: no retries. Tasks it could
+// not deliver come back in undelivered.
+func (r *router) Route(ctx context.Context, tasks []crawl.Task) routeResult {
+	var res routeResult
+	groups := map[ring.Peer][]crawl.Task{}
+	var order []ring.Peer
+	for _, t := range tasks {
+		key, err := crawl.TaskKey(t.URL, r.keyMode)
+		if err != nil {
+			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
+			continue
+		}
+		to, err := r.lookup(ctx, ring.ID(key))
+		if err != nil {
+			r.log.Debug("lookup failed", "url", t.URL, "err", err)
+			res.undelivered = append(res.undelivered, t)
+			continue
+		}
+		if _, ok := groups[to]; !ok {
+			order = append(order, to)
+		}
+		groups[to] = append(groups[to], t)
+	}
+	self := r.ring.Self()
+	for _, to := range order {
+		group := groups[to]
+		for len(group) > 0 {
+			n := min(len(group), protocol.MaxBatchTasks)
+			chunk := group[:n]
+			group = group[n:]
+			var ar acceptResult
+			var err error
+			if to == self {
+				ar, err = r.owner.Accept(ctx, chunk)
+			} else {
+				ar, err = r.send(ctx, to, chunk)
+			}
+			if err != nil {
+				r.sendErrors.Add(1)
+				r.forget(to)
+				r.log.Debug("send failed", "to", to.Addr, "tasks", len(chunk), "err", err)
+				res.undelivered = append(res.undelivered, chunk...)
+				continue
+			}
+			if len(ar.notOwned) > 0 {
+				r.forget(to)
+			}
+			r.routed.Add(int64(ar.accepted + ar.duplicates))
+			res.accepted += ar.accepted
+			res.duplicates += ar.duplicates
+			res.rejected = append(res.rejected, ar.rejected...)
+			res.undelivered = append(res.undelivered, ar.notOwned...)
+		}
+	}
+	return res
+}
+
+// lookup finds key's owner, through a short-lived cache: consecutive links
+// mostly point to the same few hosts, and a stale entry costs only a
+// not-owned answer and a second lookup.
+func (r *router) lookup(ctx context.Context, key ring.ID) (ring.Peer, error) {
+	now := time.Now()
+	r.mu.Lock()
+	c, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.peer, nil
+	}
+	p, hops, err := r.ring.Lookup(ctx, key)
+	if err != nil {
+		return ring.Peer{}, err
+	}
+	r.lookups.Add(1)
+	r.lookupHops.Add(int64(hops))
+	r.mu.Lock()
+	if len(r.cache) >= ownerCacheMax {
+		clear(r.cache)
+	}
+	r.cache[key] = cachedOwner{peer: p, expires: now.Add(ownerCacheTTL)}
+	r.mu.Unlock()
+	return p, nil
+}
+
+// forget drops cached ownership pointing at p, after p failed or refused.
+func (r *router) forget(p ring.Peer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range r.cache {
+		if c.peer == p {
+			delete(r.cache, k)
+		}
+	}
+}
+
+// Defer puts tasks in the outbox for the delivery loop, after attempts
+// failed deliveries.
+func (r *router) Defer(tasks []crawl.Task, attempts int) {
+	r.outbox.Add(tasks, attempts, time.Now().Add(backoff(attempts)))
+}
+
+// Run delivers the outbox until ctx is done.
+func (r *router) Run(ctx context.Context) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.outbox.Wake():
+		case <-tick.C:
+		}
+		for ctx.Err() == nil {
+			due, more := r.outbox.takeDue(routeChunk)
+			if len(due) == 0 {
+				break
+			}
+			r.deliver(ctx, due)
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+func (r *router) deliver(ctx context.Context, due []pending) {
+	tasks := make([]crawl.Task, len(due))
+	for i, p := range due {
+		tasks[i] = p.task
+	}
+	res := r.Route(ctx, tasks)
+	for _, rj := range res.rejected {
+		r.log.Debug("task rejected", "url", rj.url, "reason", rj.reason)
+	}
+	r.outbox.settle(due, res.undelivered)
+}
+
+// backoff is exponential with full jitter, so many nodes retrying a dead
+// owner do not come back in lockstep.
+func backoff(attempts int) time.Duration {
+	if attempts <= 0 {
+		return 0
+	}
+	d := retryBackoffMin << min(attempts-1, 16)
+	if d > retryBackoffMax {
+		d = retryBackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}

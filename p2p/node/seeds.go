@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+)
+
+// acceptTasks answers a task batch from another node with the owner.
+func (n *Node) acceptTasks(ctx context.Context, _ peer.ID, tasks []*pb.Task) *pb.TaskBatchResult {
+	res, err := n.owner.Accept(ctx, decodeTasks(tasks))
+	if err != nil {
+		return &pb.TaskBatchResult{Error: err.Error()}
+	}
+	out := &pb.TaskBatchResult{Accepted: uint32(res.accepted), Duplicates: uint32(res.duplicates), NotOwned: encodeTasks(res.notOwned)}
+	for _, r := range res.rejected {
+		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.url, Reason: r.reason})
+	}
+	return out
+}
+
+// submitSeeds answers the seed protocol: it routes a client's seeds.
+func (n *Node) submitSeeds(ctx context.Context, from peer.ID, urls []string) *pb.SeedResponse {
+	res := n.Seed(ctx, urls)
+	n.log.Info("seeds submitted", "from", p2p.ShortID(from), "accepted", res.Accepted, "duplicates", res.Duplicates, "pending", res.Pending, "rejected", len(res.Rejected))
+	out := &pb.SeedResponse{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), Pending: uint32(res.Pending)}
+	for _, r := range res.Rejected {
+		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.URL, Reason: r.Reason})
+	}
+	return out
+}
+
+// Seed routes seed URLs to their owners, as the seed protocol does for
+// remote clients.
+func (n *Node) Seed(ctx context.Context, urls []string) p2p.SeedResult {
+	var res p2p.SeedResult
+	tasks := make([]crawl.Task, 0, len(urls))
+	for _, raw := range urls {
+		u, err := crawl.Normalize(nil, strings.TrimSpace(raw))
+		if err != nil {
+			res.Rejected = append(res.Rejected, p2p.Rejection{URL: raw, Reason: err.Error()})
+			continue
+		}
+		tasks = append(tasks, crawl.Task{URL: u})
+	}
+	// A few quick passes absorb owners that moved or answered slowly;
+	// whatever is left goes to the outbox and is retried until delivered.
+	for attempt := 0; attempt < 3 && len(tasks) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff(attempt)):
+			}
+		}
+		r := n.router.Route(ctx, tasks)
+		res.Accepted += r.accepted
+		res.Duplicates += r.duplicates
+		for _, rj := range r.rejected {
+			res.Rejected = append(res.Rejected, p2p.Rejection{URL: rj.url, Reason: rj.reason})
+		}
+		tasks = r.undelivered
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	res.Pending = len(tasks)
+	n.router.Defer(tasks, 1)
+	return res
+}

@@ -1,0 +1,55 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// epochsMeta is the store meta name of the shard manager's epoch table.
+const epochsMeta = "shard/epochs"
+
+// shardStorage keeps the shard manager's records, host states and epoch
+// table in the node's store.
+type shardStorage struct{ db *store.DB }
+
+var _ shard.Storage = shardStorage{}
+
+func (s shardStorage) PutRecords(recs []shard.Record) error {
+	out := make([]store.ShardRecord, len(recs))
+	for i, r := range recs {
+		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
+	}
+	return s.db.PutShardRecords(out)
+}
+
+func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {
+	return s.db.ScanShard(uint64(r.From), uint64(r.To), func(x store.ShardRecord) error {
+		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Meta: x.Meta, MetaVersion: x.MetaVersion})
+	})
+}
+
+func (s shardStorage) PutHosts(hs []shard.HostState) error {
+	out := make([]store.ShardHost, len(hs))
+	for i, h := range hs {
+		out[i] = store.ShardHost{Key: h.Key, Host: h.Host, Data: h.Data}
+	}
+	return s.db.PutShardHosts(out)
+}
+
+func (s shardStorage) ScanHosts(r shard.Range, fn func(shard.HostState) error) error {
+	return s.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
+		return fn(shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data})
+	})
+}
+
+func (s shardStorage) LoadEpochs() ([]byte, error) {
+	b, err := s.db.Meta(epochsMeta)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return b, err
+}
+
+func (s shardStorage) SaveEpochs(b []byte) error { return s.db.PutMeta(epochsMeta, b) }
