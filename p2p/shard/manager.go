@@ -168,19 +168,19 @@ type Manager struct {
 	// while an App call it waits for holds transMu.
 	acceptMu sync.RWMutex
 
-	mu         sync.Mutex
-	table      epochTable
-	releasing  segMap  // parts given up, still to be handed off
-	reconcile  spanSet // stale parts whose records go to the rightful owner
-	deact      spanSet // dropped as stale, still to Deactivate in the app
-	lastHeard  map[string]time.Time
-	waitStart  time.Time
-	lastView   view
-	viewSeen   bool
-	replicas   []ring.Peer
-	succCache  []ring.Peer
-	lastSync   map[string]time.Time
-	lastBeat   time.Time
+	mu        sync.Mutex
+	table     epochTable
+	releasing segMap  // parts given up, still to be handed off
+	reconcile spanSet // stale parts whose records go to the rightful owner
+	deact     spanSet // dropped as stale, still to Deactivate in the app
+	lastHeard map[string]time.Time
+	waitStart time.Time
+	lastView  view
+	viewSeen  bool
+	replicas  []ring.Peer
+	succCache []ring.Peer
+	lastSync  map[string]time.Time
+	lastBeat  time.Time
 	// beatNow and syncNow ask the next Tick for a heartbeat or a full
 	// anti-entropy round right away.
 	beatNow, syncNow bool
