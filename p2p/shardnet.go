@@ -207,34 +207,66 @@ func decodeClaims(cs []*pb.Claim) ([]shard.Claim, error) {
 	return out, nil
 }
 
+// Shard records and host states hold their URL metadata and politeness
+// state as the encoded protocol messages (pb.UrlMeta, pb.HostPoliteness)
+// the node writes: the shard layer stores and forwards them without
+// reading them, and here they become typed fields of the wire messages.
+
+// encodeRecords puts records on the wire. A stored Meta that is not a
+// UrlMeta (written by an older version, or damaged) is left out, with its
+// version, so that it cannot displace a good one at the receiver.
 func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
 	out := make([]*pb.ShardRecord, len(rs))
 	for i, r := range rs {
-		out[i] = &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
+		rec := &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done}
+		if len(r.Meta) > 0 {
+			m := &pb.UrlMeta{}
+			if err := proto.Unmarshal(r.Meta, m); err == nil {
+				rec.Meta, rec.MetaVersion = m, r.MetaVersion
+			}
+		}
+		out[i] = rec
 	}
 	return out
 }
 
 // decodeRecords refuses the whole message when any record is malformed:
 // a replica that stored part of a bad write would disagree with its owner.
+// A metadata version without metadata is malformed too: it would erase
+// the URL's metadata wherever it merged.
 func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 	if len(rs) > protocol.MaxShardRecords {
 		return nil, fmt.Errorf("%d records exceed %d", len(rs), protocol.MaxShardRecords)
 	}
 	out := make([]shard.Record, len(rs))
 	for i, r := range rs {
-		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 || len(r.Meta) > shard.MaxMetaBytes {
-			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes)", i, len(r.Url), r.Depth, r.Redirects, len(r.Meta))
+		var meta []byte
+		if r.Meta != nil {
+			var err error
+			if meta, err = proto.Marshal(r.Meta); err != nil {
+				return nil, fmt.Errorf("record %d: meta: %w", i, err)
+			}
 		}
-		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Meta: r.Meta, MetaVersion: r.MetaVersion}
+		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 ||
+			len(meta) > shard.MaxMetaBytes || r.Meta == nil && r.MetaVersion != 0 {
+			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes, meta version %d)",
+				i, len(r.Url), r.Depth, r.Redirects, len(meta), r.MetaVersion)
+		}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Meta: meta, MetaVersion: r.MetaVersion}
 	}
 	return out, nil
 }
 
+// encodeHosts puts host states on the wire, leaving out any whose stored
+// state is not a HostPoliteness.
 func encodeHosts(hs []shard.HostState) []*pb.HostState {
-	out := make([]*pb.HostState, len(hs))
-	for i, h := range hs {
-		out[i] = &pb.HostState{Key: h.Key, Host: h.Host, Data: h.Data}
+	out := make([]*pb.HostState, 0, len(hs))
+	for _, h := range hs {
+		p := &pb.HostPoliteness{}
+		if err := proto.Unmarshal(h.Data, p); err != nil {
+			continue
+		}
+		out = append(out, &pb.HostState{Key: h.Key, Host: h.Host, Politeness: p})
 	}
 	return out
 }
@@ -249,10 +281,14 @@ func decodeHosts(hs []*pb.HostState) ([]shard.HostState, error) {
 	}
 	out := make([]shard.HostState, len(hs))
 	for i, h := range hs {
-		if h.Host == "" || len(h.Host) > 255 || len(h.Data) > maxHostStateBytes {
+		if h.Host == "" || len(h.Host) > 255 || h.Politeness == nil {
 			return nil, fmt.Errorf("host state %d: malformed", i)
 		}
-		out[i] = shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data}
+		data, err := proto.Marshal(h.Politeness)
+		if err != nil || len(data) > maxHostStateBytes {
+			return nil, fmt.Errorf("host state %d: politeness state malformed or above %d bytes", i, maxHostStateBytes)
+		}
+		out[i] = shard.HostState{Key: h.Key, Host: h.Host, Data: data}
 	}
 	return out, nil
 }

@@ -12,15 +12,15 @@ const (
 	SeedID = "/swarmcrawl/seed/1.0.0"
 	// ReplicateID carries an owner's writes and heartbeats to its successor
 	// replicas (WriteRequest/WriteReply).
-	ReplicateID = "/swarmcrawl/replicate/1.0.0"
+	ReplicateID = "/swarmcrawl/replicate/2.0.0"
 	// HandoffID moves a key range's state to its new owner, or merges
 	// records after a partition (HandoffRequest/HandoffReply).
-	HandoffID = "/swarmcrawl/handoff/1.0.0"
+	HandoffID = "/swarmcrawl/handoff/2.0.0"
 	// DigestID compares a range's records by bucket digests
 	// (DigestRequest/DigestReply).
 	DigestID = "/swarmcrawl/digest/1.0.0"
 	// PullID fetches the state a node holds of a range (PullRequest/PullReply).
-	PullID = "/swarmcrawl/pull/1.0.0"
+	PullID = "/swarmcrawl/pull/2.0.0"
 	// FetchID hands a hot host's fetch batch from its owner to a helper
 	// (FetchBatchRequest/FetchBatchReply).
 	FetchID = "/swarmcrawl/fetch/1.0.0"

@@ -114,9 +114,11 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 		if rec.Done {
 			ad := crawl.Adopted{Task: crawl.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
 			if len(rec.Meta) > 0 {
-				if err := ad.Meta.UnmarshalBinary(rec.Meta); err != nil {
+				m, err := decodeRecordState(rec.Meta)
+				if err != nil {
 					in.log.Warn("ignoring bad URL state in a shard record", "url", rec.URL, "err", err)
 				}
+				ad.Meta = m
 			}
 			if adopted = append(adopted, ad); len(adopted) >= enqueueBatch {
 				if err := adopt(); err != nil {
@@ -149,8 +151,8 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 	}
 	var snaps []crawl.HostSnapshot
 	err = in.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
-		var s crawl.HostSnapshot
-		if err := s.UnmarshalBinary(h.Data); err != nil {
+		s, err := decodeHostState(shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data})
+		if err != nil {
 			in.log.Warn("skipping a bad host state", "host", h.Host, "err", err)
 			return nil
 		}
@@ -230,10 +232,14 @@ func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 	var adopted []crawl.Adopted
 	for _, r := range recs {
 		if r.Done {
-			ad := crawl.Adopted{Task: crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}}
-			if len(r.Meta) == 0 || ad.Meta.UnmarshalBinary(r.Meta) != nil {
+			if len(r.Meta) == 0 {
 				continue
 			}
+			m, err := decodeRecordState(r.Meta)
+			if err != nil {
+				continue
+			}
+			ad := crawl.Adopted{Task: crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}, Meta: m}
 			if _, version, err := urlState(in.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
 				adopted = append(adopted, ad)
 			}
@@ -272,27 +278,4 @@ func urlState(db *store.DB, key, urlHash uint64) (meta []byte, version uint64, e
 		return nil, 0, err
 	}
 	return recordState(m)
-}
-
-// recordState encodes a URL's metadata as a shard record's Meta and
-// MetaVersion (the fetch time); nil and 0 for a URL never fetched.
-func recordState(m store.URLMeta) (meta []byte, version uint64, err error) {
-	if m.LastFetch.IsZero() {
-		return nil, 0, nil
-	}
-	meta, err = m.MarshalBinary()
-	return meta, uint64(m.LastFetch.UnixNano()), err
-}
-
-// hostStates turns the crawler's host snapshots into shard host states.
-func hostStates(snaps []crawl.HostSnapshot) ([]shard.HostState, error) {
-	out := make([]shard.HostState, 0, len(snaps))
-	for _, s := range snaps {
-		b, err := s.MarshalBinary()
-		if err != nil {
-			return nil, fmt.Errorf("host %s: %w", s.Host, err)
-		}
-		out = append(out, shard.HostState{Key: s.Key, Host: s.Host, Data: b})
-	}
-	return out, nil
 }

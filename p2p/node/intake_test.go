@@ -32,11 +32,11 @@ func TestIntakeAdoptsRecrawlState(t *testing.T) {
 	record := func(u string, fetched time.Time) shard.Record {
 		key, _ := crawl.TaskKey(u, crawl.KeyHost)
 		m := store.URLMeta{URL: u, ETag: `"e"`, Status: 200, LastFetch: fetched, NextCrawl: fetched.Add(time.Hour), Interval: time.Hour, Fetches: 1}
-		b, err := m.MarshalBinary()
+		b, version, err := recordState(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return shard.Record{Key: key, Hash: crawl.URLHash(u), URL: u, Done: true, Meta: b, MetaVersion: uint64(fetched.UnixNano())}
+		return shard.Record{Key: key, Hash: crawl.URLHash(u), URL: u, Done: true, Meta: b, MetaVersion: version}
 	}
 	a, b := record("http://a.test/1", now.Add(-time.Minute)), record("http://b.test/1", now.Add(-time.Minute))
 	if err := db.PutShardRecords([]store.ShardRecord{

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
@@ -264,6 +267,68 @@ func decodeFetchResult(b *crawl.Batch, t crawl.Task, fr *pb.FetchResult) (crawl.
 		tr.Outcome.Meta = &m
 	}
 	return tr, nil
+}
+
+// recordState encodes a URL's metadata as a shard record's Meta (a
+// serialized UrlMeta, the form the shard layer stores and forwards) and
+// MetaVersion (the fetch time); nil and 0 for a URL never fetched.
+func recordState(m store.URLMeta) (meta []byte, version uint64, err error) {
+	if m.LastFetch.IsZero() {
+		return nil, 0, nil
+	}
+	meta, err = proto.Marshal(encodeURLMeta(m))
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode state of %s: %w", truncURL(m.URL), err)
+	}
+	return meta, uint64(m.LastFetch.UnixNano()), nil
+}
+
+// decodeRecordState reads a shard record's Meta.
+func decodeRecordState(meta []byte) (store.URLMeta, error) {
+	m := &pb.UrlMeta{}
+	if err := proto.Unmarshal(meta, m); err != nil {
+		return store.URLMeta{}, fmt.Errorf("URL state: %w", err)
+	}
+	return decodeURLMeta(m)
+}
+
+// hostStates turns the crawler's host snapshots into shard host states,
+// whose Data is a serialized HostPoliteness.
+func hostStates(snaps []crawl.HostSnapshot) ([]shard.HostState, error) {
+	out := make([]shard.HostState, 0, len(snaps))
+	for _, s := range snaps {
+		data, err := proto.Marshal(&pb.HostPoliteness{
+			NotBeforeNs: unixNanos(s.NotBefore), RobotsOrigin: s.Origin, RobotsStatus: int32(s.RobotsStatus),
+			RobotsFetchedNs: unixNanos(s.RobotsFetched), Robots: s.Robots,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %w", s.Host, err)
+		}
+		out = append(out, shard.HostState{Key: s.Key, Host: s.Host, Data: data})
+	}
+	return out, nil
+}
+
+// decodeHostState reads a host state back into a crawler snapshot. The
+// robots.txt body of a 2xx answer is never nil (an empty file allows
+// everything); other answers carry none. The crawler checks the rest when
+// it restores the snapshot.
+func decodeHostState(h shard.HostState) (crawl.HostSnapshot, error) {
+	p := &pb.HostPoliteness{}
+	if err := proto.Unmarshal(h.Data, p); err != nil {
+		return crawl.HostSnapshot{}, fmt.Errorf("host state of %s: %w", h.Host, err)
+	}
+	s := crawl.HostSnapshot{
+		Host: h.Host, Key: h.Key, NotBefore: fromUnixNanos(p.NotBeforeNs),
+		Origin: p.RobotsOrigin, RobotsStatus: int(p.RobotsStatus), RobotsFetched: fromUnixNanos(p.RobotsFetchedNs),
+	}
+	if s.RobotsStatus >= 200 && s.RobotsStatus < 300 {
+		s.Robots = p.Robots
+		if s.Robots == nil {
+			s.Robots = []byte{}
+		}
+	}
+	return s, nil
 }
 
 // unixNanos encodes a time as Unix nanoseconds, the zero time as 0.

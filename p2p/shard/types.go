@@ -72,9 +72,11 @@ func (c Claim) String() string { return c.Range.String() + "@" + c.Epoch.String(
 // dropped for good. Records are never deleted, and merging follows
 // MergeRecord, so replicas converge whatever order updates arrive in.
 //
-// Meta is the app's opaque state of the URL after its last fetch (for the
-// crawler: validators and the next recrawl time), so that a new owner
-// recrawls on schedule; MetaVersion orders such states (the fetch time).
+// Meta is the URL's state after its last fetch (validators and the next
+// recrawl time), so that a new owner recrawls on schedule; MetaVersion
+// orders such states (the fetch time). This package stores, merges and
+// forwards Meta without reading it: its encoding is the wire protocol's
+// (a serialized swarmcrawl.UrlMeta), since it travels between nodes.
 type Record struct {
 	Key, Hash        uint64
 	URL              string
@@ -109,9 +111,9 @@ func MergeRecord(old, incoming Record) Record {
 	return out
 }
 
-// HostState is the politeness state of one host (an opaque blob that the
-// crawler marshals), handed to the host's next owner. Key is the host's
-// ring key.
+// HostState is the politeness state of one host, handed to the host's
+// next owner. Key is the host's ring key. Data is opaque here; its
+// encoding is the wire protocol's (a serialized swarmcrawl.HostPoliteness).
 type HostState struct {
 	Key  uint64
 	Host string

@@ -1231,7 +1231,11 @@ func (x *Claim) GetEpoch() *Epoch {
 	return nil
 }
 
-// ShardRecord is the replicated state of one URL.
+// ShardRecord is the replicated state of one URL: key is its ring key and
+// hash its URL hash (together its identity), url the normalised URL,
+// depth its link distance from a seed and redirects the redirect hops that
+// led to it. done means it needs no more fetching (fetched, dead-lettered
+// or dropped for good).
 type ShardRecord struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Key       uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1240,11 +1244,13 @@ type ShardRecord struct {
 	Depth     int32                  `protobuf:"varint,4,opt,name=depth,proto3" json:"depth,omitempty"`
 	Redirects int32                  `protobuf:"varint,5,opt,name=redirects,proto3" json:"redirects,omitempty"`
 	Done      bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
-	// meta is the crawler's opaque state of the URL after its last fetch
-	// (validators, next recrawl), at most 16 KiB; meta_version orders such
-	// states, the higher wins.
-	Meta          []byte `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
-	MetaVersion   uint64 `protobuf:"varint,8,opt,name=meta_version,json=metaVersion,proto3" json:"meta_version,omitempty"`
+	// meta is the URL's state after its last fetch (validators, next
+	// recrawl), so that whoever owns it next recrawls it on schedule,
+	// conditionally; absent for a URL never fetched. meta_version orders
+	// such states (the fetch time, Unix nanoseconds): the higher wins a
+	// merge. Encoded, meta is at most 16 KiB.
+	Meta          *UrlMeta `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	MetaVersion   uint64   `protobuf:"varint,8,opt,name=meta_version,json=metaVersion,proto3" json:"meta_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1321,7 +1327,7 @@ func (x *ShardRecord) GetDone() bool {
 	return false
 }
 
-func (x *ShardRecord) GetMeta() []byte {
+func (x *ShardRecord) GetMeta() *UrlMeta {
 	if x != nil {
 		return x.Meta
 	}
@@ -1335,13 +1341,13 @@ func (x *ShardRecord) GetMetaVersion() uint64 {
 	return 0
 }
 
-// HostState is the replicated politeness state of one host (its clock and
-// cached robots.txt), an opaque blob of the crawler.
+// HostState is the replicated politeness state of one host, handed to the
+// host's next owner: key is the host's ring key, host its lowercase name.
 type HostState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
 	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Politeness    *HostPoliteness        `protobuf:"bytes,3,opt,name=politeness,proto3" json:"politeness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1390,15 +1396,99 @@ func (x *HostState) GetHost() string {
 	return ""
 }
 
-func (x *HostState) GetData() []byte {
+func (x *HostState) GetPoliteness() *HostPoliteness {
 	if x != nil {
-		return x.Data
+		return x.Politeness
+	}
+	return nil
+}
+
+// HostPoliteness is what a host's next owner needs to stay polite: no
+// request before not_before_ns (Unix nanoseconds, 0 for none), and the
+// robots.txt the last owner uses. robots_status is the HTTP status of the
+// robots.txt fetch (0: none cached; a network failure is not handed over),
+// robots_origin the scheme://host[:port] it belongs to (RFC 9309 scopes
+// robots.txt to an origin), robots_fetched_ns when it was fetched (the
+// receiver trusts it for its own robots TTL from then), and robots the body
+// as fetched, meaningful for a 2xx status only (at most 500 KiB).
+type HostPoliteness struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NotBeforeNs     int64                  `protobuf:"varint,1,opt,name=not_before_ns,json=notBeforeNs,proto3" json:"not_before_ns,omitempty"`
+	RobotsOrigin    string                 `protobuf:"bytes,2,opt,name=robots_origin,json=robotsOrigin,proto3" json:"robots_origin,omitempty"`
+	RobotsStatus    int32                  `protobuf:"varint,3,opt,name=robots_status,json=robotsStatus,proto3" json:"robots_status,omitempty"`
+	RobotsFetchedNs int64                  `protobuf:"varint,4,opt,name=robots_fetched_ns,json=robotsFetchedNs,proto3" json:"robots_fetched_ns,omitempty"`
+	Robots          []byte                 `protobuf:"bytes,5,opt,name=robots,proto3" json:"robots,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *HostPoliteness) Reset() {
+	*x = HostPoliteness{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostPoliteness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostPoliteness) ProtoMessage() {}
+
+func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostPoliteness.ProtoReflect.Descriptor instead.
+func (*HostPoliteness) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *HostPoliteness) GetNotBeforeNs() int64 {
+	if x != nil {
+		return x.NotBeforeNs
+	}
+	return 0
+}
+
+func (x *HostPoliteness) GetRobotsOrigin() string {
+	if x != nil {
+		return x.RobotsOrigin
+	}
+	return ""
+}
+
+func (x *HostPoliteness) GetRobotsStatus() int32 {
+	if x != nil {
+		return x.RobotsStatus
+	}
+	return 0
+}
+
+func (x *HostPoliteness) GetRobotsFetchedNs() int64 {
+	if x != nil {
+		return x.RobotsFetchedNs
+	}
+	return 0
+}
+
+func (x *HostPoliteness) GetRobots() []byte {
+	if x != nil {
+		return x.Robots
 	}
 	return nil
 }
 
 // WriteRequest replicates an owner's writes to a successor replica, on
-// /swarmcrawl/replicate/1.0.0. The claims are the fencing tokens: a replica
+// /swarmcrawl/replicate/2.0.0. The claims are the fencing tokens: a replica
 // refuses every claim whose epoch is lower than one it knows for any key of
 // the range, and keeps only the records inside the claims it accepts. An
 // empty write is a heartbeat that renews the owner's lease.
@@ -1413,7 +1503,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1515,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1528,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WriteRequest) GetClaims() []*Claim {
@@ -1473,7 +1563,7 @@ type WriteReply struct {
 
 func (x *WriteReply) Reset() {
 	*x = WriteReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1575,7 @@ func (x *WriteReply) String() string {
 func (*WriteReply) ProtoMessage() {}
 
 func (x *WriteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1588,7 @@ func (x *WriteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
 func (*WriteReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteReply) GetError() string {
@@ -1516,7 +1606,7 @@ func (x *WriteReply) GetRejected() []*Claim {
 }
 
 // HandoffRequest moves a key range's state to its new owner, on
-// /swarmcrawl/handoff/1.0.0, in chunks; the last has final set and makes
+// /swarmcrawl/handoff/2.0.0, in chunks; the last has final set and makes
 // the receiver claim the range at a higher epoch. With merge set it only
 // adds records (partition reconciliation) and moves no ownership.
 type HandoffRequest struct {
@@ -1533,7 +1623,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1635,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1648,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HandoffRequest) GetRange() *ShardRange {
@@ -1619,7 +1709,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1721,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1734,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HandoffReply) GetError() string {
@@ -1701,7 +1791,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1803,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1816,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DigestRequest) GetRange() *ShardRange {
@@ -1754,7 +1844,7 @@ type DigestReply struct {
 
 func (x *DigestReply) Reset() {
 	*x = DigestReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1856,7 @@ func (x *DigestReply) String() string {
 func (*DigestReply) ProtoMessage() {}
 
 func (x *DigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1869,7 @@ func (x *DigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
 func (*DigestReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DigestReply) GetError() string {
@@ -1797,7 +1887,7 @@ func (x *DigestReply) GetSums() []uint64 {
 }
 
 // PullRequest asks a node for the state it holds of a range, on
-// /swarmcrawl/pull/1.0.0, a page at a time after the given record.
+// /swarmcrawl/pull/2.0.0, a page at a time after the given record.
 type PullRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
@@ -1810,7 +1900,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1912,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1925,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PullRequest) GetRange() *ShardRange {
@@ -1884,7 +1974,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1986,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +1999,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PullReply) GetError() string {
@@ -1991,7 +2081,7 @@ type FetchBatchRequest struct {
 
 func (x *FetchBatchRequest) Reset() {
 	*x = FetchBatchRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2093,7 @@ func (x *FetchBatchRequest) String() string {
 func (*FetchBatchRequest) ProtoMessage() {}
 
 func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2106,7 @@ func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
 func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FetchBatchRequest) GetHost() string {
@@ -2080,7 +2170,7 @@ type FetchTask struct {
 
 func (x *FetchTask) Reset() {
 	*x = FetchTask{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2182,7 @@ func (x *FetchTask) String() string {
 func (*FetchTask) ProtoMessage() {}
 
 func (x *FetchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2195,7 @@ func (x *FetchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
 func (*FetchTask) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FetchTask) GetUrl() string {
@@ -2179,7 +2269,7 @@ type UrlMeta struct {
 
 func (x *UrlMeta) Reset() {
 	*x = UrlMeta{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2281,7 @@ func (x *UrlMeta) String() string {
 func (*UrlMeta) ProtoMessage() {}
 
 func (x *UrlMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2294,7 @@ func (x *UrlMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
 func (*UrlMeta) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UrlMeta) GetUrl() string {
@@ -2310,7 +2400,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2412,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2425,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2407,7 +2497,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2509,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2522,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FetchResult) GetTerminal() bool {
@@ -2506,7 +2596,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2608,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2621,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -2690,20 +2780,28 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
 	"\x05Claim\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
-	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xc4\x01\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xdc\x01\n" +
 	"\vShardRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
 	"\x03url\x18\x03 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x04 \x01(\x05R\x05depth\x12\x1c\n" +
 	"\tredirects\x18\x05 \x01(\x05R\tredirects\x12\x12\n" +
-	"\x04done\x18\x06 \x01(\bR\x04done\x12\x12\n" +
-	"\x04meta\x18\a \x01(\fR\x04meta\x12!\n" +
-	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\"E\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\x12*\n" +
+	"\x04meta\x18\a \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12!\n" +
+	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\"p\n" +
 	"\tHostState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\xa2\x01\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12=\n" +
+	"\n" +
+	"politeness\x18\x03 \x01(\v2\x1d.swarmcrawl.v1.HostPolitenessR\n" +
+	"politeness\"\xc2\x01\n" +
+	"\x0eHostPoliteness\x12\"\n" +
+	"\rnot_before_ns\x18\x01 \x01(\x03R\vnotBeforeNs\x12#\n" +
+	"\rrobots_origin\x18\x02 \x01(\tR\frobotsOrigin\x12#\n" +
+	"\rrobots_status\x18\x03 \x01(\x05R\frobotsStatus\x12*\n" +
+	"\x11robots_fetched_ns\x18\x04 \x01(\x03R\x0frobotsFetchedNs\x12\x16\n" +
+	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa2\x01\n" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
@@ -2821,7 +2919,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -2845,20 +2943,21 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Claim)(nil),             // 19: swarmcrawl.v1.Claim
 	(*ShardRecord)(nil),       // 20: swarmcrawl.v1.ShardRecord
 	(*HostState)(nil),         // 21: swarmcrawl.v1.HostState
-	(*WriteRequest)(nil),      // 22: swarmcrawl.v1.WriteRequest
-	(*WriteReply)(nil),        // 23: swarmcrawl.v1.WriteReply
-	(*HandoffRequest)(nil),    // 24: swarmcrawl.v1.HandoffRequest
-	(*HandoffReply)(nil),      // 25: swarmcrawl.v1.HandoffReply
-	(*DigestRequest)(nil),     // 26: swarmcrawl.v1.DigestRequest
-	(*DigestReply)(nil),       // 27: swarmcrawl.v1.DigestReply
-	(*PullRequest)(nil),       // 28: swarmcrawl.v1.PullRequest
-	(*PullReply)(nil),         // 29: swarmcrawl.v1.PullReply
-	(*FetchBatchRequest)(nil), // 30: swarmcrawl.v1.FetchBatchRequest
-	(*FetchTask)(nil),         // 31: swarmcrawl.v1.FetchTask
-	(*UrlMeta)(nil),           // 32: swarmcrawl.v1.UrlMeta
-	(*FetchBatchReply)(nil),   // 33: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 34: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 35: swarmcrawl.v1.DeadLetter
+	(*HostPoliteness)(nil),    // 22: swarmcrawl.v1.HostPoliteness
+	(*WriteRequest)(nil),      // 23: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 24: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 25: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 26: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 27: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 28: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 29: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 30: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
+	(*FetchBatchReply)(nil),   // 34: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 35: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 36: swarmcrawl.v1.DeadLetter
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -2883,32 +2982,34 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	14, // 19: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
 	17, // 20: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
 	18, // 21: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
-	19, // 22: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
-	20, // 23: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 24: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 25: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
-	17, // 26: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 27: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
-	20, // 28: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 29: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	17, // 30: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
-	18, // 31: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
-	17, // 32: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	17, // 33: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 34: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 35: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 36: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	31, // 37: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	32, // 38: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	34, // 39: swarmcrawl.v1.FetchBatchReply.done:type_name -> swarmcrawl.v1.FetchResult
-	31, // 40: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	35, // 41: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	32, // 42: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	33, // 22: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
+	22, // 23: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
+	19, // 24: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	20, // 25: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 26: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 27: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	17, // 28: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	18, // 29: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	20, // 30: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 31: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	17, // 32: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	18, // 33: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	17, // 34: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	17, // 35: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 36: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 37: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 38: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	32, // 39: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	33, // 40: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	35, // 41: swarmcrawl.v1.FetchBatchReply.done:type_name -> swarmcrawl.v1.FetchResult
+	32, // 42: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	36, // 43: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	33, // 44: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -2934,7 +3035,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

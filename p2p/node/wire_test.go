@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// handoffCatcher is a shard handler that keeps the handoff it is sent.
+type handoffCatcher struct{ got chan *shard.HandoffRequest }
+
+func (h handoffCatcher) HandleReplicate(context.Context, ring.Peer, *shard.WriteRequest) *shard.WriteReply {
+	return &shard.WriteReply{}
+}
+
+func (h handoffCatcher) HandleHandoff(_ context.Context, _ ring.Peer, req *shard.HandoffRequest) *shard.HandoffReply {
+	h.got <- req
+	return &shard.HandoffReply{Accepted: true}
+}
+
+func (h handoffCatcher) HandleDigest(context.Context, ring.Peer, *shard.DigestRequest) *shard.DigestReply {
+	return &shard.DigestReply{}
+}
+
+func (h handoffCatcher) HandlePull(context.Context, ring.Peer, *shard.PullRequest) *shard.PullReply {
+	return &shard.PullReply{}
+}
+
+// A range's state crosses the wire as typed protocol messages and comes
+// back as it left: a fetched URL's metadata (zero times included), a
+// host's politeness clock and robots.txt (an empty 2xx body stays an empty
+// body, a 404 carries none), and a record never fetched stays without
+// metadata.
+func TestRangeStateWireRoundTrip(t *testing.T) {
+	client, server := newTestHost(t), newTestHost(t)
+	if err := client.Connect(context.Background(), server.Peerstore().PeerInfo(server.ID())); err != nil {
+		t.Fatal(err)
+	}
+	srv := p2p.NewStreams(server, 0)
+	t.Cleanup(srv.Close)
+	catcher := handoffCatcher{got: make(chan *shard.HandoffRequest, 1)}
+	p2p.NewShardTransport(srv).Serve(catcher)
+
+	fetched := time.Unix(0, 1_700_000_000_123_456_789)
+	meta := store.URLMeta{URL: "http://a.test/p", ETag: `"v1"`, Fingerprint: 0xfeed, ContentHash: 0xbeef,
+		LastFetch: fetched, Interval: time.Hour, Status: 200, Changes: 1, Fetches: 3} // NextCrawl: the zero time
+	rawMeta, version, err := recordState(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := crawl.HostKey("a.test")
+	records := []shard.Record{
+		{Key: key, Hash: crawl.URLHash(meta.URL), URL: meta.URL, Depth: 2, Redirects: 1, Done: true, Meta: rawMeta, MetaVersion: version},
+		{Key: key, Hash: crawl.URLHash("http://a.test/new"), URL: "http://a.test/new", Depth: 3},
+	}
+	snaps := []crawl.HostSnapshot{
+		{Host: "a.test", Key: key, NotBefore: fetched.Add(time.Minute), Origin: "http://a.test",
+			RobotsStatus: 200, RobotsFetched: fetched, Robots: []byte("User-agent: *\nDisallow: /x\n")},
+		{Host: "b.test", Key: crawl.HostKey("b.test"), Origin: "https://b.test", RobotsStatus: 200, RobotsFetched: fetched, Robots: []byte{}},
+		{Host: "c.test", Key: crawl.HostKey("c.test"), Origin: "http://c.test", RobotsStatus: 404, RobotsFetched: fetched},
+		{Host: "d.test", Key: crawl.HostKey("d.test"), NotBefore: fetched},
+	}
+	hosts, err := hostStates(snaps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &shard.HandoffRequest{Range: shard.Range{From: 1, To: 2}, Epoch: shard.Epoch{N: 3, Owner: "x"}, Records: records, Hosts: hosts, Final: true}
+	if _, err := p2p.NewShardTransport(p2p.NewStreams(client, 0)).Handoff(context.Background(), p2p.RingPeer(server.ID()), req); err != nil {
+		t.Fatal(err)
+	}
+	got := <-catcher.got
+	if len(got.Records) != 2 || len(got.Hosts) != len(snaps) {
+		t.Fatalf("got %d records and %d hosts, want 2 and %d", len(got.Records), len(got.Hosts), len(snaps))
+	}
+	back, err := decodeRecordState(got.Records[0].Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, meta) || got.Records[0].MetaVersion != version {
+		t.Fatalf("URL state round trip:\n got %+v (version %d)\nwant %+v (version %d)", back, got.Records[0].MetaVersion, meta, version)
+	}
+	if got.Records[1].Meta != nil || got.Records[1].MetaVersion != 0 {
+		t.Fatalf("a record never fetched came back with state %x, version %d", got.Records[1].Meta, got.Records[1].MetaVersion)
+	}
+	for i, h := range got.Hosts {
+		s, err := decodeHostState(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s, snaps[i]) {
+			t.Errorf("host %d round trip:\n got %+v\nwant %+v", i, s, snaps[i])
+		}
+	}
+}
