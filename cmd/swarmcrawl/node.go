@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,13 +29,16 @@ type nodeOptions struct {
 	nat, discovery, allowPrivate                    bool
 }
 
+// register defines the flags; every default is read from the node's
+// default configuration, so that it is written once.
 func (o *nodeOptions) register(fs *flag.FlagSet) {
-	def := crawl.DefaultConfig()
+	nd := node.DefaultConfig()
+	def := nd.Crawl
 	fs.StringVar(&o.data, "data", "", "data directory: identity key, store, addrs and api files (required)")
-	fs.Var(&o.listen, "listen", "multiaddrs to listen on, comma-separated (default /ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1)")
+	fs.Var(&o.listen, "listen", "multiaddrs to listen on, comma-separated (default "+strings.Join(nd.Host.Listen, ",")+")")
 	fs.Var(&o.bootstrap, "bootstrap", "full multiaddrs (/ip4/.../tcp/.../p2p/<id>) of swarm members to join through; empty starts a new swarm")
 	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT")
-	fs.StringVar(&o.api, "api", "127.0.0.1:0", "HOST:PORT of the HTTP status API")
+	fs.StringVar(&o.api, "api", nd.APIAddr, "HOST:PORT of the HTTP status API")
 	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins)")
 	fs.DurationVar(&o.maxCrawlDelay, "max-crawl-delay", def.MaxCrawlDelay, "cap on a robots.txt Crawl-delay")
 	fs.StringVar(&o.userAgent, "user-agent", def.UserAgent, "User-Agent sent on every request; its first product token is matched against robots.txt")
@@ -50,13 +54,13 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.allowPrivate, "allow-private", false, "allow fetches from loopback and private addresses (off: the crawler cannot be aimed at internal networks)")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", def.Dial.MaxConnsPerIP, "concurrent connections to one IP address across all its hostnames (0 = unlimited)")
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
-	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", 1<<30, "WARC files are rotated past this size")
-	fs.IntVar(&o.replicas, "replicas", 2, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
-	fs.IntVar(&o.hotQueue, "hot-queue", node.DefaultConfig().HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
-	fs.DurationVar(&o.failureTimeout, "failure-timeout", 5*time.Second, "silence from an owner after which its first successor takes its range over")
-	fs.StringVar(&o.keyMode, "key", "host", "crawl task key: host (one owner per host) or url (one owner per URL)")
-	fs.BoolVar(&o.nat, "nat", true, "NAT traversal: port mapping, AutoNAT service, hole punching")
-	fs.BoolVar(&o.discovery, "discovery", true, "find swarm members through the Kademlia DHT")
+	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", nd.WARC.MaxFileBytes, "WARC files are rotated past this size")
+	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
+	fs.IntVar(&o.hotQueue, "hot-queue", nd.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
+	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
+	fs.StringVar(&o.keyMode, "key", nd.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
+	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
+	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.config, "config", "", "file of `name = value` lines with the same names as these options; flags override it")
 }
@@ -132,9 +136,8 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas
 	cfg.Shard.FailureTimeout = o.failureTimeout
-	cfg.Host.Listen = o.listen
-	if len(cfg.Host.Listen) == 0 {
-		cfg.Host.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+	if len(o.listen) > 0 {
+		cfg.Host.Listen = o.listen
 	}
 	cfg.Host.DisableNAT = !o.nat
 	cfg.Host.Relays = o.relays
