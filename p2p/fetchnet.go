@@ -56,7 +56,8 @@ func (t *FetchTransport) Fetch(ctx context.Context, to ring.Peer, req *pb.FetchB
 }
 
 // Serve answers the fetch protocol with serve, which learns when the
-// batch's stream arrived (the batch's budget counts from then). A reply
+// batch's stream arrived (the helper's deadline for its reply counts from
+// then). A reply
 // above the protocol's cap is replaced by one that reports the batch
 // failed, so the owner fetches its tasks again. Unhandle(FetchID) on the
 // Streams stops serving and waits for the batches in progress.

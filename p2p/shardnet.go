@@ -240,7 +240,7 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 	}
 	out := make([]shard.Record, len(rs))
 	for i, r := range rs {
-		var meta []byte
+		var meta []byte // an empty UrlMeta encodes to nothing: no metadata
 		if r.Meta != nil {
 			var err error
 			if meta, err = proto.Marshal(r.Meta); err != nil {
@@ -248,7 +248,7 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 			}
 		}
 		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 ||
-			len(meta) > shard.MaxMetaBytes || r.Meta == nil && r.MetaVersion != 0 {
+			len(meta) > shard.MaxMetaBytes || len(meta) == 0 && r.MetaVersion != 0 {
 			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes, meta version %d)",
 				i, len(r.Url), r.Depth, r.Redirects, len(meta), r.MetaVersion)
 		}

@@ -21,12 +21,13 @@ func TestShardDecodeRefusesMalformed(t *testing.T) {
 		t.Fatalf("a good record: %v", err)
 	}
 	for name, mutate := range map[string]func(r *pb.ShardRecord){
-		"no url":               func(r *pb.ShardRecord) { r.Url = "" },
-		"long url":             func(r *pb.ShardRecord) { r.Url += strings.Repeat("a", protocol.MaxURLBytes) },
-		"negative depth":       func(r *pb.ShardRecord) { r.Depth = -1 },
-		"negative redirects":   func(r *pb.ShardRecord) { r.Redirects = -1 },
-		"huge meta":            func(r *pb.ShardRecord) { r.Meta.Etag = strings.Repeat("e", 17<<10) },
-		"version without meta": func(r *pb.ShardRecord) { r.Meta = nil },
+		"no url":                  func(r *pb.ShardRecord) { r.Url = "" },
+		"long url":                func(r *pb.ShardRecord) { r.Url += strings.Repeat("a", protocol.MaxURLBytes) },
+		"negative depth":          func(r *pb.ShardRecord) { r.Depth = -1 },
+		"negative redirects":      func(r *pb.ShardRecord) { r.Redirects = -1 },
+		"huge meta":               func(r *pb.ShardRecord) { r.Meta.Etag = strings.Repeat("e", 17<<10) },
+		"version without meta":    func(r *pb.ShardRecord) { r.Meta = nil },
+		"version with empty meta": func(r *pb.ShardRecord) { r.Meta = &pb.UrlMeta{} },
 	} {
 		r := good()
 		mutate(r)

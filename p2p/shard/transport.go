@@ -59,7 +59,7 @@ type DigestRequest struct {
 
 // DigestReply holds one checksum per bucket: records fall in bucket
 // Hash % Buckets, and a bucket's sum is the xor of its records' mixes of
-// Key, Hash and Done. Equal sums mean (almost certainly) equal records.
+// Key, Hash, Done and MetaVersion. Equal sums mean (almost certainly) equal records.
 type DigestReply struct{ Sums []uint64 }
 
 // PullRequest asks a node for the records, hosts and epoch table it holds
