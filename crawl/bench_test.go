@@ -12,28 +12,10 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/internal/memstat"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
-
-func BenchmarkNormalize(b *testing.B) {
-	base, _ := url.Parse("http://www.example.com/news/2026/article.html")
-	refs := []string{
-		"../archive/index.html",
-		"/search?q=crawler&utm_source=newsletter&page=2",
-		"HTTPS://WWW.Example.COM:443/a/./b/../c//d#frag",
-		"http://other.example/%7Euser/caf%c3%a9?sessionid=abc&x=1",
-		"img/photo.jpg",
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := Normalize(base, refs[i%len(refs)]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
 
 // synthPage returns one generated HTML page (about 12 KB) and its URL.
 func synthPage(b *testing.B) ([]byte, *url.URL) {
@@ -212,7 +194,7 @@ func parkHost(tb testing.TB, f *Frontier, u string) {
 	if !ok || t.URL != u {
 		tb.Fatalf("TryNext = %v, %v; want %s", t.URL, ok, u)
 	}
-	host, err := HostOf(u)
+	host, err := urls.HostOf(u)
 	if err != nil {
 		tb.Fatal(err)
 	}

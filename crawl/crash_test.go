@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -38,7 +39,7 @@ func (r *durableRing) Discovered(_ context.Context, _ Task, links []Task) {
 	var fresh []Task
 	var entries []store.SeenEntry
 	for _, l := range links {
-		host, _ := HostOf(l.URL)
+		host, _ := urls.HostOf(l.URL)
 		if !strings.HasSuffix(host, ".synth.test") {
 			continue
 		}

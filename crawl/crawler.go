@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -108,9 +109,9 @@ type Config struct {
 	NearDupDistance int
 	// RobotsTTL is how long a fetched robots.txt is trusted (default 24h).
 	RobotsTTL time.Duration
-	// KeyMode is how the node computes ring keys (default KeyHost); the
+	// KeyMode is how the node computes ring keys (default urls.KeyHost); the
 	// per-URL tables of the store are laid out by them.
-	KeyMode KeyMode
+	KeyMode urls.KeyMode
 	// Proxy picks the proxy for a request (default http.ProxyFromEnvironment,
 	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY); nil means direct.
 	Proxy func(*http.Request) (*url.URL, error)
@@ -126,7 +127,7 @@ type Config struct {
 	// with real time.
 	Clock func() time.Time
 	// Owns, if set, is asked right before any network request for a task
-	// (robots.txt included) with the task's ring key (TaskKey in KeyMode).
+	// (robots.txt included) with the task's ring key (TaskKey in urls.KeyMode).
 	// When it answers false the task is not fetched: it goes back to the
 	// store untouched and its host is parked (removed from the in-memory
 	// scheduler, store left as is) until Resume or Enqueue brings it back.
@@ -145,7 +146,7 @@ type Config struct {
 	OnDone func(t Task, ringKey, urlHash uint64, meta *store.URLMeta)
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (see Delegator); 0 never delegates.
-	// Delegation needs KeyHost.
+	// Delegation needs urls.KeyHost.
 	HotQueue int
 	// DelegateBatch is the most tasks in one delegated batch (default 16
 	// when 0, at most MaxDelegateTasks).
@@ -230,7 +231,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("MaxRetryAfter is negative (%v)", c.MaxRetryAfter)
 	case c.RobotsTTL <= 0:
 		return fmt.Errorf("RobotsTTL must be positive (got %v)", c.RobotsTTL)
-	case c.KeyMode != KeyHost && c.KeyMode != KeyURL:
+	case c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL:
 		return fmt.Errorf("unknown %v", c.KeyMode)
 	case c.HotQueue < 0:
 		return fmt.Errorf("HotQueue is negative (%d)", c.HotQueue)
@@ -462,7 +463,7 @@ func (discard) Discovered(context.Context, Task, []Task) {}
 func (c *Crawler) Enqueue(tasks ...Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
-		if _, err := HostOf(t.URL); err != nil {
+		if _, err := urls.HostOf(t.URL); err != nil {
 			c.countError("bad_url") // no ring key either: OnDone cannot name it
 			continue
 		}

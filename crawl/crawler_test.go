@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // ringStandIn plays the part of the ring and the owners' seen sets for a
@@ -28,11 +29,11 @@ func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
 	var fresh []Task
 	r.mu.Lock()
 	for _, l := range links {
-		host, _ := HostOf(l.URL)
+		host, _ := urls.HostOf(l.URL)
 		if r.inScope == nil && !strings.HasSuffix(host, ".synth.test") || r.inScope != nil && !r.inScope(host) {
 			continue
 		}
-		if h := URLHash(l.URL); !r.seen[h] {
+		if h := urls.URLHash(l.URL); !r.seen[h] {
 			r.seen[h] = true
 			fresh = append(fresh, l)
 		}
@@ -41,9 +42,9 @@ func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
 	r.c.Enqueue(fresh...) // outside the lock: Enqueue may be slow, and sinks run concurrently
 }
 
-func (r *ringStandIn) seed(urls []string) {
-	tasks := make([]Task, len(urls))
-	for i, u := range urls {
+func (r *ringStandIn) seed(seeds []string) {
+	tasks := make([]Task, len(seeds))
+	for i, u := range seeds {
 		tasks[i] = Task{URL: u}
 	}
 	r.Discovered(context.Background(), Task{}, tasks)

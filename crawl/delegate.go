@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -113,7 +114,7 @@ const (
 
 // hot reports whether the fetches of host go to helpers now.
 func (c *Crawler) hot(host string) bool {
-	if c.cfg.Delegate == nil || c.cfg.HotQueue <= 0 || c.cfg.KeyMode != KeyHost {
+	if c.cfg.Delegate == nil || c.cfg.HotQueue <= 0 || c.cfg.KeyMode != urls.KeyHost {
 		return false
 	}
 	if c.now().UnixNano() < c.noHelperUntil.Load() {
@@ -210,7 +211,7 @@ func (c *Crawler) delegate(ctx context.Context, l *lease, first Task, firstReser
 		if !more {
 			break
 		}
-		origin, pathQuery := splitOrigin(t.URL)
+		origin, pathQuery := urls.SplitOrigin(t.URL)
 		rules := c.robots.get(origin, c.now())
 		if rules == nil || rules.unavailable && rules.attempt < maxRobotsAttempts || !c.owns(t) {
 			// robots.txt of another origin of the host is needed first,
@@ -331,11 +332,11 @@ func (c *Crawler) adopt(f fetched, r TaskResult) (o Outcome, terminal, ok bool) 
 		o.At = at
 	}
 	if in.Dead != nil {
-		host, _ := HostOf(t.URL)
+		host, _ := urls.HostOf(t.URL)
 		d := *in.Dead
-		d.URL, d.RingKey, d.URLHash, d.HostKey = t.URL, f.ringKey, f.urlHash, HostKey(host)
+		d.URL, d.RingKey, d.URLHash, d.HostKey = t.URL, f.ringKey, f.urlHash, urls.HostKey(host)
 		d.Depth, d.Redirects = t.Depth, t.Redirects
-		d.Kind, d.LastError = truncate(d.Kind, 64), truncate(d.LastError, 1024)
+		d.Kind, d.LastError = urls.Truncate(d.Kind, 64), urls.Truncate(d.LastError, 1024)
 		o.Dead = &d
 	}
 	if in.Meta != nil {
@@ -420,14 +421,14 @@ func (c *Crawler) checkBatch(b *Batch) error {
 	}
 	for i, bt := range b.Tasks {
 		t := bt.Task
-		norm, err := Normalize(nil, t.URL)
+		norm, err := urls.Normalize(nil, t.URL)
 		if err != nil {
 			return fmt.Errorf("task %d: %w", i, err)
 		}
-		host, _ := HostOf(norm)
+		host, _ := urls.HostOf(norm)
 		switch {
 		case norm != t.URL:
-			return fmt.Errorf("task %d: URL %q is not normalised", i, truncate(t.URL, 80))
+			return fmt.Errorf("task %d: URL %q is not normalised", i, urls.Truncate(t.URL, 80))
 		case host != b.Host:
 			return fmt.Errorf("task %d: host %q, batch host %q", i, host, b.Host)
 		case t.Depth < 0 || t.Attempts < 0 || t.Redirects < 0:

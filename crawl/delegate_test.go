@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -203,7 +204,7 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 		fmt.Fprint(w, "<p>hello</p>")
 	})
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	const gap, budget = 40 * time.Millisecond, 200 * time.Millisecond
 	batch := func(budget time.Duration, paths ...string) *Batch {
 		b := &Batch{Host: host, Gap: gap, Budget: budget, Wait: 5 * time.Second}
@@ -269,7 +270,7 @@ func TestFetchBatchRefuses(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
 	c := newTestCrawler(t, cfg, nil, nil)
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	good := func() *Batch {
 		return &Batch{Host: host, Gap: 0, Budget: time.Second, Wait: 3 * time.Second, Tasks: []BatchTask{{Task: Task{URL: srv.URL + "/x"}}}}
 	}

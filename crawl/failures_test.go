@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -123,7 +124,7 @@ func TestRetryAfterSlowsHost(t *testing.T) {
 	if p := rec.page(srv.URL + "/limited"); p == nil || p.Status != 200 {
 		t.Errorf("limited page %+v, want fetched after the wait", p)
 	}
-	if st, _, _ := c.db.Host(HostKey("127.0.0.1")); st.NotBefore.Sub(at429) < 900*time.Millisecond {
+	if st, _, _ := c.db.Host(urls.HostKey("127.0.0.1")); st.NotBefore.Sub(at429) < 900*time.Millisecond {
 		t.Errorf("host state %+v: Retry-After not kept in the store", st)
 	}
 	if s := c.Stats(); s.Retries != 1 || s.ErrorsByKind["http_4xx"] != 1 {

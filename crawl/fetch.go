@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // newClient builds the one HTTP client all workers share, so connections
@@ -167,7 +169,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, &fetchError{"bad_url", fmt.Errorf("build request for %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{"bad_url", fmt.Errorf("build request for %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
@@ -185,10 +187,10 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 			resp.Body.Close()
 		}
 		c.requests.Add(-1) // not sent after all
-		return nil, fmt.Errorf("get %s: %w", truncate(rawURL, 80), errNotOwned)
+		return nil, fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), errNotOwned)
 	}
 	if err != nil {
-		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	defer resp.Body.Close()
 	raw, truncated, err := readCapped(resp.Body, limit, resp.ContentLength)
@@ -199,7 +201,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 		if classify(err) == "timeout" {
 			kind = "timeout"
 		}
-		return nil, &fetchError{kind, fmt.Errorf("read body of %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{kind, fmt.Errorf("read body of %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	c.bytesFetched.Add(int64(len(raw)))
 	r.status, r.header, r.proto = resp.StatusCode, resp.Header, resp.Proto

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -53,7 +54,7 @@ type Frontier struct {
 	now           func() time.Time
 	// keyMode computes ring keys for the per-URL tables; budget is the
 	// per-host page budget (0 = unlimited). Set by the Crawler.
-	keyMode KeyMode
+	keyMode urls.KeyMode
 	budget  int64
 
 	mu        sync.Mutex
@@ -192,9 +193,9 @@ func (f *Frontier) load() error {
 	defer f.mu.Unlock()
 	f.counts = counts
 	err = f.db.QueueHosts(func(head store.QueueEntry) error {
-		host, err := HostOf(head.URL)
+		host, err := urls.HostOf(head.URL)
 		if err != nil {
-			return fmt.Errorf("frontier: queued url %q: %w", truncate(head.URL, 80), err)
+			return fmt.Errorf("frontier: queued url %q: %w", urls.Truncate(head.URL, 80), err)
 		}
 		q, err := f.hostLocked(host, head.HostKey)
 		if err != nil {
@@ -242,19 +243,19 @@ func (f *Frontier) refreshDueLocked() error {
 
 // entry builds the queue entry of a task.
 func (f *Frontier) entry(t Task) (store.QueueEntry, string, error) {
-	host, err := HostOf(t.URL)
+	host, err := urls.HostOf(t.URL)
 	if err != nil {
 		return store.QueueEntry{}, "", err
 	}
-	hostKey := HostKey(host)
+	hostKey := urls.HostKey(host)
 	ring := hostKey // the same hash in the default host-key mode
-	if f.keyMode != KeyHost {
-		if ring, err = TaskKey(t.URL, f.keyMode); err != nil {
+	if f.keyMode != urls.KeyHost {
+		if ring, err = urls.TaskKey(t.URL, f.keyMode); err != nil {
 			return store.QueueEntry{}, "", err
 		}
 	}
 	return store.QueueEntry{
-		HostKey: hostKey, RingKey: ring, URLHash: URLHash(t.URL), URL: t.URL,
+		HostKey: hostKey, RingKey: ring, URLHash: urls.URLHash(t.URL), URL: t.URL,
 		Depth: t.Depth, Priority: Priority(t), Attempts: t.Attempts, Redirects: t.Redirects, Recrawl: t.Recrawl,
 	}, host, nil
 }
@@ -334,7 +335,7 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped []Task
 		f.broadcastLocked()
 	}
 	if len(bad) > 0 {
-		return dropped, fmt.Errorf("frontier: %d task(s) without a usable host, first %q", len(bad), truncate(bad[0], 80))
+		return dropped, fmt.Errorf("frontier: %d task(s) without a usable host, first %q", len(bad), urls.Truncate(bad[0], 80))
 	}
 	return dropped, nil
 }
@@ -540,7 +541,7 @@ func (f *Frontier) promoteLocked(now time.Time) {
 		return
 	}
 	for _, e := range due {
-		host, err := HostOf(e.URL)
+		host, err := urls.HostOf(e.URL)
 		if err != nil {
 			continue // cannot happen: only URLs with a host are queued
 		}
@@ -606,7 +607,7 @@ func takenIndex(q *hostQueue, t Task) int {
 // TakenTwice reports whether another task for the same URL as t has been
 // handed out and not completed: the URL was queued twice.
 func (f *Frontier) TakenTwice(t Task) bool {
-	host, err := HostOf(t.URL)
+	host, err := urls.HostOf(t.URL)
 	if err != nil {
 		return false
 	}
@@ -629,7 +630,7 @@ func (f *Frontier) TakenTwice(t Task) bool {
 // host's queue, for example because robots.txt had to be fetched first or
 // the crawl was stopped mid-request. Call it before Done or Release.
 func (f *Frontier) Requeue(t Task) error {
-	host, err := HostOf(t.URL)
+	host, err := urls.HostOf(t.URL)
 	if err != nil {
 		return fmt.Errorf("frontier: requeue: %w", err)
 	}
@@ -637,11 +638,11 @@ func (f *Frontier) Requeue(t Task) error {
 	defer f.mu.Unlock()
 	q := f.hosts[host]
 	if q == nil || !q.busy {
-		return fmt.Errorf("frontier: requeue %q: host %s is not leased", truncate(t.URL, 80), host)
+		return fmt.Errorf("frontier: requeue %q: host %s is not leased", urls.Truncate(t.URL, 80), host)
 	}
 	i := takenIndex(q, t)
 	if i < 0 {
-		return fmt.Errorf("frontier: requeue %q: not taken from the frontier", truncate(t.URL, 80))
+		return fmt.Errorf("frontier: requeue %q: not taken from the frontier", urls.Truncate(t.URL, 80))
 	}
 	e := q.taken[i]
 	q.taken = slices.Delete(q.taken, i, i+1)
@@ -668,7 +669,7 @@ type Outcome struct {
 // store, with the rest of its outcome. It may be called after the lease on
 // the host has ended.
 func (f *Frontier) Complete(t Task, o Outcome) error {
-	host, err := HostOf(t.URL)
+	host, err := urls.HostOf(t.URL)
 	if err != nil {
 		return fmt.Errorf("frontier: complete: %w", err)
 	}
@@ -680,7 +681,7 @@ func (f *Frontier) Complete(t Task, o Outcome) error {
 		i = takenIndex(q, t)
 	}
 	if i < 0 {
-		return fmt.Errorf("frontier: complete %q: not taken from the frontier", truncate(t.URL, 80))
+		return fmt.Errorf("frontier: complete %q: not taken from the frontier", urls.Truncate(t.URL, 80))
 	}
 	e := q.taken[i]
 	u := &store.QueueUpdate{Remove: []store.QueueEntry{e}}

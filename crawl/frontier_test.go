@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // fakeClock is a manually advanced clock for deterministic frontier tests.
@@ -308,7 +310,7 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 				if err != nil {
 					return
 				}
-				host, _ := HostOf(tk.URL)
+				host, _ := urls.HostOf(tk.URL)
 				start := time.Now()
 				mu.Lock()
 				if busy[host] {
@@ -362,7 +364,7 @@ func drain(t *testing.T, f *Frontier, clk *fakeClock) []string {
 			continue
 		}
 		out = append(out, tk.URL)
-		host, _ := HostOf(tk.URL)
+		host, _ := urls.HostOf(tk.URL)
 		f.Done(host, clk.Now(), 0)
 		if err := f.Complete(tk, Outcome{}); err != nil {
 			t.Fatal(err)
@@ -501,7 +503,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	}
 	for range 3 {
 		for u := range inFlight {
-			host, _ := HostOf(u)
+			host, _ := urls.HostOf(u)
 			f.Done(host, clk.Now(), 0)
 			if err := f.Complete(task(u), Outcome{}); err != nil {
 				t.Fatal(err)
@@ -513,7 +515,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	}
 	// One more task goes to the schedule for later.
 	tk, _, _ := f.TryNext()
-	host, _ := HostOf(tk.URL)
+	host, _ := urls.HostOf(tk.URL)
 	f.Done(host, clk.Now(), 0)
 	retry := tk
 	retry.Attempts = 1
@@ -540,7 +542,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 			break
 		}
 		got[tk.URL]++
-		host, _ := HostOf(tk.URL)
+		host, _ := urls.HostOf(tk.URL)
 		f2.Done(host, clk.Now(), 0)
 		if err := f2.Complete(tk, Outcome{}); err != nil {
 			t.Fatal(err)
@@ -655,7 +657,7 @@ func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
 	}
 	mustNext(t, f2, "http://b.test/1")
 	mustWait(t, f2, until) // the Retry-After holds after the restart
-	st, _, _ := db2.Host(HostKey("a.test"))
+	st, _, _ := db2.Host(urls.HostKey("a.test"))
 	if st.Fetched != 2 || st.Dropped != 2 || !st.NotBefore.Equal(until) {
 		t.Fatalf("host state %+v", st)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/temoto/robotstxt"
 )
 
@@ -868,7 +869,7 @@ func TestRobotsAgreesWithSynthweb(t *testing.T) {
 		"/p/1", "/p/1?a=b", "/a.pdf", "/a.pdf?x", "/no-swarmcrawl/1", "/calendar/2026/01", "/PRIVATE/1", "/robots.txt"}
 	pathsOf := map[string][]string{}
 	for _, u := range w.Pages() {
-		origin, pq := splitOrigin(u)
+		origin, pq := urls.SplitOrigin(u)
 		pathsOf[origin] = append(pathsOf[origin], pq)
 	}
 	tokens := []string{"swarmcrawl", "SwarmCrawl/1.0 (+http://swarmcrawl.test)", "otherbot", "badbot", "examplebot"}

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -27,7 +28,7 @@ import (
 // Restore installs it on the receiving crawler.
 type HostSnapshot struct {
 	// Host is the hostname (lowercase, no port) and Key its host key,
-	// HostKey(Host).
+	// urls.HostKey(Host).
 	Host string
 	Key  uint64
 	// NotBefore is when the host may next be contacted: no request to it
@@ -70,9 +71,9 @@ const maxSnapshotHost = 255
 func (s *HostSnapshot) check() error {
 	switch {
 	case s.Host == "" || len(s.Host) > maxSnapshotHost:
-		return fmt.Errorf("host %q: empty or longer than %d bytes", truncate(s.Host, 80), maxSnapshotHost)
-	case s.Key != HostKey(s.Host):
-		return fmt.Errorf("host %s: key %016x is not its host key %016x", s.Host, s.Key, HostKey(s.Host))
+		return fmt.Errorf("host %q: empty or longer than %d bytes", urls.Truncate(s.Host, 80), maxSnapshotHost)
+	case s.Key != urls.HostKey(s.Host):
+		return fmt.Errorf("host %s: key %016x is not its host key %016x", s.Host, s.Key, urls.HostKey(s.Host))
 	case s.RobotsStatus < 0 || s.RobotsStatus > 999 || s.RobotsStatus > 0 && s.RobotsStatus < 100:
 		return fmt.Errorf("host %s: robots.txt status %d", s.Host, s.RobotsStatus)
 	case len(s.Robots) > maxRobotsBytes:
@@ -81,9 +82,9 @@ func (s *HostSnapshot) check() error {
 		return fmt.Errorf("host %s: robots.txt without a status", s.Host)
 	}
 	if s.Origin != "" {
-		host, err := HostOf(s.Origin)
+		host, err := urls.HostOf(s.Origin)
 		if err != nil || host != s.Host || s.Origin != originOf(s.Origin) {
-			return fmt.Errorf("host %s: bad robots.txt origin %q", s.Host, truncate(s.Origin, 80))
+			return fmt.Errorf("host %s: bad robots.txt origin %q", s.Host, urls.Truncate(s.Origin, 80))
 		}
 	} else if s.RobotsStatus != 0 {
 		return fmt.Errorf("host %s: robots.txt without an origin", s.Host)
@@ -93,13 +94,13 @@ func (s *HostSnapshot) check() error {
 
 // originOf returns the scheme://authority part of an absolute URL.
 func originOf(u string) string {
-	origin, _ := splitOrigin(u)
+	origin, _ := urls.SplitOrigin(u)
 	return origin
 }
 
 // MarshalBinary encodes s in a versioned binary form. It fails for a
 // snapshot UnmarshalBinary would reject: an empty host, a Key that is not
-// HostKey(Host), robots.txt data that does not fit together.
+// urls.HostKey(Host), robots.txt data that does not fit together.
 func (s HostSnapshot) MarshalBinary() ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("host snapshot: %w", err)
@@ -217,8 +218,8 @@ func (c *Crawler) Release(ctx context.Context, in func(ringKey uint64) bool) ([]
 		return nil, fmt.Errorf("crawl: release: %w", err)
 	}
 	want := func(host string) bool { return hosts[host] }
-	if c.cfg.KeyMode == KeyHost {
-		want = func(host string) bool { return hosts[host] || in(HostKey(host)) }
+	if c.cfg.KeyMode == urls.KeyHost {
+		want = func(host string) bool { return hosts[host] || in(urls.HostKey(host)) }
 	}
 	return c.snapshots(hosts, want, true), nil
 }
@@ -228,7 +229,7 @@ func (c *Crawler) Release(ctx context.Context, in func(ringKey uint64) bool) ([]
 // cached robots.txt. It reads no store.
 func (c *Crawler) Snapshots(in func(hostKey uint64) bool) []HostSnapshot {
 	hosts := c.frontier.hostsWhere(in)
-	return c.snapshots(hosts, func(host string) bool { return in(HostKey(host)) }, false)
+	return c.snapshots(hosts, func(host string) bool { return in(urls.HostKey(host)) }, false)
 }
 
 // snapshots builds the snapshots of hosts, and of the hosts whose robots.txt
@@ -250,7 +251,7 @@ func (c *Crawler) snapshots(hosts map[string]bool, want func(host string) bool, 
 	notBefore := c.frontier.notBefore(names, readStore)
 	var out []HostSnapshot
 	for _, host := range names {
-		s := HostSnapshot{Host: host, Key: HostKey(host), NotBefore: notBefore[host]}
+		s := HostSnapshot{Host: host, Key: urls.HostKey(host), NotBefore: notBefore[host]}
 		if e, ok := robots[host]; ok {
 			s.Origin, s.RobotsStatus, s.RobotsFetched = e.origin, e.rules.status, e.rules.fetched
 			if e.rules.packed != nil {
@@ -409,8 +410,8 @@ func (f *Frontier) unheapLocked(q *hostQueue) {
 // with a queue in the store and none in memory are the orphans (every
 // queued host is loaded at start, and a host leaves memory only once it
 // has no work).
-func (f *Frontier) resume(in func(uint64) bool, mode KeyMode) error {
-	match := func(key uint64) bool { return mode != KeyHost || in(key) }
+func (f *Frontier) resume(in func(uint64) bool, mode urls.KeyMode) error {
+	match := func(key uint64) bool { return mode != urls.KeyHost || in(key) }
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	changed := false
@@ -474,7 +475,7 @@ func (f *Frontier) unfence(fc *fence) {
 // waitFence waits until no task fc fences is handed out and no host it
 // covers is leased (in URL-key mode: no leased host has an entry of the
 // range at its head), or until ctx ends.
-func (f *Frontier) waitFence(ctx context.Context, fc *fence, mode KeyMode) error {
+func (f *Frontier) waitFence(ctx context.Context, fc *fence, mode urls.KeyMode) error {
 	for {
 		f.mu.Lock()
 		busy := f.busyLocked(fc.in, mode)
@@ -494,7 +495,7 @@ func (f *Frontier) waitFence(ctx context.Context, fc *fence, mode KeyMode) error
 // busyLocked reports whether work of the ring keys in is in flight: a task
 // handed out and not completed, or a lease on one of their hosts (whose
 // next-allowed time is not final until the lease ends).
-func (f *Frontier) busyLocked(in func(uint64) bool, mode KeyMode) bool {
+func (f *Frontier) busyLocked(in func(uint64) bool, mode urls.KeyMode) bool {
 	for _, q := range f.hosts {
 		for i := range q.taken {
 			if in(q.taken[i].RingKey) {
@@ -504,7 +505,7 @@ func (f *Frontier) busyLocked(in func(uint64) bool, mode KeyMode) bool {
 		if !q.busy {
 			continue
 		}
-		if mode == KeyHost {
+		if mode == urls.KeyHost {
 			if in(q.key) {
 				return true
 			}
@@ -523,13 +524,13 @@ func (f *Frontier) busyLocked(in func(uint64) bool, mode KeyMode) bool {
 // returns the hosts concerned: in host-key mode every host of the range
 // that has a queue, a schedule entry or a frontier entry; in URL-key mode
 // the hosts that lost entries.
-func (f *Frontier) dropRange(in func(uint64) bool, mode KeyMode) (map[string]bool, error) {
+func (f *Frontier) dropRange(in func(uint64) bool, mode urls.KeyMode) (map[string]bool, error) {
 	hosts := make(map[string]bool)
 	// The schedule first: an entry of the range falling due meanwhile
 	// would otherwise move into a queue already dropped.
 	f.mu.Lock()
 	err := f.dropScheduleLocked(in, hosts)
-	if mode == KeyHost {
+	if mode == urls.KeyHost {
 		for host, q := range f.hosts {
 			if in(q.key) {
 				hosts[host] = true
@@ -546,10 +547,10 @@ func (f *Frontier) dropRange(in func(uint64) bool, mode KeyMode) (map[string]boo
 	}
 	var list []queued
 	err = f.db.QueueHosts(func(head store.QueueEntry) error {
-		if mode == KeyHost && !in(head.RingKey) {
+		if mode == urls.KeyHost && !in(head.RingKey) {
 			return nil
 		}
-		if host, err := HostOf(head.URL); err == nil {
+		if host, err := urls.HostOf(head.URL); err == nil {
 			list = append(list, queued{host, head.HostKey})
 		}
 		return nil
@@ -559,7 +560,7 @@ func (f *Frontier) dropRange(in func(uint64) bool, mode KeyMode) (map[string]boo
 	}
 	for _, h := range list {
 		n, err := f.dropHostRange(h.host, h.key, in, mode)
-		if n > 0 || mode == KeyHost {
+		if n > 0 || mode == urls.KeyHost {
 			hosts[h.host] = true
 		}
 		if err != nil {
@@ -572,7 +573,7 @@ func (f *Frontier) dropRange(in func(uint64) bool, mode KeyMode) (map[string]boo
 // dropHostRange deletes the queue entries of one host whose ring key in
 // holds (all of them in host-key mode), except any handed out, and makes
 // the host read its head from the store again.
-func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, mode KeyMode) (int, error) {
+func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, mode urls.KeyMode) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.hosts[host]
@@ -581,7 +582,7 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, 
 		taken = q.taken
 	}
 	n, err := f.db.DropHostQueue(key, func(e *store.QueueEntry) bool {
-		return mode != KeyHost && !in(e.RingKey) ||
+		return mode != urls.KeyHost && !in(e.RingKey) ||
 			slices.ContainsFunc(taken, func(t store.QueueEntry) bool { return t.Seq == e.Seq })
 	})
 	if counts, cerr := f.db.QueueCounts(); cerr == nil {
@@ -596,7 +597,7 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool, 
 		}
 		f.scheduleLocked(q)
 		f.broadcastLocked()
-	case mode != KeyHost || err != nil:
+	case mode != urls.KeyHost || err != nil:
 		// Queued in the store, not in memory: entries out of the range
 		// (or not dropped) remain, for Resume to bring back.
 		f.orphans[host] = key
@@ -631,7 +632,7 @@ func (f *Frontier) dropScheduleLocked(in func(uint64) bool, hosts map[string]boo
 		return fmt.Errorf("frontier: drop schedule entries: %w", err)
 	}
 	for i := range u.Unschedule {
-		if host, err := HostOf(u.Unschedule[i].URL); err == nil {
+		if host, err := urls.HostOf(u.Unschedule[i].URL); err == nil {
 			hosts[host] = true
 		}
 	}
@@ -673,7 +674,7 @@ func (f *Frontier) notBefore(hosts []string, readStore bool) map[string]time.Tim
 	f.mu.Unlock()
 	if readStore {
 		for _, host := range missing {
-			if st, ok, err := f.db.Host(HostKey(host)); err == nil && ok {
+			if st, ok, err := f.db.Host(urls.HostKey(host)); err == nil && ok {
 				out[host] = st.NotBefore
 			}
 		}
@@ -738,10 +739,10 @@ type Adopted struct {
 // Call it on a range with no schedule of its own (after Release, as
 // Activate does), or the URL is scheduled twice; the second copy is
 // dropped when it comes up (see TakenTwice).
-func (c *Crawler) Adopt(urls []Adopted) error {
+func (c *Crawler) Adopt(adopted []Adopted) error {
 	u := &store.QueueUpdate{}
-	for _, a := range urls {
-		if _, err := HostOf(a.Task.URL); err != nil {
+	for _, a := range adopted {
+		if _, err := urls.HostOf(a.Task.URL); err != nil {
 			continue
 		}
 		ringKey, urlHash := c.keys(a.Task.URL)
@@ -772,7 +773,7 @@ func (c *Crawler) Adopt(urls []Adopted) error {
 	c.frontier.mu.Lock()
 	defer c.frontier.mu.Unlock()
 	if err := c.frontier.applyLocked(u); err != nil {
-		return fmt.Errorf("adopt %d urls: %w", len(urls), err)
+		return fmt.Errorf("adopt %d urls: %w", len(adopted), err)
 	}
 	return nil
 }

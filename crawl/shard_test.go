@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -123,7 +124,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 	var owned sync.Map // host key -> bool
 	unowned := map[string]bool{}
 	for i, h := range hosts {
-		owned.Store(HostKey(h), i%2 == 0)
+		owned.Store(urls.HostKey(h), i%2 == 0)
 		if i%2 == 1 {
 			unowned[h] = true
 		}
@@ -143,7 +144,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 	callsTo := func(host string) int {
 		callsMu.Lock()
 		defer callsMu.Unlock()
-		return calls[HostKey(host)]
+		return calls[urls.HostKey(host)]
 	}
 
 	db := openStore(t)
@@ -158,7 +159,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 
 	var ownedTruth []string
 	for _, u := range w.GroundTruth(token) {
-		if h, _ := HostOf(u); !unowned[h] {
+		if h, _ := urls.HostOf(u); !unowned[h] {
 			ownedTruth = append(ownedTruth, u)
 		}
 	}
@@ -187,7 +188,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 		if n := callsTo(h); n != 1 {
 			t.Errorf("Owns asked %d times about parked host %s, want 1", n, h)
 		}
-		q, err := db.QueueHead(HostKey(h), 10, nil)
+		q, err := db.QueueHead(urls.HostKey(h), 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +211,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 
 	// Owned again: Resume crawls them.
 	for _, h := range hosts {
-		owned.Store(HostKey(h), true)
+		owned.Store(urls.HostKey(h), true)
 	}
 	if err := c.Resume(func(uint64) bool { return true }); err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -239,11 +240,11 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 	cfg.Timeout = 10 * time.Second // the slow page answers after 3 s
 	cfg.MaxDepth = 1000
 	slow := w.CaseHost("slow")
-	slowKey := HostKey(slow)
+	slowKey := urls.HostKey(slow)
 	gzip := w.CaseHost("gzip")
 	// deflate is released too; its task arrives while Release waits.
 	deflate := w.CaseHost("deflate")
-	in := func(k uint64) bool { return k == slowKey || k == HostKey(deflate) }
+	in := func(k uint64) bool { return k == slowKey || k == urls.HostKey(deflate) }
 
 	db := openStore(t)
 	rec := newRecorder()
@@ -383,7 +384,7 @@ func TestReleaseURLKeyMode(t *testing.T) {
 	w := startSynthWeb(t, synthweb.Config{Seed: 9, Hosts: 4, PagesPerHost: 12})
 	cfg := testConfig()
 	cfg.Proxy = w.Proxy()
-	cfg.KeyMode = KeyURL
+	cfg.KeyMode = urls.KeyURL
 	db := openStore(t)
 	c, err := New(cfg, db, nil, nil)
 	if err != nil {
@@ -394,16 +395,16 @@ func TestReleaseURLKeyMode(t *testing.T) {
 		t.Fatalf("only %d pages", len(pages))
 	}
 	first, second := pages[:15], pages[15:30]
-	tasks := func(urls []string) []Task {
-		out := make([]Task, len(urls))
-		for i, u := range urls {
+	tasks := func(list []string) []Task {
+		out := make([]Task, len(list))
+		for i, u := range list {
 			out[i] = Task{URL: u, Depth: 1}
 		}
 		return out
 	}
 	in := func(k uint64) bool { return k%2 == 0 }
 	keyIn := func(u string) bool {
-		k, _ := TaskKey(u, KeyURL)
+		k, _ := urls.TaskKey(u, urls.KeyURL)
 		return in(k)
 	}
 	// The first URLs are fetched (and scheduled for a recrawl), the others
@@ -484,7 +485,7 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	}
 	var truth []string
 	for _, u := range w.GroundTruth(token) {
-		if h, _ := HostOf(u); h == host {
+		if h, _ := urls.HostOf(u); h == host {
 			truth = append(truth, u)
 		}
 	}
@@ -496,7 +497,7 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	}
 	a.Enqueue(Task{URL: "http://" + host + "/"}) // the root is enough: robots.txt comes first
 	crawlUntilIdle(t, a, 20*time.Second)
-	snaps := a.Snapshots(func(k uint64) bool { return k == HostKey(host) })
+	snaps := a.Snapshots(func(k uint64) bool { return k == urls.HostKey(host) })
 	if len(snaps) != 1 || snaps[0].RobotsStatus != 200 {
 		t.Fatalf("snapshots of %s = %+v, want one with its robots.txt", host, snaps)
 	}
@@ -586,7 +587,7 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		doneN[task.URL]++
-		if k, _ := TaskKey(task.URL, cfg.KeyMode); k != ringKey || urlHash != URLHash(task.URL) {
+		if k, _ := urls.TaskKey(task.URL, cfg.KeyMode); k != ringKey || urlHash != urls.URLHash(task.URL) {
 			badKeys = append(badKeys, task.URL)
 		}
 	}
@@ -645,8 +646,8 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 		blocked:                               false, // dropped without a request
 		"http://" + gzip + "/never":           false,
 	} {
-		k, _ := TaskKey(u, cfg.KeyMode)
-		got, err := c.Fetched(k, URLHash(u))
+		k, _ := urls.TaskKey(u, cfg.KeyMode)
+		got, err := c.Fetched(k, urls.URLHash(u))
 		if err != nil {
 			t.Fatalf("Fetched(%s): %v", u, err)
 		}
@@ -658,8 +659,8 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	if n, err := c.RequeueDeadLetters(func(d store.DeadLetter) bool { return d.URL == deadURLs[1] }); err != nil || n != 1 {
 		t.Fatalf("RequeueDeadLetters = %d, %v", n, err)
 	}
-	k, _ := TaskKey(deadURLs[1], cfg.KeyMode)
-	if got, err := c.Fetched(k, URLHash(deadURLs[1])); err != nil || got {
+	k, _ := urls.TaskKey(deadURLs[1], cfg.KeyMode)
+	if got, err := c.Fetched(k, urls.URLHash(deadURLs[1])); err != nil || got {
 		t.Errorf("Fetched(%s) after requeue = %v, %v; want false", deadURLs[1], got, err)
 	}
 }
@@ -670,7 +671,7 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 func TestHostSnapshotBinary(t *testing.T) {
 	host := "www.example.org"
 	full := HostSnapshot{
-		Host: host, Key: HostKey(host),
+		Host: host, Key: urls.HostKey(host),
 		NotBefore:     time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC),
 		Robots:        []byte("User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"),
 		RobotsStatus:  200,
@@ -679,9 +680,9 @@ func TestHostSnapshotBinary(t *testing.T) {
 	}
 	cases := map[string]HostSnapshot{
 		"full":         full,
-		"no robots":    {Host: host, Key: HostKey(host), NotBefore: full.NotBefore},
-		"empty robots": {Host: host, Key: HostKey(host), Robots: []byte{}, RobotsStatus: 200, RobotsFetched: full.RobotsFetched, Origin: "http://" + host + ":8080"},
-		"404":          {Host: host, Key: HostKey(host), RobotsStatus: 404, RobotsFetched: full.RobotsFetched, Origin: "http://" + host},
+		"no robots":    {Host: host, Key: urls.HostKey(host), NotBefore: full.NotBefore},
+		"empty robots": {Host: host, Key: urls.HostKey(host), Robots: []byte{}, RobotsStatus: 200, RobotsFetched: full.RobotsFetched, Origin: "http://" + host + ":8080"},
+		"404":          {Host: host, Key: urls.HostKey(host), RobotsStatus: 404, RobotsFetched: full.RobotsFetched, Origin: "http://" + host},
 	}
 	for name, s := range cases {
 		b, err := s.MarshalBinary()
@@ -750,10 +751,10 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPagesPerHost = 1
 	var done atomic.Int64
-	var urls sync.Map
+	var finished sync.Map
 	cfg.OnDone = func(task Task, _, _ uint64, _ *store.URLMeta) {
 		done.Add(1)
-		urls.Store(task.URL, true)
+		finished.Store(task.URL, true)
 	}
 	db := openStore(t)
 	c, err := New(cfg, db, nil, nil)
@@ -762,11 +763,11 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	}
 	trap := "http://a.example/x/x/x/x/x"
 	c.Enqueue(Task{URL: trap})
-	if _, ok := urls.Load(trap); !ok || done.Load() != 1 {
+	if _, ok := finished.Load(trap); !ok || done.Load() != 1 {
 		t.Fatalf("trap dropped by Enqueue: OnDone calls %d, want 1 for it", done.Load())
 	}
 	// A spent budget: the host state says one page was fetched.
-	if err := db.PutHost(store.HostState{HostKey: HostKey("b.example"), Host: "b.example", Fetched: 1}); err != nil {
+	if err := db.PutHost(store.HostState{HostKey: urls.HostKey("b.example"), Host: "b.example", Fetched: 1}); err != nil {
 		t.Fatal(err)
 	}
 	c.Enqueue(Task{URL: "http://b.example/1"}, Task{URL: "http://b.example/2"})
@@ -809,8 +810,8 @@ func TestResumeTouchesOnlyParkedHosts(t *testing.T) {
 			t.Fatalf("Resume: %v", err)
 		}
 	}
-	if want := []uint64{HostKey(parked), HostKey(parked), HostKey(parked)}; !slices.Equal(asked, want) {
-		t.Fatalf("Resume asked Owns about %d keys (first %x), want the parked host's %x 3 times", len(asked), asked[:min(3, len(asked))], HostKey(parked))
+	if want := []uint64{urls.HostKey(parked), urls.HostKey(parked), urls.HostKey(parked)}; !slices.Equal(asked, want) {
+		t.Fatalf("Resume asked Owns about %d keys (first %x), want the parked host's %x 3 times", len(asked), asked[:min(3, len(asked))], urls.HostKey(parked))
 	}
 	// Every other host is served; the parked one is not.
 	served := 0
@@ -819,7 +820,7 @@ func TestResumeTouchesOnlyParkedHosts(t *testing.T) {
 		if !ok {
 			break
 		}
-		host, _ := HostOf(task.URL)
+		host, _ := urls.HostOf(task.URL)
 		if host == parked {
 			t.Fatalf("parked host handed out while not owned")
 		}
@@ -846,14 +847,14 @@ func TestResumeTouchesOnlyParkedHosts(t *testing.T) {
 	// An orphan: queued in the store behind the frontier's back, as when
 	// loading the host failed while a scheduled task of its fell due.
 	const orphan = "orphan.example"
-	e := store.QueueEntry{HostKey: HostKey(orphan), RingKey: HostKey(orphan), URLHash: URLHash("http://" + orphan + "/"), URL: "http://" + orphan + "/"}
+	e := store.QueueEntry{HostKey: urls.HostKey(orphan), RingKey: urls.HostKey(orphan), URLHash: urls.URLHash("http://" + orphan + "/"), URL: "http://" + orphan + "/"}
 	if _, err := db.ApplyQueue(&store.QueueUpdate{Push: []store.QueueEntry{e}}); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	f.orphans[orphan] = HostKey(orphan)
+	f.orphans[orphan] = urls.HostKey(orphan)
 	f.mu.Unlock()
-	if err := c.Resume(func(k uint64) bool { return k != HostKey(orphan) }); err != nil {
+	if err := c.Resume(func(k uint64) bool { return k != urls.HostKey(orphan) }); err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
 	if task, ok, _ := f.TryNext(); ok {
@@ -911,14 +912,14 @@ func TestReleaseUnschedulesInOneWrite(t *testing.T) {
 		if err := f.Complete(task(s.url), Outcome{Reschedule: &next, At: start.Add(s.in)}); err != nil {
 			t.Fatalf("Complete %d: %v", i, err)
 		}
-		host, _ := HostOf(s.url)
+		host, _ := urls.HostOf(s.url)
 		f.Release(host)
 	}
 	before := allScheduled(t, db)
 	if len(before) != 5 {
 		t.Fatalf("%d scheduled entries, want 5", len(before))
 	}
-	b := HostKey("b.example")
+	b := urls.HostKey("b.example")
 	if _, err := c.Release(context.Background(), func(k uint64) bool { return k == b }); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -961,7 +962,7 @@ func TestFetchedReadsDeadLettersFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := "http://dead.example/p"
-	k, h := HostKey("dead.example"), URLHash(u)
+	k, h := urls.HostKey("dead.example"), urls.URLHash(u)
 	fetched := func() bool {
 		t.Helper()
 		got, err := c.Fetched(k, h)
@@ -1132,7 +1133,7 @@ func TestTakeFreshSnapshots(t *testing.T) {
 	stop := runCrawler(t, c)
 	waitUntil(t, 10*time.Second, "the pages", func() bool { return srv.count("/a")+srv.count("/b") == 2 })
 	stop()
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	got := c.TakeFreshSnapshots()
 	if len(got) != 1 || got[0].Host != host || got[0].RobotsStatus != 200 || !strings.Contains(string(got[0].Robots), "Disallow: /private/") {
 		t.Fatalf("fresh snapshots: %+v, want the robots.txt of %s", got, host)

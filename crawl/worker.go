@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -70,7 +71,7 @@ func (c *Crawler) finish(l *lease) {
 
 // handle processes the task Next handed out, holding its host's lease.
 func (c *Crawler) handle(ctx context.Context, t Task) {
-	host, _ := HostOf(t.URL) // Enqueue only admits URLs with a host
+	host, _ := urls.HostOf(t.URL) // Enqueue only admits URLs with a host
 	l := &lease{host: host}
 	if c.cfg.Owns != nil {
 		l.owns = func() bool { return c.owns(t) } // t as it is when asked
@@ -82,7 +83,7 @@ func (c *Crawler) handle(ctx context.Context, t Task) {
 			c.park(t, l)
 			return
 		}
-		origin, pathQuery := splitOrigin(t.URL)
+		origin, pathQuery := urls.SplitOrigin(t.URL)
 		rules := c.robots.get(origin, c.now())
 		if rules == nil {
 			// robots.txt first, through the same politeness slot.
@@ -253,8 +254,8 @@ func (c *Crawler) complete(t Task, o Outcome, terminal bool) {
 
 // keys returns the ring key and URL hash of a normalised URL.
 func (c *Crawler) keys(u string) (ringKey, urlHash uint64) {
-	ringKey, _ = TaskKey(u, c.cfg.KeyMode) // queued URLs always have a key
-	return ringKey, URLHash(u)
+	ringKey, _ = urls.TaskKey(u, c.cfg.KeyMode) // queued URLs always have a key
+	return ringKey, urls.URLHash(u)
 }
 
 // urlMeta reads what is known about a URL; a read error counts as "store"
@@ -307,7 +308,7 @@ func (c *Crawler) fetchRobots(ctx context.Context, l *lease, origin string) (*ro
 		case isRedirect(resp.status) && hop < maxRobotsRedirects:
 			// Followed even to another host, as RFC 9309 asks: a robots.txt
 			// request is cheap and expected by every server.
-			next, nerr := Normalize(mustParse(u), resp.header.Get("Location"))
+			next, nerr := urls.Normalize(mustParse(u), resp.header.Get("Location"))
 			if nerr != nil || next == u {
 				rules = c.robotsFrom(404, nil)
 			}
@@ -435,9 +436,9 @@ func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry 
 }
 
 func (c *Crawler) deadLetter(f *fetched, attempts int, kind, msg string, now time.Time) *store.DeadLetter {
-	host, _ := HostOf(f.task.URL)
+	host, _ := urls.HostOf(f.task.URL)
 	return &store.DeadLetter{
-		URL: f.task.URL, RingKey: f.ringKey, URLHash: f.urlHash, HostKey: HostKey(host),
+		URL: f.task.URL, RingKey: f.ringKey, URLHash: f.urlHash, HostKey: urls.HostKey(host),
 		Depth: f.task.Depth, Redirects: f.task.Redirects, Attempts: attempts,
 		Kind: kind, LastError: msg, At: now,
 	}
@@ -469,20 +470,20 @@ func (c *Crawler) page(t Task, r *response, now time.Time) *Page {
 // target is reported again on a recrawl only when it changed.
 func (c *Crawler) redirect(f *fetched, p *Page, now time.Time) (links []Task, hash uint64, changed bool, dead *store.DeadLetter) {
 	t := f.task
-	target, err := Normalize(mustParse(t.URL), p.Header.Get("Location"))
+	target, err := urls.Normalize(mustParse(t.URL), p.Header.Get("Location"))
 	if err != nil {
 		hash = uint64(p.Status)
 		return nil, hash, !f.hasMeta || f.meta.ContentHash != hash, nil
 	}
 	p.RedirectTo = target
-	hash = URLHash(target) ^ uint64(p.Status)
+	hash = urls.URLHash(target) ^ uint64(p.Status)
 	changed = !f.hasMeta || f.meta.ContentHash != hash
 	switch {
 	case c.cfg.MaxRedirects == 0:
 		// Redirects are not followed: the 3xx is the page.
 	case t.Redirects >= c.cfg.MaxRedirects:
 		c.countError("too_many_redirects")
-		msg := fmt.Sprintf("redirect chain longer than %d hops, next %s", c.cfg.MaxRedirects, truncate(target, 200))
+		msg := fmt.Sprintf("redirect chain longer than %d hops, next %s", c.cfg.MaxRedirects, urls.Truncate(target, 200))
 		dead = c.deadLetter(f, t.Attempts+1, "too_many_redirects", msg, now)
 	case c.isTrap(target):
 		c.countError("trap")
@@ -612,19 +613,6 @@ func (c *Crawler) deliver(ctx context.Context, p *Page, links []Task) {
 	}
 	c.linksReported.Add(int64(len(links)))
 	c.links.Discovered(ctx, p.Task, links)
-}
-
-// splitOrigin splits a normalised URL into its origin (scheme://host:port),
-// the unit robots.txt applies to, and its path and query.
-func splitOrigin(u string) (origin, pathQuery string) {
-	scheme, authority, rest, err := splitURL(u)
-	if err != nil {
-		return "", "/"
-	}
-	if rest == "" || rest[0] != '/' {
-		rest = "/" + rest
-	}
-	return scheme + "://" + authority, rest
 }
 
 // mustParse parses a URL this package produced with Normalize; those always
