@@ -5,7 +5,16 @@ package crawl
 // crawl/urls and crawl/frontier. Nothing inside crawl uses them. This file
 // goes once those callers import the new packages themselves.
 
-import "github.com/swarmcrawl/swarmcrawl/crawl/urls"
+import (
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+)
+
+// Task is frontier.Task.
+type Task = frontier.Task
+
+// Outcome is frontier.Outcome.
+type Outcome = frontier.Outcome
 
 // KeyMode is urls.KeyMode.
 type KeyMode = urls.KeyMode

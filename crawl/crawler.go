@@ -1,7 +1,9 @@
-// Package crawl is the single-node crawl engine of swarmcrawl: URL
-// normalisation and task keys, the durable per-host politeness frontier,
-// robots.txt, fetching, link and text extraction, freshness and failure
-// handling.
+// Package crawl is the single-node crawl engine of swarmcrawl: the crawl
+// loop over the leases of its durable frontier (crawl/frontier), the
+// admission of each task (ownership, robots.txt, page budget), DNS and
+// dialing, fetching, link and text extraction, near-duplicates, freshness
+// and failure handling, fetch delegation of hot hosts, and the hooks a node
+// uses to move key ranges. URLs are normalised and keyed by crawl/urls.
 //
 // The node decides which hosts it owns and deduplicates URLs; it hands the
 // new ones to Crawler.Enqueue. The Crawler keeps them in its durable
@@ -23,24 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
-
-// Task is one URL to crawl.
-type Task struct {
-	// URL is the absolute URL, already in the form Normalize returns.
-	URL string
-	// Depth is the number of link hops from a seed (seeds have depth 0). A
-	// redirect target keeps the depth of the URL that redirected.
-	Depth int
-	// Attempts is the number of failed fetches of the URL so far.
-	Attempts int
-	// Redirects is the number of redirect hops that led to the URL.
-	Redirects int
-	// Recrawl marks a refetch of a URL crawled before.
-	Recrawl bool
-}
 
 // Config configures a Crawler. Start from DefaultConfig: a zero field means
 // zero (Delay 0 is a valid choice for benchmarks), not "default".
@@ -143,7 +131,7 @@ type Config struct {
 	// long and must not call Enqueue or Release. meta is the URL's metadata
 	// as the outcome stored it (nil when the task ended without one), so
 	// that the caller need not read it back.
-	OnDone func(t Task, ringKey, urlHash uint64, meta *store.URLMeta)
+	OnDone func(t frontier.Task, ringKey, urlHash uint64, meta *store.URLMeta)
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (see Delegator); 0 never delegates.
 	// Delegation needs urls.KeyHost.
@@ -257,7 +245,7 @@ func ProductToken(userAgent string) string {
 // Page is one fetched response.
 type Page struct {
 	// Task is the task that led to the fetch.
-	Task Task
+	Task frontier.Task
 	// FinalURL is the URL of this response, always Task.URL: redirects are
 	// not followed within a fetch but become tasks of their own.
 	FinalURL string
@@ -313,7 +301,7 @@ type Page struct {
 // MaxDepth, no traps), or the target of a redirect (same depth,
 // Redirects+1). Several workers call it concurrently.
 type LinkSink interface {
-	Discovered(ctx context.Context, from Task, links []Task)
+	Discovered(ctx context.Context, from frontier.Task, links []frontier.Task)
 }
 
 // PageSink receives every final response: each fetch, including recrawls
@@ -357,11 +345,10 @@ type Stats struct {
 type Crawler struct {
 	cfg      Config
 	token    string
-	gap      func(crawlDelay time.Duration) time.Duration
 	db       *store.DB
 	pages    PageSink
 	links    LinkSink
-	frontier *Frontier
+	frontier *frontier.Frontier
 	robots   *robotsCache
 	client   *http.Client
 	dialer   *Dialer // nil when cfg.Transport replaces the transport
@@ -423,19 +410,23 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 	if links == nil {
 		links = discard{}
 	}
-	frontier, err := NewFrontier(db, cfg.Delay, cfg.MaxCrawlDelay, cfg.Clock)
+	f, err := frontier.New(db, frontier.Config{
+		Delay:           zeroIsNone(cfg.Delay),
+		MaxCrawlDelay:   zeroIsNone(cfg.MaxCrawlDelay),
+		MaxPagesPerHost: cfg.MaxPagesPerHost,
+		KeyMode:         cfg.KeyMode,
+		Clock:           cfg.Clock,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
-	frontier.keyMode = cfg.KeyMode
-	frontier.budget = int64(cfg.MaxPagesPerHost)
 	c := &Crawler{
 		cfg:      cfg,
 		token:    ProductToken(cfg.UserAgent),
 		db:       db,
 		pages:    pages,
 		links:    links,
-		frontier: frontier,
+		frontier: f,
 		robots:   newRobotsCache(),
 		now:      cfg.Clock,
 		errors:   make(map[string]int64),
@@ -443,15 +434,14 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 		robotsRetry: robotsRetryTTL,
 		helpSlots:   make(chan struct{}, cfg.Workers),
 	}
-	c.gap = c.frontier.Gap
 	c.client, c.dialer = newClient(&cfg)
 	return c, nil
 }
 
 type discard struct{}
 
-func (discard) StorePage(context.Context, *Page) error   { return nil }
-func (discard) Discovered(context.Context, Task, []Task) {}
+func (discard) StorePage(context.Context, *Page) error                     { return nil }
+func (discard) Discovered(context.Context, frontier.Task, []frontier.Task) {}
 
 // Enqueue queues tasks for crawling, durably: they are in the store when it
 // returns. It is safe for concurrent use and never waits for fetching. Tasks
@@ -460,7 +450,7 @@ func (discard) Discovered(context.Context, Task, []Task) {}
 // kind "trap"; both are dropped, as are tasks of a host whose page budget is
 // spent. The crawler does not deduplicate: that is the owner's seen set's
 // job.
-func (c *Crawler) Enqueue(tasks ...Task) {
+func (c *Crawler) Enqueue(tasks ...frontier.Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
 		if _, err := urls.HostOf(t.URL); err != nil {
@@ -469,7 +459,7 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 		}
 		if c.isTrap(t.URL) {
 			c.countError("trap")
-			c.done(t)
+			c.reportFinished(t, nil)
 			continue
 		}
 		good = append(good, t)
@@ -477,13 +467,13 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 	if len(good) == 0 {
 		return
 	}
-	dropped, err := c.frontier.push(good, nil)
+	dropped, err := c.frontier.Push(good...)
 	c.budgetDropped.Add(int64(len(dropped)))
 	if err != nil {
 		c.countError("store")
 	}
 	for _, t := range dropped {
-		c.done(t)
+		c.reportFinished(t, nil)
 	}
 }
 
@@ -504,11 +494,7 @@ func (c *Crawler) RequeueDeadLetters(filter func(store.DeadLetter) bool) (int, e
 	}
 	moved := 0
 	for chunk := range slices.Chunk(picked, 1000) {
-		tasks := make([]Task, len(chunk))
-		for i, d := range chunk {
-			tasks[i] = Task{URL: d.URL, Depth: d.Depth, Redirects: d.Redirects}
-		}
-		if _, err := c.frontier.push(tasks, chunk); err != nil {
+		if err := c.frontier.RequeueDeadLetters(chunk); err != nil {
 			return moved, fmt.Errorf("requeue dead letters: %w", err)
 		}
 		moved += len(chunk)
@@ -537,15 +523,15 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return nil
 }
 
-// work is one worker: take the next ready host's task, handle it, repeat.
+// work is one worker: lease the next ready host, handle it, repeat.
 func (c *Crawler) work(ctx context.Context) {
 	for {
-		t, err := c.frontier.Next(ctx)
+		l, err := c.frontier.Next(ctx)
 		if err != nil {
 			return // ctx is done
 		}
 		c.inFlight.Add(1)
-		c.handle(ctx, t)
+		c.handle(ctx, l)
 		c.inFlight.Add(-1)
 	}
 }
@@ -626,4 +612,13 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	}
 	slices.Sort(ds)
 	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+// zeroIsNone maps a zero duration of this Config, which means zero, to the
+// frontier's None.
+func zeroIsNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return frontier.None
+	}
+	return d
 }

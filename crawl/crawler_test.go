@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
@@ -25,8 +26,8 @@ type ringStandIn struct {
 	inScope func(host string) bool
 }
 
-func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
-	var fresh []Task
+func (r *ringStandIn) Discovered(_ context.Context, _ frontier.Task, links []frontier.Task) {
+	var fresh []frontier.Task
 	r.mu.Lock()
 	for _, l := range links {
 		host, _ := urls.HostOf(l.URL)
@@ -43,11 +44,11 @@ func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
 }
 
 func (r *ringStandIn) seed(seeds []string) {
-	tasks := make([]Task, len(seeds))
+	tasks := make([]frontier.Task, len(seeds))
 	for i, u := range seeds {
-		tasks[i] = Task{URL: u}
+		tasks[i] = frontier.Task{URL: u}
 	}
-	r.Discovered(context.Background(), Task{}, tasks)
+	r.Discovered(context.Background(), frontier.Task{}, tasks)
 }
 
 // countingStore is a PageSink that counts pages by status.
@@ -150,7 +151,7 @@ func TestRunStopsWithRequestInFlight(t *testing.T) {
 	cfg := testConfig()
 	cfg.Delay = 0
 	c := newTestCrawler(t, cfg, nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/page"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/page"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -56,8 +57,8 @@ func TestFetchPageAndLinks(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxDepth = 3
 	c := newTestCrawler(t, cfg, rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/", Depth: 1}, Task{URL: srv.URL + "/doc.pdf"},
-		Task{URL: srv.URL + "/missing"}, Task{URL: srv.URL + "/broken"}, Task{URL: srv.URL + "/deep", Depth: 3})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/", Depth: 1}, frontier.Task{URL: srv.URL + "/doc.pdf"},
+		frontier.Task{URL: srv.URL + "/missing"}, frontier.Task{URL: srv.URL + "/broken"}, frontier.Task{URL: srv.URL + "/deep", Depth: 3})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	root := rec.page(srv.URL + "/")
@@ -74,7 +75,7 @@ func TestFetchPageAndLinks(t *testing.T) {
 		t.Errorf("Page.Links = %q, want %q", root.Links, wantLinks)
 	}
 	got := rec.links[srv.URL+"/"]
-	if len(got) != 2 || got[0] != (Task{URL: srv.URL + "/a", Depth: 2}) || got[1] != (Task{URL: srv.URL + "/b", Depth: 2}) {
+	if len(got) != 2 || got[0] != (frontier.Task{URL: srv.URL + "/a", Depth: 2}) || got[1] != (frontier.Task{URL: srv.URL + "/b", Depth: 2}) {
 		t.Errorf("Discovered %v, want /a and /b at depth 2", got)
 	}
 	if p := rec.page(srv.URL + "/doc.pdf"); p == nil || p.ContentType != "application/pdf" || len(p.Links) != 0 {
@@ -297,7 +298,7 @@ func TestFetchBodyCapAndCodings(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for _, p := range []string{"/big", "/gz", "/zlib", "/rawdeflate", "/bomb", "/br"} {
-		c.Enqueue(Task{URL: srv.URL + p})
+		c.Enqueue(frontier.Task{URL: srv.URL + p})
 	}
 	crawlUntilIdle(t, c, 10*time.Second)
 	runtime.ReadMemStats(&after)
@@ -396,7 +397,7 @@ func TestFetchTimeoutAndConnectErrors(t *testing.T) {
 	cfg.Timeout = 500 * time.Millisecond // 4 attempts of /slow: 2s
 	c := newTestCrawler(t, cfg, rec, rec)
 	c.robotsRetry = 10 * time.Millisecond
-	c.Enqueue(Task{URL: srv.URL + "/slow"}, Task{URL: srv.URL + "/hangup"}, Task{URL: closed})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/slow"}, frontier.Task{URL: srv.URL + "/hangup"}, frontier.Task{URL: closed})
 	start := time.Now()
 	crawlUntilIdle(t, c, 15*time.Second)
 	if el := time.Since(start); el > 8*time.Second {
@@ -443,7 +444,7 @@ func TestRunStopsPromptly(t *testing.T) {
 	})
 	defer close(block)
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/hang"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/hang"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -539,7 +540,7 @@ func TestNewValidatesConfig(t *testing.T) {
 
 func TestEnqueueRejectsBadURLs(t *testing.T) {
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: "not a url"}, Task{URL: "ftp://example.com/"}, Task{URL: "http://example.com/"})
+	c.Enqueue(frontier.Task{URL: "not a url"}, frontier.Task{URL: "ftp://example.com/"}, frontier.Task{URL: "http://example.com/"})
 	s := c.Stats()
 	if s.ErrorsByKind["bad_url"] != 2 || s.Queued != 1 || c.Idle() {
 		t.Errorf("stats %+v idle %v: want 2 bad_url, 1 queued", s, c.Idle())
