@@ -53,7 +53,7 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	for b.Loop() {
 		w.ResetLog()
 		cfg := DefaultConfig()
-		cfg.Delay = 0
+		cfg.Delay = None
 		cfg.MaxDepth = 1000 // see TestCrawlSyntheticWeb
 		cfg.Proxy = w.Proxy()
 		ring := &ringStandIn{seen: map[uint64]bool{}}

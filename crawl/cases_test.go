@@ -25,7 +25,7 @@ func casesConfig(w *synthweb.Web, delay time.Duration) Config {
 	cfg.Timeout = 2 * time.Second // < synthweb.SlowPageDelay, > the 20 MB page under -race
 	cfg.RetryBase = 20 * time.Millisecond
 	cfg.MaxPagesPerHost = 25
-	cfg.MaxRecrawl = 0
+	cfg.MaxRecrawl = None
 	cfg.Proxy = w.Proxy()
 	return cfg
 }

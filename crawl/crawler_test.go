@@ -149,7 +149,7 @@ func TestRunStopsWithRequestInFlight(t *testing.T) {
 		fmt.Fprint(w, "slow")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, nil, nil)
 	c.Enqueue(frontier.Task{URL: srv.URL + "/page"})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -96,14 +96,8 @@ type TaskResult struct {
 	Terminal bool
 }
 
-// Delegation defaults.
+// Delegation timing.
 const (
-	// defaultDelegateBatch is Config.DelegateBatch when 0.
-	defaultDelegateBatch = 16
-	// defaultDelegateBudget is Config.DelegateBudget when 0: a batch ends
-	// within a few seconds, so that a Release of the host's range never
-	// waits long for it.
-	defaultDelegateBudget = 5 * time.Second
 	// delegateSlack is added to Batch.Wait beyond the budget and the last
 	// request's timeout, for processing and the network.
 	delegateSlack = 5 * time.Second
@@ -129,14 +123,7 @@ func (c *Crawler) hot(l *frontier.Lease) bool {
 // lease ends. It reports false with nothing changed when first is better
 // fetched locally.
 func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontier.Task) bool {
-	n := c.cfg.DelegateBatch
-	if n == 0 {
-		n = defaultDelegateBatch
-	}
-	budget := c.cfg.DelegateBudget
-	if budget == 0 {
-		budget = defaultDelegateBudget
-	}
+	n, budget := c.cfg.DelegateBatch, c.cfg.DelegateBudget
 	if gap := l.Gap(); gap > 0 {
 		n = min(n, 1+int(budget/gap))
 	}

@@ -31,7 +31,7 @@ func TestDeadLetterRequeue(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.RetryBase = 20 * time.Millisecond
 	c := newTestCrawler(t, cfg, rec, nil)
 	c.Enqueue(frontier.Task{URL: srv.URL + "/a", Depth: 2}, frontier.Task{URL: srv.URL + "/b"}, frontier.Task{URL: srv.URL + "/ok"})
@@ -106,7 +106,7 @@ func TestRetryAfterSlowsHost(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, rec, nil)
 	c.Enqueue(frontier.Task{URL: srv.URL + "/limited"}, frontier.Task{URL: srv.URL + "/other1"}, frontier.Task{URL: srv.URL + "/other2"})
 	crawlUntilIdle(t, c, 10*time.Second)
@@ -164,7 +164,7 @@ func TestPageBudget(t *testing.T) {
 		fmt.Fprint(w, "page")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxPagesPerHost = 3
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
@@ -207,8 +207,8 @@ func TestTrapURLsRefused(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
-	cfg.NearDupDistance = -1 // the pages are alike on purpose
+	cfg.Delay = None
+	cfg.NearDupDistance = None // the pages are alike on purpose
 	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(string) bool { return true }}
 	c := newTestCrawler(t, cfg, rec, ring)
 	ring.c = c
@@ -251,7 +251,7 @@ func TestNearDuplicateLinksNotReported(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, rec, rec)
 	c.Enqueue(frontier.Task{URL: srv.URL + "/original"}, frontier.Task{URL: srv.URL + "/copy"}, frontier.Task{URL: srv.URL + "/other"})
 	crawlUntilIdle(t, c, 5*time.Second)
@@ -300,7 +300,7 @@ func TestShortPagesAreNeverNearDuplicates(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxDepth = 1
 	c := newTestCrawler(t, cfg, rec, rec)
 	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/b"})

@@ -32,30 +32,26 @@ import (
 // own) and never decompresses on its own: the crawler asks for gzip and
 // deflate itself, keeps the body as received for the archive, and decodes
 // it with a size cap.
-func newClient(cfg *Config) (*http.Client, *Dialer) {
+func newClient(cfg *Config) (*http.Client, *Dialer, error) {
 	rt := cfg.Transport
 	var dialer *Dialer
 	if rt == nil {
-		dc := cfg.Dial
-		if dc.ConnectTimeout == 0 {
-			dc.ConnectTimeout = cfg.ConnectTimeout
+		var err error
+		if dialer, err = NewDialer(cfg.Dial); err != nil {
+			return nil, nil, err
 		}
-		dialer = NewDialer(dc)
 		direct := newTransport(cfg, nil, dialer.DialContext)
-		rt = direct
-		if cfg.Proxy != nil {
-			plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-			rt = &proxyRouter{
-				proxy:   cfg.Proxy,
-				proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
-				direct:  direct,
-			}
+		plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+		rt = &proxyRouter{
+			proxy:   cfg.Proxy,
+			proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
+			direct:  direct,
 		}
 	}
 	return &http.Client{
 		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, dialer
+	}, dialer, nil
 }
 
 func newTransport(cfg *Config, proxy func(*http.Request) (*url.URL, error),

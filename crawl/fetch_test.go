@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -290,9 +291,9 @@ func TestFetchBodyCapAndCodings(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxBodyBytes = limit
-	cfg.NearDupDistance = -1 // the three coded pages are the same page
+	cfg.NearDupDistance = None // the three coded pages are the same page
 	c := newTestCrawler(t, cfg, rec, nil)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -507,18 +508,21 @@ func TestNewValidatesConfig(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{func(c *Config) { c.UserAgent = "" }, "UserAgent is empty"},
+		{func(c *Config) { c.UserAgent = " \t" }, "UserAgent is empty"},
 		{func(c *Config) { c.UserAgent = "bot/1\r\nX-Evil: 1" }, "line break"},
 		{func(c *Config) { c.UserAgent = "/1.0" }, "no product token"},
-		{func(c *Config) { c.Workers = 0 }, "workers must be at least 1"},
-		{func(c *Config) { c.Delay = -time.Second }, "delay is negative"},
-		{func(c *Config) { c.Timeout = 0 }, "timeout must be positive"},
-		{func(c *Config) { c.ConnectTimeout = 0 }, "ConnectTimeout must be positive"},
-		{func(c *Config) { c.MaxBodyBytes = 0 }, "MaxBodyBytes must be positive"},
-		{func(c *Config) { c.MaxDepth = -1 }, "MaxDepth is negative"},
-		{func(c *Config) { c.MaxRedirects = -1 }, "MaxRedirects is negative"},
-		{func(c *Config) { c.RobotsTTL = 0 }, "RobotsTTL must be positive"},
-		{func(c *Config) { c.MaxCrawlDelay = -1 }, "MaxCrawlDelay is negative"},
+		{func(c *Config) { c.Workers = -1 }, "workers must be at least 1"},
+		{func(c *Config) { c.Timeout = -time.Second }, "timeout must be positive"},
+		{func(c *Config) { c.ConnectTimeout = -time.Second }, "ConnectTimeout must be positive"},
+		{func(c *Config) { c.MaxBodyBytes = -1 }, "MaxBodyBytes must be positive"},
+		{func(c *Config) { c.MaxPagesPerHost = -1 }, "MaxPagesPerHost is negative"},
+		{func(c *Config) { c.MinRecrawl = 2 * c.MaxRecrawl }, "MinRecrawl must be in"},
+		{func(c *Config) { c.RetryBase = -time.Second }, "RetryBase must be positive"},
+		{func(c *Config) { c.RobotsTTL = -time.Hour }, "RobotsTTL must be positive"},
+		{func(c *Config) { c.KeyMode = 7 }, "unknown KeyMode(7)"},
+		{func(c *Config) { c.DelegateBatch = MaxDelegateTasks + 1 }, "DelegateBatch must be in"},
+		{func(c *Config) { c.DelegateBudget = -time.Second }, "DelegateBudget is negative"},
+		{func(c *Config) { c.Dial.NegativeTTL = -time.Second }, "NegativeTTL is negative"},
 	}
 	for _, tt := range tests {
 		cfg := DefaultConfig()
@@ -528,14 +532,35 @@ func TestNewValidatesConfig(t *testing.T) {
 			t.Errorf("New: error %v, want one containing %q", err, tt.want)
 		}
 	}
-	cfg := DefaultConfig()
-	cfg.Delay = 0 // zero is a value, not "default"
-	if _, err := New(cfg, openStore(t), nil, nil); err != nil {
-		t.Errorf("New(DefaultConfig with Delay 0): %v", err)
+	// Zero means the default, and None turns off what takes it.
+	if _, err := New(Config{}, openStore(t), nil, nil); err != nil {
+		t.Errorf("New(Config{}): %v", err)
+	}
+	if got, want := (Config{}).WithDefaults(), DefaultConfig().WithDefaults(); !sameConfig(got, want) {
+		t.Errorf("Config{}.WithDefaults() = %+v, want the defaults %+v", got, want)
+	}
+	off := DefaultConfig()
+	off.Delay, off.MaxCrawlDelay, off.MaxDepth, off.MaxRedirects = None, None, None, None
+	off.MaxRepeatedSegments, off.MaxRecrawl, off.MaxRetries, off.MaxRetryAfter = None, None, None, None
+	off.NearDupDistance, off.HotQueue, off.Dial.MaxConnsPerIP, off.Dial.ReclaimIdle = None, None, None, None
+	if _, err := New(off, openStore(t), nil, nil); err != nil {
+		t.Errorf("New(DefaultConfig with every None): %v", err)
 	}
 	if got := ProductToken("ExampleBot/1.0 (+http://bot.example/about)"); got != "examplebot" {
 		t.Errorf("ProductToken = %q", got)
 	}
+}
+
+// sameConfig compares two configurations field by field, the functions by
+// whether they are set.
+func sameConfig(a, b Config) bool {
+	if (a.Proxy == nil) != (b.Proxy == nil) || (a.Clock == nil) != (b.Clock == nil) ||
+		(a.Dial.Resolve == nil) != (b.Dial.Resolve == nil) || (a.Dial.Now == nil) != (b.Dial.Now == nil) {
+		return false
+	}
+	a.Proxy, b.Proxy, a.Clock, b.Clock = nil, nil, nil, nil
+	a.Dial.Resolve, b.Dial.Resolve, a.Dial.Now, b.Dial.Now = nil, nil, nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 func TestEnqueueRejectsBadURLs(t *testing.T) {

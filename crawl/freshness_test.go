@@ -179,7 +179,7 @@ func TestRecrawlChainsDeduplicated(t *testing.T) {
 		fmt.Fprint(w, "same")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MinRecrawl = 100 * time.Millisecond
 	cfg.MaxRecrawl = 100 * time.Millisecond
 	c := newTestCrawler(t, cfg, nil, nil)

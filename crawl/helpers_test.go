@@ -135,7 +135,7 @@ func testConfig() Config {
 	cfg.Delay = 10 * time.Millisecond
 	cfg.Workers = 4
 	cfg.Timeout = 5 * time.Second
-	cfg.Proxy = nil
+	cfg.Proxy = NoProxy
 	cfg.Dial.AllowPrivate = true
 	cfg.RetryBase = 10 * time.Millisecond
 	return cfg
