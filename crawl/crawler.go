@@ -315,7 +315,7 @@ func (c *Crawler) work(ctx context.Context) {
 	for {
 		l, err := c.frontier.Next(ctx)
 		if err != nil {
-			return // ctx is done
+			return // ctx ended
 		}
 		c.inFlight.Add(1)
 		c.handle(ctx, l)

@@ -156,7 +156,7 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 		l.Contacted(recv)
 		return true
 	}
-	done := c.keepOutcomes(l, items, res)
+	outcomes := c.keepOutcomes(l, items, res)
 	if res.Contacted || len(res.Done) > 0 {
 		last := recv.Add(-res.SinceLast)
 		if last.Before(sent) || !res.Contacted {
@@ -168,7 +168,7 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 		}
 	}
 	l.End() // before recording: a slow store must not hold the host
-	for _, d := range done {
+	for _, d := range outcomes {
 		c.delegated.Add(1)
 		c.record(d.task, d.outcome, d.finished)
 	}
@@ -178,8 +178,8 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 // batchTasks takes the tasks of a batch under l: first and up to n-1 more
 // of the host's tasks that admission lets through, with what the owner
 // knows of each URL. Stale recrawls are dropped on the way.
-func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first frontier.Task, n int) []fetched {
-	var items []fetched
+func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first frontier.Task, n int) []fetch {
+	var items []fetch
 	add := func(t frontier.Task) {
 		if f, fresh := c.prepare(l, t); fresh {
 			items = append(items, f)
@@ -201,7 +201,7 @@ func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first front
 }
 
 // newBatch builds the batch of items under l's politeness.
-func (c *Crawler) newBatch(l *frontier.Lease, items []fetched, budget time.Duration) *Batch {
+func (c *Crawler) newBatch(l *frontier.Lease, items []fetch, budget time.Duration) *Batch {
 	b := &Batch{
 		Host:    l.Host(),
 		RingKey: items[0].ringKey,
@@ -226,7 +226,7 @@ type delegatedOutcome struct {
 // keepOutcomes rebuilds the helper's outcomes and keeps their tasks from
 // the lease, to be recorded once it ended. A task whose outcome does not
 // fit is left in the lease, which puts it back.
-func (c *Crawler) keepOutcomes(l *frontier.Lease, items []fetched, res *BatchResult) []delegatedOutcome {
+func (c *Crawler) keepOutcomes(l *frontier.Lease, items []fetch, res *BatchResult) []delegatedOutcome {
 	var out []delegatedOutcome
 	for i, r := range res.Done {
 		o, finished, ok := c.rebuildOutcome(items[i], r)
@@ -245,7 +245,7 @@ func (c *Crawler) keepOutcomes(l *frontier.Lease, items []fetched, res *BatchRes
 // what the owner knows: the task's identity, keys and depth are the
 // owner's, only what the fetch found (metadata, times, failure) comes from
 // the helper.
-func (c *Crawler) rebuildOutcome(f fetched, r TaskResult) (o frontier.Outcome, terminal, ok bool) {
+func (c *Crawler) rebuildOutcome(f fetch, r TaskResult) (o frontier.Outcome, finished, ok bool) {
 	t := f.task
 	in := r.Outcome
 	horizon := c.now().Add(max(c.cfg.MaxRecrawl, c.cfg.MaxRetryAfter, c.cfg.RetryBase<<min(c.cfg.MaxRetries, 20), time.Hour))

@@ -321,7 +321,7 @@ func TestFetchBatchRefuses(t *testing.T) {
 func TestRebuildOutcome(t *testing.T) {
 	c := newTestCrawler(t, testConfig(), nil, nil)
 	task := frontier.Task{URL: "http://a.test/p", Depth: 3, Redirects: 1, Attempts: 1}
-	var f fetched
+	var f fetch
 	f.task = task
 	f.ringKey, f.urlHash = c.keys(task.URL)
 	now := c.now()

@@ -485,7 +485,7 @@ func (d *Dialer) dialIP(ctx context.Context, network string, ip netip.Addr, port
 	}
 	c, err := nd.DialContext(ctx, network, target)
 	if err != nil {
-		d.release(ip, s, nil)
+		d.freeSlot(ip, s, nil)
 		return nil, err
 	}
 	sc := &slotConn{Conn: c, d: d, ip: ip, slots: s}
@@ -582,9 +582,9 @@ func (d *Dialer) reclaim(s *ipSlots) time.Duration {
 	return next
 }
 
-// release gives back the slot of a connection (c may be nil for a dial
+// freeSlot gives back the slot of a connection (c may be nil for a dial
 // that failed).
-func (d *Dialer) release(ip netip.Addr, s *ipSlots, c *slotConn) {
+func (d *Dialer) freeSlot(ip netip.Addr, s *ipSlots, c *slotConn) {
 	if c != nil {
 		d.mu.Lock()
 		delete(s.conns, c)
@@ -650,13 +650,13 @@ func (c *slotConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the connection and releases its slot; later calls return
+// Close closes the connection and frees its slot; later calls return
 // the first call's error.
 func (c *slotConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
 		c.closeErr = c.Conn.Close()
-		c.d.release(c.ip, c.slots, c)
+		c.d.freeSlot(c.ip, c.slots, c)
 	})
 	return c.closeErr
 }

@@ -43,7 +43,7 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 			break
 		}
 		t := bt.Task
-		f := fetched{task: t, meta: bt.Meta, hasMeta: bt.HasMeta}
+		f := fetch{task: t, meta: bt.Meta, hasMeta: bt.HasMeta}
 		f.ringKey, f.urlHash = c.keys(t.URL)
 		f.resp, f.err = c.get(ctx, t.URL, c.cfg.MaxBodyBytes, conditional(bt.Meta, bt.HasMeta), nil)
 		last, res.Contacted = c.now(), true
@@ -54,8 +54,8 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 			f.notBefore = c.now().Add(d)
 			res.RetryAfter = d
 		}
-		o, terminal := c.process(ctx, &f)
-		res.Done = append(res.Done, TaskResult{Outcome: o, Terminal: terminal})
+		o, finished := c.process(ctx, &f)
+		res.Done = append(res.Done, TaskResult{Outcome: o, Terminal: finished})
 		c.helped.Add(1)
 		if res.RetryAfter > 0 {
 			break // the host asked for a pause: the owner keeps it

@@ -15,9 +15,9 @@ import (
 // and into the task's outcome: a retry, a dead letter, or the URL's new
 // metadata and next recrawl. Both the crawl loop and FetchBatch use it.
 
-// fetched is the outcome of one fetch of a task, with what was known about
-// the URL before it.
-type fetched struct {
+// fetch is one fetch of a task: its response or error, with what was
+// known about the URL before it.
+type fetch struct {
 	task             frontier.Task
 	resp             *response // nil when err is set
 	err              error
@@ -29,8 +29,8 @@ type fetched struct {
 
 // process turns a fetch into a page for the PageSink, links for the
 // LinkSink, and the task's outcome: a retry, a dead letter, or the URL's
-// new metadata and next recrawl. terminal is false for a retry.
-func (c *Crawler) process(ctx context.Context, f *fetched) (o frontier.Outcome, terminal bool) {
+// new metadata and next recrawl. finished is false for a retry.
+func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, finished bool) {
 	t, r := f.task, f.resp
 	if t.Recrawl {
 		c.recrawls.Add(1)
@@ -90,7 +90,7 @@ func (c *Crawler) process(ctx context.Context, f *fetched) (o frontier.Outcome, 
 // fail handles a failed attempt: another one after a backoff while retries
 // remain and the failure is worth retrying, else a dead letter (and the
 // final response, if there was one, to the PageSink).
-func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry bool) (o frontier.Outcome, terminal bool) {
+func (c *Crawler) fail(ctx context.Context, f *fetch, kind, msg string, retry bool) (o frontier.Outcome, finished bool) {
 	t := f.task
 	now := c.now()
 	attempts := t.Attempts + 1
@@ -110,7 +110,7 @@ func (c *Crawler) fail(ctx context.Context, f *fetched, kind, msg string, retry 
 	return frontier.Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)}, true
 }
 
-func (c *Crawler) deadLetter(f *fetched, attempts int, kind, msg string, now time.Time) *store.DeadLetter {
+func (c *Crawler) deadLetter(f *fetch, attempts int, kind, msg string, now time.Time) *store.DeadLetter {
 	host, _ := urls.HostOf(f.task.URL)
 	return &store.DeadLetter{
 		URL: f.task.URL, RingKey: f.ringKey, URLHash: f.urlHash, HostKey: urls.HostKey(host),
@@ -143,7 +143,7 @@ func (c *Crawler) page(t frontier.Task, r *response, now time.Time) *Page {
 // set and its host's politeness, unless the chain is already MaxRedirects
 // long (then the URL becomes a dead letter) or the target is a trap. The
 // target is reported again on a recrawl only when it changed.
-func (c *Crawler) redirect(f *fetched, p *Page, now time.Time) (links []frontier.Task, hash uint64, changed bool, dead *store.DeadLetter) {
+func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.Task, hash uint64, changed bool, dead *store.DeadLetter) {
 	t := f.task
 	target, err := urls.Normalize(mustParse(t.URL), p.Header.Get("Location"))
 	if err != nil {
@@ -171,7 +171,7 @@ func (c *Crawler) redirect(f *fetched, p *Page, now time.Time) (links []frontier
 
 // content fills in the title, text and fingerprint of a 2xx page, and
 // checks the fingerprint against the pages seen before.
-func (c *Crawler) content(f *fetched, p *Page) {
+func (c *Crawler) content(f *fetch, p *Page) {
 	p.Title, p.Text = ExtractText(p.Body, p.ContentType)
 	if p.Text == "" {
 		return
@@ -238,7 +238,7 @@ func (c *Crawler) pageLinks(t frontier.Task, p *Page, r *response) []frontier.Ta
 }
 
 // nextMeta is the URL's metadata after this fetch.
-func (c *Crawler) nextMeta(f *fetched, r *response, p *Page, hash uint64, changed bool, now time.Time) store.URLMeta {
+func (c *Crawler) nextMeta(f *fetch, r *response, p *Page, hash uint64, changed bool, now time.Time) store.URLMeta {
 	m := f.meta
 	m.URL = f.task.URL
 	if r.status >= 200 && r.status < 300 {

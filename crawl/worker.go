@@ -51,8 +51,8 @@ func (c *Crawler) handle(ctx context.Context, l *frontier.Lease) {
 	c.keep(l, t)
 	l.End() // before the sinks: a slow store must not hold the host
 	f.resp, f.err = resp, err
-	o, terminal := c.process(ctx, &f)
-	c.record(t, o, terminal)
+	o, finished := c.process(ctx, &f)
+	c.record(t, o, finished)
 }
 
 // request waits until the lease's host may be contacted again, then GETs
@@ -85,7 +85,7 @@ func (c *Crawler) gate(t frontier.Task) func() bool {
 // being fetched right now or was fetched since this one was scheduled,
 // since that copy schedules the URL's next recrawl. (In this order: a copy
 // that completes in between has written its metadata.)
-func (c *Crawler) prepare(l *frontier.Lease, t frontier.Task) (f fetched, fresh bool) {
+func (c *Crawler) prepare(l *frontier.Lease, t frontier.Task) (f fetch, fresh bool) {
 	stale := t.Recrawl && l.TakenTwice(t)
 	f.task = t
 	f.ringKey, f.urlHash = c.keys(t.URL)

@@ -281,7 +281,7 @@ func (l *Lease) End() {
 	}
 	q.lease = nil
 	until, persist := l.nextAllowed()
-	f.releaseLocked(q, until, persist)
+	f.freeLocked(q, until, persist)
 }
 
 // nextAllowed is when the host may be contacted again after the lease,
@@ -321,10 +321,10 @@ func (f *Frontier) putBackLocked(q *hostQueue, seq uint64) {
 	f.insertLocked(q, e)
 }
 
-// releaseLocked frees a leased host: it may be contacted again once
+// freeLocked frees a leased host: it may be contacted again once
 // nextAllowed has passed (zero: its earlier time stands), durably when
 // persist is set.
-func (f *Frontier) releaseLocked(q *hostQueue, nextAllowed time.Time, persist bool) {
+func (f *Frontier) freeLocked(q *hostQueue, nextAllowed time.Time, persist bool) {
 	q.busy = false
 	f.inFlight--
 	f.signalLocked()

@@ -35,7 +35,7 @@ func Priority(t Task) int {
 	return min(1+t.Depth, store.MaxPriority)
 }
 
-// Outcome is what became of a task its holder is done with; Complete
+// Outcome is what became of a task taken from the frontier; Complete
 // records it in one atomic write together with the task's removal from the
 // queue.
 type Outcome struct {
