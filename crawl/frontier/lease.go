@@ -107,7 +107,7 @@ func (l *Lease) Keep(t Task) error {
 	f := l.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	it := l.heldLocked(t)
+	it := l.heldLocked(t, false)
 	if it == nil {
 		return fmt.Errorf("frontier: keep %q: %w", urls.Truncate(t.URL, 80), errNotHeld)
 	}
@@ -117,14 +117,14 @@ func (l *Lease) Keep(t Task) error {
 
 // Reserve counts t, a first fetch of a new page, against its host's page
 // budget; it reports false, counting nothing, when the budget is spent or
-// t is not a task the lease holds. The reservation stays if t is kept, and
+// t is not a task the lease holds (and has not reserved yet). The reservation stays if t is kept, and
 // is given back at End otherwise, when no request was made for it after
 // all.
 func (l *Lease) Reserve(t Task) bool {
 	f := l.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	it := l.heldLocked(t)
+	it := l.heldLocked(t, true)
 	if it == nil || f.budget > 0 && l.q.state.Fetched >= f.budget {
 		return false
 	}
@@ -135,14 +135,15 @@ func (l *Lease) Reserve(t Task) bool {
 }
 
 // heldLocked returns the item of a task the lease holds and has not kept,
-// or nil (also once the lease has ended).
-func (l *Lease) heldLocked(t Task) *leaseItem {
+// one not reserved yet when unreserved is set, or nil (also once the lease
+// has ended). Equal tasks, a URL queued twice, are interchangeable.
+func (l *Lease) heldLocked(t Task, unreserved bool) *leaseItem {
 	if l.ended {
 		return nil
 	}
 	for i := range l.items {
 		it := &l.items[i]
-		if !it.kept && it.task == t {
+		if !it.kept && it.task == t && !(unreserved && it.reserved) {
 			return it
 		}
 	}

@@ -101,3 +101,33 @@ func TestCompleteSettlesKeptTasksOnly(t *testing.T) {
 		t.Fatalf("%d entries left, idle %v", n, f.Idle())
 	}
 }
+
+// TestLeaseEqualTasks: a URL queued twice gives a lease two equal tasks;
+// each is reserved, kept and put back on its own, so no reservation is
+// lost or counted twice.
+func TestLeaseEqualTasks(t *testing.T) {
+	clk := newFakeClock()
+	f := newConfigFrontier(t, Config{Delay: None, MaxPagesPerHost: 3, Clock: clk.Now})
+	push(t, f, task("http://a.test/1"), task("http://a.test/1"))
+	l := mustNext(t, f, "http://a.test/1")
+	twin, ok := l.Next()
+	if !ok || twin != l.Task() {
+		t.Fatalf("Lease.Next = %v, %v; want the second copy", twin, ok)
+	}
+	if !l.Reserve(twin) || !l.Reserve(twin) || l.Reserve(twin) {
+		t.Fatal("want exactly two reservations for two equal tasks")
+	}
+	keep(t, l, twin)
+	l.End()
+	f.mu.Lock()
+	fetched := f.hosts["a.test"].state.Fetched
+	f.mu.Unlock()
+	if f.Len() != 1 || fetched != 1 {
+		t.Fatalf("after End with one copy kept: Len %d, budget used %d; want 1 and 1", f.Len(), fetched)
+	}
+	complete(t, f, "http://a.test/1")
+	settle(t, f, mustNext(t, f, "http://a.test/1"))
+	if n := f.Counts().Queued; n != 0 {
+		t.Fatalf("%d entries left", n)
+	}
+}
