@@ -1,39 +1,15 @@
 package crawl
 
 import (
-	"flag"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
-	"github.com/swarmcrawl/swarmcrawl/internal/memstat"
-	"github.com/swarmcrawl/swarmcrawl/store"
 )
-
-func BenchmarkNormalize(b *testing.B) {
-	base, _ := url.Parse("http://www.example.com/news/2026/article.html")
-	refs := []string{
-		"../archive/index.html",
-		"/search?q=crawler&utm_source=newsletter&page=2",
-		"HTTPS://WWW.Example.COM:443/a/./b/../c//d#frag",
-		"http://other.example/%7Euser/caf%c3%a9?sessionid=abc&x=1",
-		"img/photo.jpg",
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := Normalize(base, refs[i%len(refs)]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
 
 // synthPage returns one generated HTML page (about 12 KB) and its URL.
 func synthPage(b *testing.B) ([]byte, *url.URL) {
@@ -77,7 +53,7 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	for b.Loop() {
 		w.ResetLog()
 		cfg := DefaultConfig()
-		cfg.Delay = 0
+		cfg.Delay = None
 		cfg.MaxDepth = 1000 // see TestCrawlSyntheticWeb
 		cfg.Proxy = w.Proxy()
 		ring := &ringStandIn{seen: map[uint64]bool{}}
@@ -104,121 +80,4 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	}
 	b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 	b.ReportMetric(float64(mallocs)/float64(pages), "allocs/page")
-}
-
-// BenchmarkFrontierRSS pushes queued URLs over 10,000 hosts into a durable
-// frontier and reports the Go heap and the resident memory of the process
-// per million queued URLs, at a tenth of the pushes and at the end: flat
-// memory shows as a heap that does not grow with the queue. queued=1M runs
-// by default; queued=10M only when -bench names it (it writes about 1 GB).
-func BenchmarkFrontierRSS(b *testing.B) {
-	for _, n := range []int{1_000_000, 10_000_000} {
-		b.Run(fmt.Sprintf("queued=%dM", n/1_000_000), func(b *testing.B) {
-			if n > 1_000_000 && !strings.Contains(flag.Lookup("test.bench").Value.String(), "10M") {
-				b.Skip("run with -bench 'FrontierRSS/queued=10M'")
-			}
-			for b.Loop() {
-				frontierRSS(b, n, 10_000)
-			}
-		})
-	}
-}
-
-func frontierRSS(b *testing.B, total, hosts int) {
-	db, err := store.Open(b.TempDir(), store.Options{BloomExpected: 1000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	f, err := NewFrontier(db, time.Second, time.Minute, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := heapInUse()
-	var heapTenth, rssTenth uint64
-	start := time.Now()
-	const batch = 10_000
-	tasks := make([]Task, batch)
-	for pushed := 0; pushed < total; {
-		for i := range tasks {
-			tasks[i] = Task{URL: fmt.Sprintf("http://h%05d.example/articles/%d/index.html", pushed%hosts, pushed), Depth: 1 + pushed%5}
-			pushed++
-		}
-		if _, err := f.Push(tasks...); err != nil {
-			b.Fatal(err)
-		}
-		if pushed == total/10 {
-			heapTenth, rssTenth = heapInUse(), memstat.ResidentBytes()
-		}
-	}
-	elapsed := time.Since(start)
-	heap, rss := heapInUse(), memstat.ResidentBytes()
-	if f.Len() != total {
-		b.Fatalf("Len = %d, want %d", f.Len(), total)
-	}
-	// One task per host is served, so every host's head is in memory.
-	m := float64(total) / 1e6
-	b.ReportMetric(float64(heap-base)/m, "heap-B/M-queued")
-	b.ReportMetric(float64(rss)/m, "rss-B/M-queued")
-	b.ReportMetric(float64(heapTenth-base)/(1<<20), "heap-MB@10%")
-	b.ReportMetric(float64(heap-base)/(1<<20), "heap-MB@100%")
-	b.ReportMetric(float64(rssTenth)/(1<<20), "rss-MB@10%")
-	b.ReportMetric(float64(rss)/(1<<20), "rss-MB@100%")
-	b.ReportMetric(float64(total)/elapsed.Seconds(), "pushes/s")
-}
-
-// heapInUse returns the live Go heap after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
-// BenchmarkResume measures one Resume, which the node calls every 250ms,
-// with 10,000 hosts queued and one of them parked by Config.Owns and still
-// not owned: the cost of asking again about the parked hosts.
-func BenchmarkResume(b *testing.B) {
-	const hosts = 10_000
-	c := newTestCrawler(b, testConfig(), nil, nil)
-	f := c.frontier
-	const parked = "parked.example"
-	parkHost(b, f, "http://"+parked+"/")
-	tasks := make([]Task, 0, hosts-1)
-	for i := range hosts - 1 {
-		tasks = append(tasks, Task{URL: fmt.Sprintf("http://h%05d.example/", i)})
-	}
-	push(b, f, tasks...)
-	owns := func(uint64) bool { return false }
-	for b.Loop() {
-		if err := c.Resume(owns); err != nil {
-			b.Fatal(err)
-		}
-	}
-	f.mu.Lock()
-	still := f.hosts[parked].parked
-	f.mu.Unlock()
-	if !still {
-		b.Fatal("Resume unparked a host Owns refuses")
-	}
-}
-
-// parkHost queues u alone, takes it, and parks its host the way the
-// crawler does when Config.Owns refuses the task.
-func parkHost(tb testing.TB, f *Frontier, u string) {
-	tb.Helper()
-	push(tb, f, task(u))
-	t, ok, _ := f.TryNext()
-	if !ok || t.URL != u {
-		tb.Fatalf("TryNext = %v, %v; want %s", t.URL, ok, u)
-	}
-	host, err := HostOf(u)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Requeue(t); err != nil {
-		tb.Fatal(err)
-	}
-	f.park(host)
-	f.Release(host)
 }

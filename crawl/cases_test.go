@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -24,7 +25,7 @@ func casesConfig(w *synthweb.Web, delay time.Duration) Config {
 	cfg.Timeout = 2 * time.Second // < synthweb.SlowPageDelay, > the 20 MB page under -race
 	cfg.RetryBase = 20 * time.Millisecond
 	cfg.MaxPagesPerHost = 25
-	cfg.MaxRecrawl = 0
+	cfg.MaxRecrawl = None
 	cfg.Proxy = w.Proxy()
 	return cfg
 }
@@ -81,11 +82,11 @@ func TestCrawlCaseWeb(t *testing.T) {
 
 	// Dead and slow pages: retried, then dead letters with the right kind.
 	dead := deadLetters(t, c)
-	for kind, urls := range map[string][]string{"http_5xx": w.DeadURLs(), "timeout": w.SlowURLs()} {
-		if len(urls) == 0 {
+	for kind, list := range map[string][]string{"http_5xx": w.DeadURLs(), "timeout": w.SlowURLs()} {
+		if len(list) == 0 {
 			t.Fatalf("the case web has no %s URLs", kind)
 		}
-		for _, u := range urls {
+		for _, u := range list {
 			d, ok := dead[u]
 			if !ok || d.Kind != kind || d.Attempts != 1+cfg.MaxRetries {
 				t.Errorf("dead letter of %s: %+v (found %v), want kind %s after %d attempts", u, d, ok, kind, 1+cfg.MaxRetries)
@@ -111,7 +112,7 @@ func TestCrawlCaseWeb(t *testing.T) {
 	// Flaky pages answer on their third attempt: retried, not dead.
 	flaky := 0
 	for _, u := range rec.pageURLs() {
-		if host, _ := HostOf(u); host == w.CaseHost("flaky") {
+		if host, _ := urls.HostOf(u); host == w.CaseHost("flaky") {
 			flaky++
 			if p := rec.page(u); p.Status != 200 || p.Task.Attempts != 2 {
 				t.Errorf("flaky page %s: status %d after %d failed attempts, want 200 after 2", u, p.Status, p.Task.Attempts)
@@ -178,7 +179,7 @@ func TestCrawlCaseWeb(t *testing.T) {
 		t.Errorf("near-duplicates %v (stats %d), want at least 2 of the nearcopy host's 3 copies", near, s.NearDups)
 	}
 	for _, u := range near {
-		if host, _ := HostOf(u); host != w.CaseHost("nearcopy") {
+		if host, _ := urls.HostOf(u); host != w.CaseHost("nearcopy") {
 			t.Errorf("%s flagged as a near-duplicate of %s", u, rec.page(u).NearDuplicateOf)
 		}
 	}

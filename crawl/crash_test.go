@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -32,13 +34,13 @@ type durableRing struct {
 	mu sync.Mutex
 }
 
-func (r *durableRing) Discovered(_ context.Context, _ Task, links []Task) {
+func (r *durableRing) Discovered(_ context.Context, _ frontier.Task, links []frontier.Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var fresh []Task
+	var fresh []frontier.Task
 	var entries []store.SeenEntry
 	for _, l := range links {
-		host, _ := HostOf(l.URL)
+		host, _ := urls.HostOf(l.URL)
 		if !strings.HasSuffix(host, ".synth.test") {
 			continue
 		}
@@ -140,11 +142,11 @@ func TestCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring.c = c
-	var seeds []Task
+	var seeds []frontier.Task
 	for _, u := range strings.Fields(os.Getenv(envCrashSeeds)) {
-		seeds = append(seeds, Task{URL: u})
+		seeds = append(seeds, frontier.Task{URL: u})
 	}
-	ring.Discovered(context.Background(), Task{}, seeds)
+	ring.Discovered(context.Background(), frontier.Task{}, seeds)
 	// Crawl until killed; give up after a minute should the parent be gone.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

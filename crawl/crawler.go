@@ -1,7 +1,9 @@
-// Package crawl is the single-node crawl engine of swarmcrawl: URL
-// normalisation and task keys, the durable per-host politeness frontier,
-// robots.txt, fetching, link and text extraction, freshness and failure
-// handling.
+// Package crawl is the single-node crawl engine of swarmcrawl: the crawl
+// loop over the leases of its durable frontier (crawl/frontier), the
+// admission of each task (ownership, robots.txt, page budget), DNS and
+// dialing, fetching, link and text extraction, near-duplicates, freshness
+// and failure handling, fetch delegation of hot hosts, and the hooks a node
+// uses to move key ranges. URLs are normalised and keyed by crawl/urls.
 //
 // The node decides which hosts it owns and deduplicates URLs; it hands the
 // new ones to Crawler.Enqueue. The Crawler keeps them in its durable
@@ -16,247 +18,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
-
-// Task is one URL to crawl.
-type Task struct {
-	// URL is the absolute URL, already in the form Normalize returns.
-	URL string
-	// Depth is the number of link hops from a seed (seeds have depth 0). A
-	// redirect target keeps the depth of the URL that redirected.
-	Depth int
-	// Attempts is the number of failed fetches of the URL so far.
-	Attempts int
-	// Redirects is the number of redirect hops that led to the URL.
-	Redirects int
-	// Recrawl marks a refetch of a URL crawled before.
-	Recrawl bool
-}
-
-// Config configures a Crawler. Start from DefaultConfig: a zero field means
-// zero (Delay 0 is a valid choice for benchmarks), not "default".
-type Config struct {
-	// UserAgent is sent on every request. Its first product token, lowercased
-	// ("examplebot" in "examplebot/1.0 (+http://bot.example/about)"), is the
-	// name matched against robots.txt groups and <meta name=...> tags.
-	// Default "swarmcrawl/0.1 (+https://github.com/swarmcrawl/swarmcrawl)".
-	UserAgent string
-	// Delay is the minimum time between the completion of one request to a
-	// host and the start of the next (default 1s). A larger robots.txt
-	// Crawl-delay wins.
-	Delay time.Duration
-	// MaxCrawlDelay caps the robots.txt Crawl-delay honoured (default 60s),
-	// so one robots.txt cannot park a host for hours.
-	MaxCrawlDelay time.Duration
-	// Workers is the number of concurrent fetches, each to a different host
-	// (default 32).
-	Workers int
-	// ConnectTimeout bounds the TCP connect and the TLS handshake (default
-	// 10s).
-	ConnectTimeout time.Duration
-	// Timeout bounds one request from dial to the last body byte (default
-	// 30s).
-	Timeout time.Duration
-	// MaxBodyBytes is the most of a body kept, both as received and
-	// decompressed (default 10 MiB); longer bodies are cut there, never
-	// buffered whole, and the Page is flagged Truncated.
-	MaxBodyBytes int64
-	// MaxDepth is the deepest link reported (default 16): links found on a
-	// page of depth MaxDepth are dropped, which bounds spider traps.
-	MaxDepth int
-	// MaxRedirects is the longest redirect chain followed (default 5). Each
-	// hop is a task of its own; a URL reached through MaxRedirects hops that
-	// redirects again is recorded as a dead letter of kind
-	// "too_many_redirects". 0 follows no redirect (and records nothing).
-	MaxRedirects int
-	// MaxRepeatedSegments refuses, as error kind "trap", URLs whose path
-	// holds one segment more than this many times (default 3: /a/a/a/a is
-	// refused); 0 disables the check.
-	MaxRepeatedSegments int
-	// MaxPagesPerHost is the page budget of a host (default 0, unlimited):
-	// once that many distinct pages of a host were fetched, its other tasks
-	// are dropped and counted in Stats.BudgetDropped. Recrawls do not count.
-	MaxPagesPerHost int
-	// MinRecrawl and MaxRecrawl bound the recrawl interval of a URL
-	// (defaults 1h and 30 days). A URL is first recrawled MinRecrawl after
-	// its first fetch; the interval then halves whenever the content
-	// changed and doubles whenever it did not. MaxRecrawl 0 turns recrawling
-	// off.
-	MinRecrawl, MaxRecrawl time.Duration
-	// MaxRetries is how many times a failed fetch (timeout, connection
-	// error, 429, 5xx) is retried before the task becomes a dead letter
-	// (default 3).
-	MaxRetries int
-	// RetryBase is the backoff unit (default 1s): retry n waits a random
-	// time in [0, RetryBase·2^n) ("full jitter"), and at least as long as
-	// the server's Retry-After.
-	RetryBase time.Duration
-	// MaxRetryAfter caps the Retry-After honoured (default 1h). A
-	// Retry-After closes the whole host until it has passed.
-	MaxRetryAfter time.Duration
-	// NearDupDistance is the largest simhash distance at which a page
-	// counts as a near-duplicate of another (default 3); negative turns the
-	// check off. A near-duplicate's links are not reported again.
-	NearDupDistance int
-	// RobotsTTL is how long a fetched robots.txt is trusted (default 24h).
-	RobotsTTL time.Duration
-	// KeyMode is how the node computes ring keys (default KeyHost); the
-	// per-URL tables of the store are laid out by them.
-	KeyMode KeyMode
-	// Proxy picks the proxy for a request (default http.ProxyFromEnvironment,
-	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY); nil means direct.
-	Proxy func(*http.Request) (*url.URL, error)
-	// Dial configures the DNS cache, the per-IP connection cap and the
-	// refusal of non-public addresses for direct connections (default
-	// DefaultDialConfig()). Connections to a proxy do not go through it.
-	Dial DialConfig
-	// Transport, when set, replaces the crawler's own transport, and with it
-	// Proxy, Dial, ConnectTimeout and connection pooling. For tests.
-	Transport http.RoundTripper
-	// Clock returns the current time (default time.Now). It stamps pages and
-	// decides politeness; waits still use real timers, so it must advance
-	// with real time.
-	Clock func() time.Time
-	// Owns, if set, is asked right before any network request for a task
-	// (robots.txt included) with the task's ring key (TaskKey in KeyMode).
-	// When it answers false the task is not fetched: it goes back to the
-	// store untouched and its host is parked (removed from the in-memory
-	// scheduler, store left as is) until Resume or Enqueue brings it back.
-	// It is called from worker goroutines and must be quick.
-	Owns func(ringKey uint64) bool
-	// OnDone, if set, is called once a task reaches a terminal state:
-	// fetched and stored (including recrawl rescheduling), dead-lettered,
-	// dropped for good (robots disallow, trap, budget, a stale recrawl
-	// copy). Not called for a retry that is scheduled, nor for a task that
-	// goes back to the store (stopped, not owned, released). It is called
-	// after the outcome is written to the store, from worker goroutines or,
-	// for tasks Enqueue drops, from Enqueue's caller; it must not block for
-	// long and must not call Enqueue or Release. meta is the URL's metadata
-	// as the outcome stored it (nil when the task ended without one), so
-	// that the caller need not read it back.
-	OnDone func(t Task, ringKey, urlHash uint64, meta *store.URLMeta)
-	// HotQueue is the number of queued tasks of one host at which its
-	// fetches go to Delegate in batches (see Delegator); 0 never delegates.
-	// Delegation needs KeyHost.
-	HotQueue int
-	// DelegateBatch is the most tasks in one delegated batch (default 16
-	// when 0, at most MaxDelegateTasks).
-	DelegateBatch int
-	// DelegateBudget bounds a delegated batch: the helper starts no
-	// request later than this after it received the batch (default 5s
-	// when 0). A node sets it within its ownership lease, so that a batch
-	// never outlives the owner's right to the host.
-	DelegateBudget time.Duration
-	// Delegate hands fetch batches of hot hosts to helpers; nil fetches
-	// everything locally.
-	Delegate Delegator
-}
-
-// DefaultUserAgent is the User-Agent of DefaultConfig: honest, with a
-// contact URL, as site operators expect from a crawler.
-const DefaultUserAgent = "swarmcrawl/0.1 (+https://github.com/swarmcrawl/swarmcrawl)"
-
-// DefaultConfig returns the configuration of a polite production crawler.
-func DefaultConfig() Config {
-	return Config{
-		UserAgent:           DefaultUserAgent,
-		Delay:               time.Second,
-		MaxCrawlDelay:       time.Minute,
-		Workers:             32,
-		ConnectTimeout:      10 * time.Second,
-		Timeout:             30 * time.Second,
-		MaxBodyBytes:        10 << 20,
-		MaxDepth:            16,
-		MaxRedirects:        5,
-		MaxRepeatedSegments: 3,
-		MinRecrawl:          time.Hour,
-		MaxRecrawl:          30 * 24 * time.Hour,
-		MaxRetries:          3,
-		RetryBase:           time.Second,
-		MaxRetryAfter:       time.Hour,
-		NearDupDistance:     3,
-		RobotsTTL:           24 * time.Hour,
-		Proxy:               http.ProxyFromEnvironment,
-		Dial:                DefaultDialConfig(),
-	}
-}
-
-// validate reports the first problem with c as one readable line.
-func (c *Config) validate() error {
-	switch {
-	case strings.TrimSpace(c.UserAgent) == "":
-		return errors.New("UserAgent is empty")
-	case strings.ContainsAny(c.UserAgent, "\r\n"):
-		return errors.New("UserAgent contains a line break")
-	case ProductToken(c.UserAgent) == "":
-		return fmt.Errorf("UserAgent %q has no product token", c.UserAgent)
-	case c.Delay < 0:
-		return fmt.Errorf("delay is negative (%v)", c.Delay)
-	case c.MaxCrawlDelay < 0:
-		return fmt.Errorf("MaxCrawlDelay is negative (%v)", c.MaxCrawlDelay)
-	case c.Workers < 1:
-		return fmt.Errorf("workers must be at least 1 (got %d)", c.Workers)
-	case c.ConnectTimeout <= 0:
-		return fmt.Errorf("ConnectTimeout must be positive (got %v)", c.ConnectTimeout)
-	case c.Timeout <= 0:
-		return fmt.Errorf("timeout must be positive (got %v)", c.Timeout)
-	case c.MaxBodyBytes <= 0:
-		return fmt.Errorf("MaxBodyBytes must be positive (got %d)", c.MaxBodyBytes)
-	case c.MaxDepth < 0:
-		return fmt.Errorf("MaxDepth is negative (%d)", c.MaxDepth)
-	case c.MaxRedirects < 0:
-		return fmt.Errorf("MaxRedirects is negative (%d)", c.MaxRedirects)
-	case c.MaxRepeatedSegments < 0:
-		return fmt.Errorf("MaxRepeatedSegments is negative (%d)", c.MaxRepeatedSegments)
-	case c.MaxPagesPerHost < 0:
-		return fmt.Errorf("MaxPagesPerHost is negative (%d)", c.MaxPagesPerHost)
-	case c.MaxRecrawl < 0:
-		return fmt.Errorf("MaxRecrawl is negative (%v)", c.MaxRecrawl)
-	case c.MaxRecrawl > 0 && (c.MinRecrawl <= 0 || c.MinRecrawl > c.MaxRecrawl):
-		return fmt.Errorf("MinRecrawl must be in (0, MaxRecrawl] (got %v, MaxRecrawl %v)", c.MinRecrawl, c.MaxRecrawl)
-	case c.MaxRetries < 0:
-		return fmt.Errorf("MaxRetries is negative (%d)", c.MaxRetries)
-	case c.MaxRetries > 0 && c.RetryBase <= 0:
-		return fmt.Errorf("RetryBase must be positive (got %v)", c.RetryBase)
-	case c.MaxRetryAfter < 0:
-		return fmt.Errorf("MaxRetryAfter is negative (%v)", c.MaxRetryAfter)
-	case c.RobotsTTL <= 0:
-		return fmt.Errorf("RobotsTTL must be positive (got %v)", c.RobotsTTL)
-	case c.KeyMode != KeyHost && c.KeyMode != KeyURL:
-		return fmt.Errorf("unknown %v", c.KeyMode)
-	case c.HotQueue < 0:
-		return fmt.Errorf("HotQueue is negative (%d)", c.HotQueue)
-	case c.DelegateBudget < 0:
-		return fmt.Errorf("DelegateBudget is negative (%v)", c.DelegateBudget)
-	case c.DelegateBatch < 0 || c.DelegateBatch > MaxDelegateTasks:
-		return fmt.Errorf("DelegateBatch must be in [0, %d] (got %d)", MaxDelegateTasks, c.DelegateBatch)
-	}
-	return nil
-}
-
-// ProductToken returns the lowercase robots.txt name of a User-Agent: its
-// first product token, "examplebot" for
-// "ExampleBot/1.0 (+http://bot.example/about)".
-func ProductToken(userAgent string) string {
-	t := strings.TrimSpace(userAgent)
-	if i := strings.IndexAny(t, "/ \t("); i >= 0 {
-		t = t[:i]
-	}
-	return strings.ToLower(t)
-}
 
 // Page is one fetched response.
 type Page struct {
 	// Task is the task that led to the fetch.
-	Task Task
+	Task frontier.Task
 	// FinalURL is the URL of this response, always Task.URL: redirects are
 	// not followed within a fetch but become tasks of their own.
 	FinalURL string
@@ -312,7 +87,7 @@ type Page struct {
 // MaxDepth, no traps), or the target of a redirect (same depth,
 // Redirects+1). Several workers call it concurrently.
 type LinkSink interface {
-	Discovered(ctx context.Context, from Task, links []Task)
+	Discovered(ctx context.Context, from frontier.Task, links []frontier.Task)
 }
 
 // PageSink receives every final response: each fetch, including recrawls
@@ -354,13 +129,12 @@ type Stats struct {
 
 // Crawler fetches enqueued tasks politely with a pool of workers.
 type Crawler struct {
-	cfg      Config
+	cfg      Config // in effect: defaults filled in, None as 0 ("off"), see Config.inEffect
 	token    string
-	gap      func(crawlDelay time.Duration) time.Duration
 	db       *store.DB
 	pages    PageSink
 	links    LinkSink
-	frontier *Frontier
+	frontier *frontier.Frontier
 	robots   *robotsCache
 	client   *http.Client
 	dialer   *Dialer // nil when cfg.Transport replaces the transport
@@ -401,20 +175,18 @@ type Crawler struct {
 // are computed from: enough for a stable p99, small enough to sort on demand.
 const latencyWindow = 4096
 
-// New returns a Crawler for cfg, which must be valid (start from
-// DefaultConfig). It keeps its frontier, URL metadata, host state and dead
+// New returns a Crawler for cfg, whose zero fields take their defaults
+// (see Config); it refuses an invalid cfg. It keeps its frontier, URL metadata, host state and dead
 // letters in db, and resumes the queue stored there: a Crawler restarted on
 // the same db fetches the tasks that were queued or in flight. A nil sink
 // discards what it would receive.
 func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("crawl config: %w", err)
 	}
 	if db == nil {
 		return nil, errors.New("crawl: nil store")
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
 	}
 	if pages == nil {
 		pages = discard{}
@@ -422,19 +194,24 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 	if links == nil {
 		links = discard{}
 	}
-	frontier, err := NewFrontier(db, cfg.Delay, cfg.MaxCrawlDelay, cfg.Clock)
+	f, err := frontier.New(db, frontier.Config{
+		Delay:           cfg.Delay,
+		MaxCrawlDelay:   cfg.MaxCrawlDelay,
+		MaxPagesPerHost: cfg.MaxPagesPerHost,
+		KeyMode:         cfg.KeyMode,
+		Clock:           cfg.Clock,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
-	frontier.keyMode = cfg.KeyMode
-	frontier.budget = int64(cfg.MaxPagesPerHost)
+	cfg = cfg.inEffect()
 	c := &Crawler{
 		cfg:      cfg,
 		token:    ProductToken(cfg.UserAgent),
 		db:       db,
 		pages:    pages,
 		links:    links,
-		frontier: frontier,
+		frontier: f,
 		robots:   newRobotsCache(),
 		now:      cfg.Clock,
 		errors:   make(map[string]int64),
@@ -442,15 +219,16 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 		robotsRetry: robotsRetryTTL,
 		helpSlots:   make(chan struct{}, cfg.Workers),
 	}
-	c.gap = c.frontier.Gap
-	c.client, c.dialer = newClient(&cfg)
+	if c.client, c.dialer, err = newClient(&cfg); err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
 	return c, nil
 }
 
 type discard struct{}
 
-func (discard) StorePage(context.Context, *Page) error   { return nil }
-func (discard) Discovered(context.Context, Task, []Task) {}
+func (discard) StorePage(context.Context, *Page) error                     { return nil }
+func (discard) Discovered(context.Context, frontier.Task, []frontier.Task) {}
 
 // Enqueue queues tasks for crawling, durably: they are in the store when it
 // returns. It is safe for concurrent use and never waits for fetching. Tasks
@@ -459,16 +237,16 @@ func (discard) Discovered(context.Context, Task, []Task) {}
 // kind "trap"; both are dropped, as are tasks of a host whose page budget is
 // spent. The crawler does not deduplicate: that is the owner's seen set's
 // job.
-func (c *Crawler) Enqueue(tasks ...Task) {
+func (c *Crawler) Enqueue(tasks ...frontier.Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
-		if _, err := HostOf(t.URL); err != nil {
+		if _, err := urls.HostOf(t.URL); err != nil {
 			c.countError("bad_url") // no ring key either: OnDone cannot name it
 			continue
 		}
 		if c.isTrap(t.URL) {
 			c.countError("trap")
-			c.done(t)
+			c.reportFinished(t, nil)
 			continue
 		}
 		good = append(good, t)
@@ -476,13 +254,13 @@ func (c *Crawler) Enqueue(tasks ...Task) {
 	if len(good) == 0 {
 		return
 	}
-	dropped, err := c.frontier.push(good, nil)
+	dropped, err := c.frontier.Push(good...)
 	c.budgetDropped.Add(int64(len(dropped)))
 	if err != nil {
 		c.countError("store")
 	}
 	for _, t := range dropped {
-		c.done(t)
+		c.reportFinished(t, nil)
 	}
 }
 
@@ -503,11 +281,7 @@ func (c *Crawler) RequeueDeadLetters(filter func(store.DeadLetter) bool) (int, e
 	}
 	moved := 0
 	for chunk := range slices.Chunk(picked, 1000) {
-		tasks := make([]Task, len(chunk))
-		for i, d := range chunk {
-			tasks[i] = Task{URL: d.URL, Depth: d.Depth, Redirects: d.Redirects}
-		}
-		if _, err := c.frontier.push(tasks, chunk); err != nil {
+		if err := c.frontier.RequeueDeadLetters(chunk); err != nil {
 			return moved, fmt.Errorf("requeue dead letters: %w", err)
 		}
 		moved += len(chunk)
@@ -536,15 +310,15 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return nil
 }
 
-// work is one worker: take the next ready host's task, handle it, repeat.
+// work is one worker: lease the next ready host, handle it, repeat.
 func (c *Crawler) work(ctx context.Context) {
 	for {
-		t, err := c.frontier.Next(ctx)
+		l, err := c.frontier.Next(ctx)
 		if err != nil {
-			return // ctx is done
+			return // ctx ended
 		}
 		c.inFlight.Add(1)
-		c.handle(ctx, t)
+		c.handle(ctx, l)
 		c.inFlight.Add(-1)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // ringStandIn plays the part of the ring and the owners' seen sets for a
@@ -24,15 +26,15 @@ type ringStandIn struct {
 	inScope func(host string) bool
 }
 
-func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
-	var fresh []Task
+func (r *ringStandIn) Discovered(_ context.Context, _ frontier.Task, links []frontier.Task) {
+	var fresh []frontier.Task
 	r.mu.Lock()
 	for _, l := range links {
-		host, _ := HostOf(l.URL)
+		host, _ := urls.HostOf(l.URL)
 		if r.inScope == nil && !strings.HasSuffix(host, ".synth.test") || r.inScope != nil && !r.inScope(host) {
 			continue
 		}
-		if h := URLHash(l.URL); !r.seen[h] {
+		if h := urls.URLHash(l.URL); !r.seen[h] {
 			r.seen[h] = true
 			fresh = append(fresh, l)
 		}
@@ -41,12 +43,12 @@ func (r *ringStandIn) Discovered(_ context.Context, _ Task, links []Task) {
 	r.c.Enqueue(fresh...) // outside the lock: Enqueue may be slow, and sinks run concurrently
 }
 
-func (r *ringStandIn) seed(urls []string) {
-	tasks := make([]Task, len(urls))
-	for i, u := range urls {
-		tasks[i] = Task{URL: u}
+func (r *ringStandIn) seed(seeds []string) {
+	tasks := make([]frontier.Task, len(seeds))
+	for i, u := range seeds {
+		tasks[i] = frontier.Task{URL: u}
 	}
-	r.Discovered(context.Background(), Task{}, tasks)
+	r.Discovered(context.Background(), frontier.Task{}, tasks)
 }
 
 // countingStore is a PageSink that counts pages by status.
@@ -147,9 +149,9 @@ func TestRunStopsWithRequestInFlight(t *testing.T) {
 		fmt.Fprint(w, "slow")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/page"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/page"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -203,12 +205,12 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 		fmt.Fprint(w, "<p>hello</p>")
 	})
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	const gap, budget = 40 * time.Millisecond, 200 * time.Millisecond
 	batch := func(budget time.Duration, paths ...string) *Batch {
 		b := &Batch{Host: host, Gap: gap, Budget: budget, Wait: 5 * time.Second}
 		for _, p := range paths {
-			b.Tasks = append(b.Tasks, BatchTask{Task: Task{URL: srv.URL + p}})
+			b.Tasks = append(b.Tasks, BatchTask{Task: frontier.Task{URL: srv.URL + p}})
 		}
 		return b
 	}
@@ -269,9 +271,9 @@ func TestFetchBatchRefuses(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers = 1
 	c := newTestCrawler(t, cfg, nil, nil)
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	good := func() *Batch {
-		return &Batch{Host: host, Gap: 0, Budget: time.Second, Wait: 3 * time.Second, Tasks: []BatchTask{{Task: Task{URL: srv.URL + "/x"}}}}
+		return &Batch{Host: host, Gap: 0, Budget: time.Second, Wait: 3 * time.Second, Tasks: []BatchTask{{Task: frontier.Task{URL: srv.URL + "/x"}}}}
 	}
 	cases := map[string]func(b *Batch){
 		"no tasks":       func(b *Batch) { b.Tasks = nil },
@@ -313,28 +315,28 @@ func TestFetchBatchRefuses(t *testing.T) {
 	}
 }
 
-// TestAdoptRebuildsOutcome: the owner takes only what the fetch found from
-// a helper's outcome; identity, keys and depth stay the owner's, and a
-// retry without a reschedule is refused.
-func TestAdoptRebuildsOutcome(t *testing.T) {
+// TestRebuildOutcome: the owner takes only what the fetch found from a
+// helper's outcome; identity, keys and depth stay the owner's, and a retry
+// without a reschedule is refused.
+func TestRebuildOutcome(t *testing.T) {
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	task := Task{URL: "http://a.test/p", Depth: 3, Redirects: 1, Attempts: 1}
-	var f fetched
+	task := frontier.Task{URL: "http://a.test/p", Depth: 3, Redirects: 1, Attempts: 1}
+	var f fetch
 	f.task = task
 	f.ringKey, f.urlHash = c.keys(task.URL)
 	now := c.now()
 
-	evil := &Task{URL: "http://evil.test/", Depth: 0, Attempts: 99}
-	o, term, ok := c.adopt(f, TaskResult{Outcome: Outcome{Reschedule: evil, At: now.Add(time.Minute)}})
+	evil := &frontier.Task{URL: "http://evil.test/", Depth: 0, Attempts: 99}
+	o, term, ok := c.rebuildOutcome(f, TaskResult{Outcome: frontier.Outcome{Reschedule: evil, At: now.Add(time.Minute)}})
 	if !ok || term || o.Reschedule.URL != task.URL || o.Reschedule.Attempts != 2 || o.Reschedule.Depth != 3 || !o.At.Equal(now.Add(time.Minute)) {
 		t.Errorf("retry adopted as %+v %+v, terminal %v ok %v", o, o.Reschedule, term, ok)
 	}
-	if _, _, ok := c.adopt(f, TaskResult{}); ok {
+	if _, _, ok := c.rebuildOutcome(f, TaskResult{}); ok {
 		t.Error("a retry without a reschedule was adopted")
 	}
 	dead := &store.DeadLetter{URL: "http://evil.test/", RingKey: 1, URLHash: 2, Kind: "timeout", Attempts: 4}
 	meta := &store.URLMeta{URL: "http://evil.test/", Status: 200, Fetches: 1}
-	o, term, ok = c.adopt(f, TaskResult{Terminal: true, Outcome: Outcome{Dead: dead, Meta: meta, Reschedule: evil, At: now.Add(1000 * 24 * time.Hour)}})
+	o, term, ok = c.rebuildOutcome(f, TaskResult{Terminal: true, Outcome: frontier.Outcome{Dead: dead, Meta: meta, Reschedule: evil, At: now.Add(1000 * 24 * time.Hour)}})
 	switch {
 	case !ok || !term:
 		t.Fatalf("terminal outcome refused")

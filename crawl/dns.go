@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// DialConfig configures a Dialer. Zero durations take their defaults, so
-// only MaxConnsPerIP (where 0 means unlimited) needs DefaultDialConfig.
+// DialConfig configures a Dialer. A zero field means its default (see
+// DefaultDialConfig); MaxConnsPerIP and ReclaimIdle take None for "off".
 type DialConfig struct {
 	// DNSTTL is how long a successful lookup is reused (default 5m). Go's
 	// resolver does not report record TTLs, so one TTL applies to all.
@@ -30,11 +30,11 @@ type DialConfig struct {
 	// MaxConnsPerIP caps the concurrent connections to one IP address
 	// across all host names that resolve to it, so a thousand virtual hosts
 	// on one server are not fetched a thousand at a time. A dial over the
-	// cap waits for a slot. DefaultDialConfig sets 4; 0 means unlimited.
+	// cap waits for a slot. Default 4; None: unlimited.
 	MaxConnsPerIP int
 	// ReclaimIdle is how long a connection must have been quiet, its last
 	// I/O a read, before a dial waiting for its IP's slot closes it (default
-	// 2s; negative: never). An HTTP client keeps finished connections open
+	// 2s; None: never). An HTTP client keeps finished connections open
 	// for reuse, and without this those idle connections would hold every
 	// slot of a shared server until the client's idle timeout. A connection
 	// whose last I/O was a write, typically a request awaiting its answer,
@@ -63,8 +63,9 @@ type DialConfig struct {
 const writeReclaimFactor = 15
 
 // DefaultDialConfig returns the configuration a crawler on the public web
-// should use: 5 minute DNS cache, 30 second negative cache, 10 second
-// connect timeout, at most 4 connections per IP, private addresses refused.
+// should use, what a zero DialConfig means: 5 minute DNS cache, 30 second
+// negative cache, 10 second connect timeout, at most 4 connections per IP,
+// private addresses refused.
 func DefaultDialConfig() DialConfig {
 	return DialConfig{
 		DNSTTL:          5 * time.Minute,
@@ -73,7 +74,47 @@ func DefaultDialConfig() DialConfig {
 		MaxConnsPerIP:   4,
 		ReclaimIdle:     2 * time.Second,
 		MaxCacheEntries: 100_000,
+		Resolve:         lookupNetIP,
+		Now:             time.Now,
 	}
+}
+
+// lookupNetIP is the default DialConfig.Resolve: the system's resolver.
+func lookupNetIP(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// withDefaults returns c with every zero field set from DefaultDialConfig.
+func (c DialConfig) withDefaults() DialConfig {
+	d := DefaultDialConfig()
+	c.DNSTTL = orDefault(c.DNSTTL, d.DNSTTL)
+	c.NegativeTTL = orDefault(c.NegativeTTL, d.NegativeTTL)
+	c.ConnectTimeout = orDefault(c.ConnectTimeout, d.ConnectTimeout)
+	c.MaxConnsPerIP = orDefault(c.MaxConnsPerIP, d.MaxConnsPerIP)
+	c.ReclaimIdle = orDefault(c.ReclaimIdle, d.ReclaimIdle)
+	c.MaxCacheEntries = orDefault(c.MaxCacheEntries, d.MaxCacheEntries)
+	if c.Resolve == nil {
+		c.Resolve = d.Resolve
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	return c
+}
+
+// validate reports the first problem with c, defaults filled in.
+func (c *DialConfig) validate() error {
+	switch {
+	case c.DNSTTL < 0:
+		return fmt.Errorf("DNSTTL is negative (%v)", c.DNSTTL)
+	case c.NegativeTTL < 0:
+		return fmt.Errorf("NegativeTTL is negative (%v)", c.NegativeTTL)
+	case c.ConnectTimeout < 0:
+		return fmt.Errorf("ConnectTimeout is negative (%v)", c.ConnectTimeout)
+	case c.MaxCacheEntries < 0:
+		return fmt.Errorf("MaxCacheEntries is negative (%d)", c.MaxCacheEntries)
+	}
+	return nil
 }
 
 // DialStats counts what a Dialer did since it was created.
@@ -156,30 +197,13 @@ type ipSlots struct {
 	conns map[*slotConn]struct{}
 }
 
-// NewDialer returns a Dialer; see DialConfig for the defaults.
-func NewDialer(cfg DialConfig) *Dialer {
-	if cfg.DNSTTL <= 0 {
-		cfg.DNSTTL = 5 * time.Minute
-	}
-	if cfg.NegativeTTL <= 0 {
-		cfg.NegativeTTL = 30 * time.Second
-	}
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 10 * time.Second
-	}
-	if cfg.ReclaimIdle == 0 {
-		cfg.ReclaimIdle = 2 * time.Second
-	}
-	if cfg.MaxCacheEntries <= 0 {
-		cfg.MaxCacheEntries = 100_000
-	}
-	if cfg.Resolve == nil {
-		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		}
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+// NewDialer returns a Dialer for cfg, whose zero fields take their
+// defaults (see DialConfig); it refuses a negative value where a field
+// takes no None.
+func NewDialer(cfg DialConfig) (*Dialer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("dial config: %w", err)
 	}
 	return &Dialer{
 		cfg:      cfg,
@@ -188,7 +212,7 @@ func NewDialer(cfg DialConfig) *Dialer {
 		lru:      list.New(),
 		inflight: make(map[string]*lookupCall),
 		ips:      make(map[netip.Addr]*ipSlots),
-	}
+	}, nil
 }
 
 // Stats returns the Dialer's counters.
@@ -461,7 +485,7 @@ func (d *Dialer) dialIP(ctx context.Context, network string, ip netip.Addr, port
 	}
 	c, err := nd.DialContext(ctx, network, target)
 	if err != nil {
-		d.release(ip, s, nil)
+		d.freeSlot(ip, s, nil)
 		return nil, err
 	}
 	sc := &slotConn{Conn: c, d: d, ip: ip, slots: s}
@@ -558,9 +582,9 @@ func (d *Dialer) reclaim(s *ipSlots) time.Duration {
 	return next
 }
 
-// release gives back the slot of a connection (c may be nil for a dial
+// freeSlot gives back the slot of a connection (c may be nil for a dial
 // that failed).
-func (d *Dialer) release(ip netip.Addr, s *ipSlots, c *slotConn) {
+func (d *Dialer) freeSlot(ip netip.Addr, s *ipSlots, c *slotConn) {
 	if c != nil {
 		d.mu.Lock()
 		delete(s.conns, c)
@@ -626,13 +650,13 @@ func (c *slotConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the connection and releases its slot; later calls return
+// Close closes the connection and frees its slot; later calls return
 // the first call's error.
 func (c *slotConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
 		c.closeErr = c.Conn.Close()
-		c.d.release(c.ip, c.slots, c)
+		c.d.freeSlot(c.ip, c.slots, c)
 	})
 	return c.closeErr
 }

@@ -179,8 +179,8 @@ func TestDNSCacheHitMissExpiry(t *testing.T) {
 	fake := newDNSFake()
 	fake.set("a.test", "127.0.0.1")
 	clock := newFakeClock()
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, Now: clock.Now, AllowPrivate: true,
-		DNSTTL: 5 * time.Minute, NegativeTTL: 30 * time.Second})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, Now: clock.Now, AllowPrivate: true,
+		DNSTTL: 5 * time.Minute, NegativeTTL: 30 * time.Second, MaxConnsPerIP: None})
 	ctx := testCtx(t)
 
 	dial := func(host string) error {
@@ -234,7 +234,7 @@ func TestDNSLookupsCoalesced(t *testing.T) {
 	fake := newDNSFake()
 	fake.set("busy.test", "127.0.0.1")
 	fake.gate = make(chan struct{})
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: None})
 
 	const n = 20
 	errs := make(chan error, n)
@@ -270,7 +270,7 @@ func TestDNSLookupOutlivesCaller(t *testing.T) {
 	fake := newDNSFake()
 	fake.set("slow.test", "127.0.0.1")
 	fake.gate = make(chan struct{})
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: None})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
@@ -317,7 +317,7 @@ func TestDNSCacheBounded(t *testing.T) {
 	for i := range 5 {
 		fake.set(fmt.Sprintf("h%d.test", i), "127.0.0.1")
 	}
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, MaxCacheEntries: 3})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, MaxCacheEntries: 3, MaxConnsPerIP: None})
 	ctx := testCtx(t)
 	for i := range 5 {
 		// Refused (loopback, AllowPrivate off), but only after resolving.
@@ -423,7 +423,7 @@ func TestDialRefusesBlockedAddresses(t *testing.T) {
 		{"[::1]:" + p, "::1"},
 		{"169.254.169.254:80", "169.254.169.254"},
 	}
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, ConnectTimeout: time.Second})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, ConnectTimeout: time.Second, MaxConnsPerIP: None})
 	for _, tt := range dials {
 		c, err := d.DialContext(testCtx(t), "tcp", tt.addr)
 		if err == nil {
@@ -460,7 +460,7 @@ func TestDialRefusesBlockedAddresses(t *testing.T) {
 
 	// AllowPrivate lets the same dials through (except the metadata
 	// address, which nothing here listens on).
-	open := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true})
+	open := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: None})
 	for _, tt := range dials[:5] {
 		if tt.addr == "mixed-private.test:"+p {
 			continue // 10.0.0.1 is not this machine
@@ -482,7 +482,7 @@ func TestDialTriesAddressesInOrder(t *testing.T) {
 	srv := newSlotServer(t)
 	fake := newDNSFake()
 	fake.set("two.test", "127.0.0.1", "::1")
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: None})
 	c, err := d.DialContext(testCtx(t), "tcp", "two.test:"+srv.port())
 	if err != nil {
 		t.Fatal(err)
@@ -529,7 +529,7 @@ func TestDialTriesAddressesInOrder(t *testing.T) {
 }
 
 func TestDialPerIPCap(t *testing.T) {
-	for _, limit := range []int{3, 0} {
+	for _, limit := range []int{3, None} {
 		t.Run(fmt.Sprintf("MaxConnsPerIP=%d", limit), func(t *testing.T) {
 			srv := newSlotServer(t)
 			fake := newDNSFake()
@@ -537,7 +537,7 @@ func TestDialPerIPCap(t *testing.T) {
 			for i := range hosts {
 				fake.set(fmt.Sprintf("vhost%d.test", i), "127.0.0.1")
 			}
-			d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: limit})
+			d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: limit})
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Add(1)
@@ -561,7 +561,7 @@ func TestDialPerIPCap(t *testing.T) {
 			switch {
 			case limit > 0 && peak != int32(limit):
 				t.Errorf("server saw %d concurrent connections, want exactly the cap %d", peak, limit)
-			case limit == 0 && peak <= 3:
+			case limit < 0 && peak <= 3:
 				t.Errorf("unlimited: server saw only %d concurrent connections; the capped run proves nothing", peak)
 			}
 			if s := d.Stats(); limit > 0 && s.Waits == 0 {
@@ -582,7 +582,7 @@ func TestDialWaitHonoursContext(t *testing.T) {
 	fake := newDNSFake()
 	fake.set("a.test", "127.0.0.1")
 	fake.set("b.test", "127.0.0.1")
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 1, ReclaimIdle: -1})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 1, ReclaimIdle: None})
 	held, err := d.DialContext(testCtx(t), "tcp", "a.test:"+srv.port())
 	if err != nil {
 		t.Fatal(err)
@@ -639,7 +639,7 @@ func TestDialFailureReleasesSlot(t *testing.T) {
 	}
 	addr := dead.Addr().String()
 	dead.Close() // nothing listens there now: connection refused
-	d := NewDialer(DialConfig{AllowPrivate: true, MaxConnsPerIP: 1})
+	d := newDialer(t, DialConfig{AllowPrivate: true, MaxConnsPerIP: 1})
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := d.DialContext(ctx, "tcp", addr)
@@ -657,7 +657,7 @@ func TestDialCloseIdempotent(t *testing.T) {
 	srv := newSlotServer(t)
 	fake := newDNSFake()
 	fake.set("a.test", "127.0.0.1")
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 2})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 2})
 	c, err := d.DialContext(testCtx(t), "tcp", "a.test:"+srv.port())
 	if err != nil {
 		t.Fatal(err)
@@ -699,7 +699,7 @@ func TestDialReclaimsIdleConnections(t *testing.T) {
 	fake.set("a.test", "127.0.0.1")
 	fake.set("b.test", "127.0.0.1")
 	const idle = 40 * time.Millisecond
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 1, ReclaimIdle: idle})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: 1, ReclaimIdle: idle})
 
 	// A connection whose request awaits its answer is not reclaimed
 	// within 15 × ReclaimIdle.
@@ -811,7 +811,7 @@ func TestDialHTTPManyHostsOneIP(t *testing.T) {
 		fake.set(fmt.Sprintf("site%d.test", i), "127.0.0.1")
 	}
 	const limit = 2
-	d := NewDialer(DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: limit, ReclaimIdle: 20 * time.Millisecond})
+	d := newDialer(t, DialConfig{Resolve: fake.Resolve, AllowPrivate: true, MaxConnsPerIP: limit, ReclaimIdle: 20 * time.Millisecond})
 	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -862,4 +862,14 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// newDialer returns a Dialer for cfg, failing the test on an error.
+func newDialer(t testing.TB, cfg DialConfig) *Dialer {
+	t.Helper()
+	d, err := NewDialer(cfg)
+	if err != nil {
+		t.Fatalf("NewDialer: %v", err)
+	}
+	return d
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -29,10 +31,10 @@ func TestDeadLetterRequeue(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.RetryBase = 20 * time.Millisecond
 	c := newTestCrawler(t, cfg, rec, nil)
-	c.Enqueue(Task{URL: srv.URL + "/a", Depth: 2}, Task{URL: srv.URL + "/b"}, Task{URL: srv.URL + "/ok"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a", Depth: 2}, frontier.Task{URL: srv.URL + "/b"}, frontier.Task{URL: srv.URL + "/ok"})
 	crawlUntilIdle(t, c, 10*time.Second)
 
 	dead := deadLetters(t, c)
@@ -104,9 +106,9 @@ func TestRetryAfterSlowsHost(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, rec, nil)
-	c.Enqueue(Task{URL: srv.URL + "/limited"}, Task{URL: srv.URL + "/other1"}, Task{URL: srv.URL + "/other2"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/limited"}, frontier.Task{URL: srv.URL + "/other1"}, frontier.Task{URL: srv.URL + "/other2"})
 	crawlUntilIdle(t, c, 10*time.Second)
 
 	log := srv.log()
@@ -123,7 +125,7 @@ func TestRetryAfterSlowsHost(t *testing.T) {
 	if p := rec.page(srv.URL + "/limited"); p == nil || p.Status != 200 {
 		t.Errorf("limited page %+v, want fetched after the wait", p)
 	}
-	if st, _, _ := c.db.Host(HostKey("127.0.0.1")); st.NotBefore.Sub(at429) < 900*time.Millisecond {
+	if st, _, _ := c.db.Host(urls.HostKey("127.0.0.1")); st.NotBefore.Sub(at429) < 900*time.Millisecond {
 		t.Errorf("host state %+v: Retry-After not kept in the store", st)
 	}
 	if s := c.Stats(); s.Retries != 1 || s.ErrorsByKind["http_4xx"] != 1 {
@@ -140,7 +142,7 @@ func TestPrivateAddressesRefused(t *testing.T) {
 	cfg.Dial = DefaultDialConfig()
 	c := newTestCrawler(t, cfg, nil, nil)
 	c.robotsRetry = 10 * time.Millisecond
-	c.Enqueue(Task{URL: srv.URL + "/admin"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/admin"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	if n := len(srv.log()); n != 0 {
 		t.Errorf("loopback server got %d requests", n)
@@ -162,7 +164,7 @@ func TestPageBudget(t *testing.T) {
 		fmt.Fprint(w, "page")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxPagesPerHost = 3
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
@@ -171,7 +173,7 @@ func TestPageBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		c.Enqueue(Task{URL: fmt.Sprintf("%s/p%d", srv.URL, i), Depth: 1})
+		c.Enqueue(frontier.Task{URL: fmt.Sprintf("%s/p%d", srv.URL, i), Depth: 1})
 	}
 	crawlUntilIdle(t, c, 5*time.Second)
 	pages := len(srv.log()) - srv.count("/robots.txt")
@@ -185,7 +187,7 @@ func TestPageBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.Enqueue(Task{URL: srv.URL + "/late", Depth: 1})
+	c2.Enqueue(frontier.Task{URL: srv.URL + "/late", Depth: 1})
 	crawlUntilIdle(t, c2, 5*time.Second)
 	if srv.count("/late") != 0 || c2.Stats().BudgetDropped != 1 {
 		t.Errorf("after a restart: /late fetched %d times, %d dropped", srv.count("/late"), c2.Stats().BudgetDropped)
@@ -205,12 +207,12 @@ func TestTrapURLsRefused(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
-	cfg.NearDupDistance = -1 // the pages are alike on purpose
+	cfg.Delay = None
+	cfg.NearDupDistance = None // the pages are alike on purpose
 	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(string) bool { return true }}
 	c := newTestCrawler(t, cfg, rec, ring)
 	ring.c = c
-	c.Enqueue(Task{URL: srv.URL + "/x/x/x/x/"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/x/x/x/x/"})
 	ring.seed([]string{srv.URL + "/a/"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	for _, p := range []string{"/a/", "/a/a/", "/a/a/a/", "/ok"} {
@@ -249,9 +251,9 @@ func TestNearDuplicateLinksNotReported(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	c := newTestCrawler(t, cfg, rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/original"}, Task{URL: srv.URL + "/copy"}, Task{URL: srv.URL + "/other"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/original"}, frontier.Task{URL: srv.URL + "/copy"}, frontier.Task{URL: srv.URL + "/other"})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	orig, cp, other := rec.page(srv.URL+"/original"), rec.page(srv.URL+"/copy"), rec.page(srv.URL+"/other")
@@ -298,10 +300,10 @@ func TestShortPagesAreNeverNearDuplicates(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxDepth = 1
 	c := newTestCrawler(t, cfg, rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/b"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	for _, u := range []string{srv.URL + "/a", srv.URL + "/b"} {
 		p := rec.page(u)

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // newClient builds the one HTTP client all workers share, so connections
@@ -30,30 +32,26 @@ import (
 // own) and never decompresses on its own: the crawler asks for gzip and
 // deflate itself, keeps the body as received for the archive, and decodes
 // it with a size cap.
-func newClient(cfg *Config) (*http.Client, *Dialer) {
+func newClient(cfg *Config) (*http.Client, *Dialer, error) {
 	rt := cfg.Transport
 	var dialer *Dialer
 	if rt == nil {
-		dc := cfg.Dial
-		if dc.ConnectTimeout == 0 {
-			dc.ConnectTimeout = cfg.ConnectTimeout
+		var err error
+		if dialer, err = NewDialer(cfg.Dial); err != nil {
+			return nil, nil, err
 		}
-		dialer = NewDialer(dc)
 		direct := newTransport(cfg, nil, dialer.DialContext)
-		rt = direct
-		if cfg.Proxy != nil {
-			plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-			rt = &proxyRouter{
-				proxy:   cfg.Proxy,
-				proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
-				direct:  direct,
-			}
+		plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+		rt = &proxyRouter{
+			proxy:   cfg.Proxy,
+			proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
+			direct:  direct,
 		}
 	}
 	return &http.Client{
 		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, dialer
+	}, dialer, nil
 }
 
 func newTransport(cfg *Config, proxy func(*http.Request) (*url.URL, error),
@@ -167,7 +165,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, &fetchError{"bad_url", fmt.Errorf("build request for %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{"bad_url", fmt.Errorf("build request for %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
@@ -185,10 +183,10 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 			resp.Body.Close()
 		}
 		c.requests.Add(-1) // not sent after all
-		return nil, fmt.Errorf("get %s: %w", truncate(rawURL, 80), errNotOwned)
+		return nil, fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), errNotOwned)
 	}
 	if err != nil {
-		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	defer resp.Body.Close()
 	raw, truncated, err := readCapped(resp.Body, limit, resp.ContentLength)
@@ -199,7 +197,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 		if classify(err) == "timeout" {
 			kind = "timeout"
 		}
-		return nil, &fetchError{kind, fmt.Errorf("read body of %s: %w", truncate(rawURL, 80), err)}
+		return nil, &fetchError{kind, fmt.Errorf("read body of %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	c.bytesFetched.Add(int64(len(raw)))
 	r.status, r.header, r.proto = resp.StatusCode, resp.Header, resp.Proto

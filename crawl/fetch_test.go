@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -56,8 +58,8 @@ func TestFetchPageAndLinks(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxDepth = 3
 	c := newTestCrawler(t, cfg, rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/", Depth: 1}, Task{URL: srv.URL + "/doc.pdf"},
-		Task{URL: srv.URL + "/missing"}, Task{URL: srv.URL + "/broken"}, Task{URL: srv.URL + "/deep", Depth: 3})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/", Depth: 1}, frontier.Task{URL: srv.URL + "/doc.pdf"},
+		frontier.Task{URL: srv.URL + "/missing"}, frontier.Task{URL: srv.URL + "/broken"}, frontier.Task{URL: srv.URL + "/deep", Depth: 3})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	root := rec.page(srv.URL + "/")
@@ -74,7 +76,7 @@ func TestFetchPageAndLinks(t *testing.T) {
 		t.Errorf("Page.Links = %q, want %q", root.Links, wantLinks)
 	}
 	got := rec.links[srv.URL+"/"]
-	if len(got) != 2 || got[0] != (Task{URL: srv.URL + "/a", Depth: 2}) || got[1] != (Task{URL: srv.URL + "/b", Depth: 2}) {
+	if len(got) != 2 || got[0] != (frontier.Task{URL: srv.URL + "/a", Depth: 2}) || got[1] != (frontier.Task{URL: srv.URL + "/b", Depth: 2}) {
 		t.Errorf("Discovered %v, want /a and /b at depth 2", got)
 	}
 	if p := rec.page(srv.URL + "/doc.pdf"); p == nil || p.ContentType != "application/pdf" || len(p.Links) != 0 {
@@ -289,15 +291,15 @@ func TestFetchBodyCapAndCodings(t *testing.T) {
 	})
 	rec := newRecorder()
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MaxBodyBytes = limit
-	cfg.NearDupDistance = -1 // the three coded pages are the same page
+	cfg.NearDupDistance = None // the three coded pages are the same page
 	c := newTestCrawler(t, cfg, rec, nil)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for _, p := range []string{"/big", "/gz", "/zlib", "/rawdeflate", "/bomb", "/br"} {
-		c.Enqueue(Task{URL: srv.URL + p})
+		c.Enqueue(frontier.Task{URL: srv.URL + p})
 	}
 	crawlUntilIdle(t, c, 10*time.Second)
 	runtime.ReadMemStats(&after)
@@ -396,7 +398,7 @@ func TestFetchTimeoutAndConnectErrors(t *testing.T) {
 	cfg.Timeout = 500 * time.Millisecond // 4 attempts of /slow: 2s
 	c := newTestCrawler(t, cfg, rec, rec)
 	c.robotsRetry = 10 * time.Millisecond
-	c.Enqueue(Task{URL: srv.URL + "/slow"}, Task{URL: srv.URL + "/hangup"}, Task{URL: closed})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/slow"}, frontier.Task{URL: srv.URL + "/hangup"}, frontier.Task{URL: closed})
 	start := time.Now()
 	crawlUntilIdle(t, c, 15*time.Second)
 	if el := time.Since(start); el > 8*time.Second {
@@ -443,7 +445,7 @@ func TestRunStopsPromptly(t *testing.T) {
 	})
 	defer close(block)
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/hang"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/hang"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -506,18 +508,21 @@ func TestNewValidatesConfig(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{func(c *Config) { c.UserAgent = "" }, "UserAgent is empty"},
+		{func(c *Config) { c.UserAgent = " \t" }, "UserAgent is empty"},
 		{func(c *Config) { c.UserAgent = "bot/1\r\nX-Evil: 1" }, "line break"},
 		{func(c *Config) { c.UserAgent = "/1.0" }, "no product token"},
-		{func(c *Config) { c.Workers = 0 }, "workers must be at least 1"},
-		{func(c *Config) { c.Delay = -time.Second }, "delay is negative"},
-		{func(c *Config) { c.Timeout = 0 }, "timeout must be positive"},
-		{func(c *Config) { c.ConnectTimeout = 0 }, "ConnectTimeout must be positive"},
-		{func(c *Config) { c.MaxBodyBytes = 0 }, "MaxBodyBytes must be positive"},
-		{func(c *Config) { c.MaxDepth = -1 }, "MaxDepth is negative"},
-		{func(c *Config) { c.MaxRedirects = -1 }, "MaxRedirects is negative"},
-		{func(c *Config) { c.RobotsTTL = 0 }, "RobotsTTL must be positive"},
-		{func(c *Config) { c.MaxCrawlDelay = -1 }, "MaxCrawlDelay is negative"},
+		{func(c *Config) { c.Workers = -1 }, "workers must be at least 1"},
+		{func(c *Config) { c.Timeout = -time.Second }, "timeout must be positive"},
+		{func(c *Config) { c.ConnectTimeout = -time.Second }, "ConnectTimeout must be positive"},
+		{func(c *Config) { c.MaxBodyBytes = -1 }, "MaxBodyBytes must be positive"},
+		{func(c *Config) { c.MaxPagesPerHost = -1 }, "MaxPagesPerHost is negative"},
+		{func(c *Config) { c.MinRecrawl = 2 * c.MaxRecrawl }, "MinRecrawl must be in"},
+		{func(c *Config) { c.RetryBase = -time.Second }, "RetryBase must be positive"},
+		{func(c *Config) { c.RobotsTTL = -time.Hour }, "RobotsTTL must be positive"},
+		{func(c *Config) { c.KeyMode = 7 }, "unknown KeyMode(7)"},
+		{func(c *Config) { c.DelegateBatch = MaxDelegateTasks + 1 }, "DelegateBatch must be in"},
+		{func(c *Config) { c.DelegateBudget = -time.Second }, "DelegateBudget is negative"},
+		{func(c *Config) { c.Dial.NegativeTTL = -time.Second }, "NegativeTTL is negative"},
 	}
 	for _, tt := range tests {
 		cfg := DefaultConfig()
@@ -527,19 +532,40 @@ func TestNewValidatesConfig(t *testing.T) {
 			t.Errorf("New: error %v, want one containing %q", err, tt.want)
 		}
 	}
-	cfg := DefaultConfig()
-	cfg.Delay = 0 // zero is a value, not "default"
-	if _, err := New(cfg, openStore(t), nil, nil); err != nil {
-		t.Errorf("New(DefaultConfig with Delay 0): %v", err)
+	// Zero means the default, and None turns off what takes it.
+	if _, err := New(Config{}, openStore(t), nil, nil); err != nil {
+		t.Errorf("New(Config{}): %v", err)
+	}
+	if got, want := (Config{}).WithDefaults(), DefaultConfig().WithDefaults(); !sameConfig(got, want) {
+		t.Errorf("Config{}.WithDefaults() = %+v, want the defaults %+v", got, want)
+	}
+	off := DefaultConfig()
+	off.Delay, off.MaxCrawlDelay, off.MaxDepth, off.MaxRedirects = None, None, None, None
+	off.MaxRepeatedSegments, off.MaxRecrawl, off.MaxRetries, off.MaxRetryAfter = None, None, None, None
+	off.NearDupDistance, off.HotQueue, off.Dial.MaxConnsPerIP, off.Dial.ReclaimIdle = None, None, None, None
+	if _, err := New(off, openStore(t), nil, nil); err != nil {
+		t.Errorf("New(DefaultConfig with every None): %v", err)
 	}
 	if got := ProductToken("ExampleBot/1.0 (+http://bot.example/about)"); got != "examplebot" {
 		t.Errorf("ProductToken = %q", got)
 	}
 }
 
+// sameConfig compares two configurations field by field, the functions by
+// whether they are set.
+func sameConfig(a, b Config) bool {
+	if (a.Proxy == nil) != (b.Proxy == nil) || (a.Clock == nil) != (b.Clock == nil) ||
+		(a.Dial.Resolve == nil) != (b.Dial.Resolve == nil) || (a.Dial.Now == nil) != (b.Dial.Now == nil) {
+		return false
+	}
+	a.Proxy, b.Proxy, a.Clock, b.Clock = nil, nil, nil, nil
+	a.Dial.Resolve, b.Dial.Resolve, a.Dial.Now, b.Dial.Now = nil, nil, nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
 func TestEnqueueRejectsBadURLs(t *testing.T) {
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: "not a url"}, Task{URL: "ftp://example.com/"}, Task{URL: "http://example.com/"})
+	c.Enqueue(frontier.Task{URL: "not a url"}, frontier.Task{URL: "ftp://example.com/"}, frontier.Task{URL: "http://example.com/"})
 	s := c.Stats()
 	if s.ErrorsByKind["bad_url"] != 2 || s.Queued != 1 || c.Idle() {
 		t.Errorf("stats %+v idle %v: want 2 bad_url, 1 queued", s, c.Idle())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 )
 
 // pageLog is a PageSink that keeps every page it is given, in order.
@@ -45,7 +47,7 @@ type linkCounter struct {
 	n    map[string]int
 }
 
-func (l *linkCounter) Discovered(ctx context.Context, from Task, links []Task) {
+func (l *linkCounter) Discovered(ctx context.Context, from frontier.Task, links []frontier.Task) {
 	l.mu.Lock()
 	l.n[from.URL]++
 	l.mu.Unlock()
@@ -177,12 +179,12 @@ func TestRecrawlChainsDeduplicated(t *testing.T) {
 		fmt.Fprint(w, "same")
 	})
 	cfg := testConfig()
-	cfg.Delay = 0
+	cfg.Delay = None
 	cfg.MinRecrawl = 100 * time.Millisecond
 	cfg.MaxRecrawl = 100 * time.Millisecond
 	c := newTestCrawler(t, cfg, nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/page"})
-	c.Enqueue(Task{URL: srv.URL + "/page"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/page"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/page"})
 	runFor(t, c, time.Second)
 	if n := srv.count("/page"); n < 6 || n > 13 {
 		t.Errorf("/page fetched %d times in 1s with a 100ms recrawl interval, want about 10", n)

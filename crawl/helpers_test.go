@@ -9,8 +9,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
+
+// fakeClock is a manually advanced clock for deterministic tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
 
 // hit is one request a test server saw.
 type hit struct {
@@ -59,11 +80,11 @@ func (s *logServer) count(path string) int {
 type recorder struct {
 	mu    sync.Mutex
 	pages map[string]*Page // by Task.URL
-	links map[string][]Task
+	links map[string][]frontier.Task
 }
 
 func newRecorder() *recorder {
-	return &recorder{pages: map[string]*Page{}, links: map[string][]Task{}}
+	return &recorder{pages: map[string]*Page{}, links: map[string][]frontier.Task{}}
 }
 
 func (r *recorder) StorePage(_ context.Context, p *Page) error {
@@ -73,7 +94,7 @@ func (r *recorder) StorePage(_ context.Context, p *Page) error {
 	return nil
 }
 
-func (r *recorder) Discovered(_ context.Context, from Task, links []Task) {
+func (r *recorder) Discovered(_ context.Context, from frontier.Task, links []frontier.Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.links[from.URL] = append(r.links[from.URL], links...)
@@ -114,7 +135,7 @@ func testConfig() Config {
 	cfg.Delay = 10 * time.Millisecond
 	cfg.Workers = 4
 	cfg.Timeout = 5 * time.Second
-	cfg.Proxy = nil
+	cfg.Proxy = NoProxy
 	cfg.Dial.AllowPrivate = true
 	cfg.RetryBase = 10 * time.Millisecond
 	return cfg

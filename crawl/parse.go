@@ -9,6 +9,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"golang.org/x/net/html"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // IsHTML reports whether a response is an HTML document worth parsing for
@@ -73,7 +75,7 @@ func ExtractLinks(body []byte, pageURL *url.URL, uaToken string) (links []string
 		if strings.TrimSpace(r.ref) == "" || relNofollow(r.rel) || skipScheme(r.ref) {
 			continue
 		}
-		n, err := Normalize(resolveAgainst, r.ref)
+		n, err := urls.Normalize(resolveAgainst, r.ref)
 		if err != nil {
 			continue // unusable links are normal on the web, not errors
 		}
@@ -170,7 +172,7 @@ func isDirectiveSep(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r
 // href> (itself resolved against the page) if it is a usable http(s) URL,
 // the page URL otherwise.
 func resolveBase(href string, pageURL *url.URL) *url.URL {
-	n, err := Normalize(pageURL, href)
+	n, err := urls.Normalize(pageURL, href)
 	if err != nil {
 		return pageURL
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // isTrap reports whether a normalised URL looks like a spider trap the
@@ -21,10 +23,7 @@ func (c *Crawler) isTrap(u string) bool {
 // repeatedSegments returns the largest number of times one non-empty path
 // segment occurs in the path of a normalised URL.
 func repeatedSegments(u string) int {
-	_, _, rest, err := splitURL(u)
-	if err != nil {
-		return 0
-	}
+	_, rest := urls.SplitOrigin(u) // "/" for a URL that does not split
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		rest = rest[:i]
 	}

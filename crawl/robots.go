@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // robots.txt per RFC 9309 (https://www.rfc-editor.org/rfc/rfc9309).
@@ -404,31 +406,20 @@ func (r *robotsRule) match(path string) bool {
 // "?baz=https://foo.bar" with "?baz=https%3A%2F%2Ffoo.bar". A rule's "*"
 // and "$" are in the allowed set, so they survive as wildcards.
 func robotsCanonical(s string) string {
-	if isCanonicalForm(s) {
+	if urls.Plain(s) {
 		return s
 	}
 	path, query, hasQuery := strings.Cut(s, "?")
-	b := appendEscapes(make([]byte, 0, len(s)+8), path, &pathAllowed)
+	b := urls.AppendEscapedPath(make([]byte, 0, len(s)+8), path)
 	if hasQuery {
 		b = append(b, '?')
-		q := appendEscapes(make([]byte, 0, len(query)+8), query, &queryAllowed)
+		q := urls.AppendEscapedQuery(make([]byte, 0, len(query)+8), query)
 		for _, esc := range [...]struct{ from, to string }{{"%3A", ":"}, {"%40", "@"}, {"%2F", "/"}, {"%3F", "?"}} {
 			q = []byte(strings.ReplaceAll(string(q), esc.from, esc.to))
 		}
 		b = append(b, q...)
 	}
 	return string(b)
-}
-
-// isCanonicalForm reports whether s has no escape and no byte that would
-// need one, the usual case for a URL that went through Normalize.
-func isCanonicalForm(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || !queryAllowed[c] {
-			return false
-		}
-	}
-	return true
 }
 
 // robotsMatchForm is the form of a URL's path-and-query that rules are
@@ -546,7 +537,7 @@ func (c *robotsCache) latest(now time.Time, want func(host string) bool) map[str
 		if r.status == 0 || !now.Before(r.expires) {
 			continue
 		}
-		host, err := HostOf(origin)
+		host, err := urls.HostOf(origin)
 		if err != nil || !want(host) {
 			continue
 		}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/temoto/robotstxt"
 )
 
@@ -610,7 +612,7 @@ func TestRobotsNotFoundAllows(t *testing.T) {
 	})
 	rec := newRecorder()
 	c := newTestCrawler(t, testConfig(), rec, rec)
-	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/b"})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	if got := rec.pageURLs(); len(got) != 2 {
@@ -639,7 +641,7 @@ func TestRobotsServerErrorDisallows(t *testing.T) {
 	rec := newRecorder()
 	c := newTestCrawler(t, testConfig(), rec, rec)
 	c.robotsRetry = 30 * time.Millisecond
-	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/b"})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	for _, h := range srv.log() {
@@ -675,7 +677,7 @@ func TestRobotsOutageRecovers(t *testing.T) {
 	rec := newRecorder()
 	c := newTestCrawler(t, testConfig(), rec, rec)
 	c.robotsRetry = 30 * time.Millisecond
-	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/private"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/private"})
 	crawlUntilIdle(t, c, 5*time.Second)
 
 	if rec.page(srv.URL+"/a") == nil {
@@ -708,7 +710,7 @@ Crawl-delay: 0.15
 	rec := newRecorder()
 	c := newTestCrawler(t, testConfig(), rec, rec) // Delay 10ms: the Crawl-delay must win
 	for _, p := range []string{"/private/x", "/everyone-else", "/public", "/private/open/y", "/private"} {
-		c.Enqueue(Task{URL: srv.URL + p})
+		c.Enqueue(frontier.Task{URL: srv.URL + p})
 	}
 	crawlUntilIdle(t, c, 5*time.Second)
 
@@ -751,15 +753,15 @@ func TestRobotsTTL(t *testing.T) {
 	cfg.Clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	c := newTestCrawler(t, cfg, nil, nil)
 
-	c.Enqueue(Task{URL: srv.URL + "/1"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/1"})
 	crawlUntilIdle(t, c, 5*time.Second)
-	c.Enqueue(Task{URL: srv.URL + "/2"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/2"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	if n := srv.count("/robots.txt"); n != 1 {
 		t.Fatalf("robots.txt fetched %d times within its TTL, want 1", n)
 	}
 	offset.Store(int64(25 * time.Hour))
-	c.Enqueue(Task{URL: srv.URL + "/3"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/3"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	if n := srv.count("/robots.txt"); n != 2 {
 		t.Fatalf("robots.txt fetched %d times after its TTL, want 2", n)
@@ -778,7 +780,7 @@ func TestRobotsRedirectFollowed(t *testing.T) {
 		}
 	})
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/x"}, Task{URL: srv.URL + "/y"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/x"}, frontier.Task{URL: srv.URL + "/y"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	if srv.count("/x") != 0 || srv.count("/y") != 1 {
 		t.Errorf("requests %v: want /y only, per the redirected robots.txt", srv.log())
@@ -815,7 +817,7 @@ func TestRobotsRedirectLimit(t *testing.T) {
 				fmt.Fprint(w, "User-agent: *\nDisallow: /x\n")
 			})
 			c := newTestCrawler(t, testConfig(), nil, nil)
-			c.Enqueue(Task{URL: srv.URL + "/x"}, Task{URL: srv.URL + "/y"})
+			c.Enqueue(frontier.Task{URL: srv.URL + "/x"}, frontier.Task{URL: srv.URL + "/y"})
 			crawlUntilIdle(t, c, 5*time.Second)
 			if got := srv.count("/x") == 1; got != tt.xFetched {
 				t.Errorf("/x fetched: %v, want %v (requests %v)", got, tt.xFetched, srv.log())
@@ -845,7 +847,7 @@ func TestRobotsOversized(t *testing.T) {
 		fmt.Fprint(w, "page")
 	})
 	c := newTestCrawler(t, testConfig(), nil, nil)
-	c.Enqueue(Task{URL: srv.URL + "/before"}, Task{URL: srv.URL + "/after"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/before"}, frontier.Task{URL: srv.URL + "/after"})
 	crawlUntilIdle(t, c, 5*time.Second)
 	if srv.count("/before") != 0 {
 		t.Error("/before fetched against a rule within the first 500 KiB")
@@ -868,7 +870,7 @@ func TestRobotsAgreesWithSynthweb(t *testing.T) {
 		"/p/1", "/p/1?a=b", "/a.pdf", "/a.pdf?x", "/no-swarmcrawl/1", "/calendar/2026/01", "/PRIVATE/1", "/robots.txt"}
 	pathsOf := map[string][]string{}
 	for _, u := range w.Pages() {
-		origin, pq := splitOrigin(u)
+		origin, pq := urls.SplitOrigin(u)
 		pathsOf[origin] = append(pathsOf[origin], pq)
 	}
 	tokens := []string{"swarmcrawl", "SwarmCrawl/1.0 (+http://swarmcrawl.test)", "otherbot", "badbot", "examplebot"}

@@ -1,4 +1,12 @@
-package crawl
+// Package urls puts URLs in the one canonical form every swarmcrawl node
+// agrees on, and derives from it what the swarm routes and deduplicates by:
+// ring keys, host keys, URL hashes and hosts. Two nodes that normalise the
+// same link get the same string, so they compute the same owner and the
+// same seen-set entry without talking to each other.
+//
+// It depends on nothing else in swarmcrawl, so that every layer (the
+// frontier, the crawler, the node) can share it.
+package urls
 
 import (
 	"crypto/sha256"
@@ -108,7 +116,7 @@ func HostOf(normalizedURL string) (string, error) {
 func splitURL(u string) (scheme, authority, rest string, err error) {
 	i := strings.Index(u, "://")
 	if i <= 0 {
-		return "", "", "", fmt.Errorf("not an absolute url: %q", truncate(u, 80))
+		return "", "", "", fmt.Errorf("not an absolute url: %q", Truncate(u, 80))
 	}
 	scheme = strings.ToLower(u[:i])
 	if scheme != "http" && scheme != "https" {
@@ -146,9 +154,23 @@ func hostname(authority string) string {
 	return h
 }
 
-// truncate shortens s for error messages, so a 2 KB trap URL does not flood
-// the log.
-func truncate(s string, n int) string {
+// SplitOrigin splits a normalised URL into its origin (scheme://host:port),
+// the unit robots.txt applies to, and its path and query, which always
+// start with "/". A URL that does not split gives ("", "/").
+func SplitOrigin(u string) (origin, pathQuery string) {
+	scheme, authority, rest, err := splitURL(u)
+	if err != nil {
+		return "", "/"
+	}
+	if rest == "" || rest[0] != '/' {
+		rest = "/" + rest
+	}
+	return scheme + "://" + authority, rest
+}
+
+// Truncate shortens s to n bytes and an ellipsis for an error message, so
+// that a 2 KB trap URL does not flood the log.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

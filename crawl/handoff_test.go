@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -123,7 +125,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 	var owned sync.Map // host key -> bool
 	unowned := map[string]bool{}
 	for i, h := range hosts {
-		owned.Store(HostKey(h), i%2 == 0)
+		owned.Store(urls.HostKey(h), i%2 == 0)
 		if i%2 == 1 {
 			unowned[h] = true
 		}
@@ -143,7 +145,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 	callsTo := func(host string) int {
 		callsMu.Lock()
 		defer callsMu.Unlock()
-		return calls[HostKey(host)]
+		return calls[urls.HostKey(host)]
 	}
 
 	db := openStore(t)
@@ -158,7 +160,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 
 	var ownedTruth []string
 	for _, u := range w.GroundTruth(token) {
-		if h, _ := HostOf(u); !unowned[h] {
+		if h, _ := urls.HostOf(u); !unowned[h] {
 			ownedTruth = append(ownedTruth, u)
 		}
 	}
@@ -187,7 +189,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 		if n := callsTo(h); n != 1 {
 			t.Errorf("Owns asked %d times about parked host %s, want 1", n, h)
 		}
-		q, err := db.QueueHead(HostKey(h), 10, nil)
+		q, err := db.QueueHead(urls.HostKey(h), 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 		probe = h
 		break
 	}
-	c.Enqueue(Task{URL: "http://" + probe + "/probe", Depth: 1})
+	c.Enqueue(frontier.Task{URL: "http://" + probe + "/probe", Depth: 1})
 	waitUntil(t, 5*time.Second, "the gate to be asked about the new task", func() bool { return callsTo(probe) == 2 })
 	if reqs := requestsTo(w, probe); len(reqs) > 0 {
 		t.Errorf("request to unowned host %s after Enqueue: %s", probe, reqs[0].Path)
@@ -210,7 +212,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 
 	// Owned again: Resume crawls them.
 	for _, h := range hosts {
-		owned.Store(HostKey(h), true)
+		owned.Store(urls.HostKey(h), true)
 	}
 	if err := c.Resume(func(uint64) bool { return true }); err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -239,11 +241,17 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 	cfg.Timeout = 10 * time.Second // the slow page answers after 3 s
 	cfg.MaxDepth = 1000
 	slow := w.CaseHost("slow")
-	slowKey := HostKey(slow)
+	slowKey := urls.HostKey(slow)
 	gzip := w.CaseHost("gzip")
 	// deflate is released too; its task arrives while Release waits.
 	deflate := w.CaseHost("deflate")
-	in := func(k uint64) bool { return k == slowKey || k == HostKey(deflate) }
+	// Only a Release in progress asks in, and only once its fence is up:
+	// the calls tell the test when that is.
+	var asked atomic.Int64
+	in := func(k uint64) bool {
+		asked.Add(1)
+		return k == slowKey || k == urls.HostKey(deflate)
+	}
 
 	db := openStore(t)
 	rec := newRecorder()
@@ -256,7 +264,7 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 	}
 	ring.c = c
 	slow1 := "http://" + slow + "/slow/1"
-	c.Enqueue(Task{URL: slow1, Depth: 1})
+	c.Enqueue(frontier.Task{URL: slow1, Depth: 1})
 	runCrawler(t, c)
 
 	var slowReq synthweb.Request
@@ -270,7 +278,7 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 		return false
 	})
 	// More work of the host to release, and of others to keep crawling.
-	c.Enqueue(Task{URL: "http://" + slow + "/p/1", Depth: 1}, Task{URL: "http://" + slow + "/slow/2", Depth: 1})
+	c.Enqueue(frontier.Task{URL: "http://" + slow + "/p/1", Depth: 1}, frontier.Task{URL: "http://" + slow + "/slow/2", Depth: 1})
 	ring.seed(w.Seeds()[:6])
 
 	// Bounded by its context, Release gives up and changes nothing.
@@ -287,18 +295,13 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	enqueued := make(chan struct{})
+	before := asked.Load()
 	go func() {
 		defer close(enqueued)
-		for {
-			c.frontier.mu.Lock()
-			fenced := len(c.frontier.fences) > 0
-			c.frontier.mu.Unlock()
-			if fenced || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(time.Millisecond)
+		for asked.Load() == before && ctx.Err() == nil {
+			time.Sleep(time.Millisecond) // until the Release below has its fence up
 		}
-		c.Enqueue(Task{URL: "http://" + deflate + "/"})
+		c.Enqueue(frontier.Task{URL: "http://" + deflate + "/"})
 	}()
 	snaps, err := c.Release(ctx, in)
 	released := time.Now()
@@ -383,7 +386,7 @@ func TestReleaseURLKeyMode(t *testing.T) {
 	w := startSynthWeb(t, synthweb.Config{Seed: 9, Hosts: 4, PagesPerHost: 12})
 	cfg := testConfig()
 	cfg.Proxy = w.Proxy()
-	cfg.KeyMode = KeyURL
+	cfg.KeyMode = urls.KeyURL
 	db := openStore(t)
 	c, err := New(cfg, db, nil, nil)
 	if err != nil {
@@ -394,16 +397,16 @@ func TestReleaseURLKeyMode(t *testing.T) {
 		t.Fatalf("only %d pages", len(pages))
 	}
 	first, second := pages[:15], pages[15:30]
-	tasks := func(urls []string) []Task {
-		out := make([]Task, len(urls))
-		for i, u := range urls {
-			out[i] = Task{URL: u, Depth: 1}
+	tasks := func(list []string) []frontier.Task {
+		out := make([]frontier.Task, len(list))
+		for i, u := range list {
+			out[i] = frontier.Task{URL: u, Depth: 1}
 		}
 		return out
 	}
 	in := func(k uint64) bool { return k%2 == 0 }
 	keyIn := func(u string) bool {
-		k, _ := TaskKey(u, KeyURL)
+		k, _ := urls.TaskKey(u, urls.KeyURL)
 		return in(k)
 	}
 	// The first URLs are fetched (and scheduled for a recrawl), the others
@@ -484,7 +487,7 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	}
 	var truth []string
 	for _, u := range w.GroundTruth(token) {
-		if h, _ := HostOf(u); h == host {
+		if h, _ := urls.HostOf(u); h == host {
 			truth = append(truth, u)
 		}
 	}
@@ -494,9 +497,9 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Enqueue(Task{URL: "http://" + host + "/"}) // the root is enough: robots.txt comes first
+	a.Enqueue(frontier.Task{URL: "http://" + host + "/"}) // the root is enough: robots.txt comes first
 	crawlUntilIdle(t, a, 20*time.Second)
-	snaps := a.Snapshots(func(k uint64) bool { return k == HostKey(host) })
+	snaps := a.Snapshots(func(k uint64) bool { return k == urls.HostKey(host) })
 	if len(snaps) != 1 || snaps[0].RobotsStatus != 200 {
 		t.Fatalf("snapshots of %s = %+v, want one with its robots.txt", host, snaps)
 	}
@@ -582,11 +585,11 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	var mu sync.Mutex
 	doneN := map[string]int{}
 	var badKeys []string
-	cfg.OnDone = func(task Task, ringKey, urlHash uint64, _ *store.URLMeta) {
+	cfg.OnDone = func(task frontier.Task, ringKey, urlHash uint64, _ *store.URLMeta) {
 		mu.Lock()
 		defer mu.Unlock()
 		doneN[task.URL]++
-		if k, _ := TaskKey(task.URL, cfg.KeyMode); k != ringKey || urlHash != URLHash(task.URL) {
+		if k, _ := urls.TaskKey(task.URL, cfg.KeyMode); k != ringKey || urlHash != urls.URLHash(task.URL) {
 			badKeys = append(badKeys, task.URL)
 		}
 	}
@@ -645,8 +648,8 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 		blocked:                               false, // dropped without a request
 		"http://" + gzip + "/never":           false,
 	} {
-		k, _ := TaskKey(u, cfg.KeyMode)
-		got, err := c.Fetched(k, URLHash(u))
+		k, _ := urls.TaskKey(u, cfg.KeyMode)
+		got, err := c.Fetched(k, urls.URLHash(u))
 		if err != nil {
 			t.Fatalf("Fetched(%s): %v", u, err)
 		}
@@ -658,8 +661,8 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	if n, err := c.RequeueDeadLetters(func(d store.DeadLetter) bool { return d.URL == deadURLs[1] }); err != nil || n != 1 {
 		t.Fatalf("RequeueDeadLetters = %d, %v", n, err)
 	}
-	k, _ := TaskKey(deadURLs[1], cfg.KeyMode)
-	if got, err := c.Fetched(k, URLHash(deadURLs[1])); err != nil || got {
+	k, _ := urls.TaskKey(deadURLs[1], cfg.KeyMode)
+	if got, err := c.Fetched(k, urls.URLHash(deadURLs[1])); err != nil || got {
 		t.Errorf("Fetched(%s) after requeue = %v, %v; want false", deadURLs[1], got, err)
 	}
 }
@@ -670,7 +673,7 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 func TestHostSnapshotBinary(t *testing.T) {
 	host := "www.example.org"
 	full := HostSnapshot{
-		Host: host, Key: HostKey(host),
+		Host: host, Key: urls.HostKey(host),
 		NotBefore:     time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC),
 		Robots:        []byte("User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"),
 		RobotsStatus:  200,
@@ -679,9 +682,9 @@ func TestHostSnapshotBinary(t *testing.T) {
 	}
 	cases := map[string]HostSnapshot{
 		"full":         full,
-		"no robots":    {Host: host, Key: HostKey(host), NotBefore: full.NotBefore},
-		"empty robots": {Host: host, Key: HostKey(host), Robots: []byte{}, RobotsStatus: 200, RobotsFetched: full.RobotsFetched, Origin: "http://" + host + ":8080"},
-		"404":          {Host: host, Key: HostKey(host), RobotsStatus: 404, RobotsFetched: full.RobotsFetched, Origin: "http://" + host},
+		"no robots":    {Host: host, Key: urls.HostKey(host), NotBefore: full.NotBefore},
+		"empty robots": {Host: host, Key: urls.HostKey(host), Robots: []byte{}, RobotsStatus: 200, RobotsFetched: full.RobotsFetched, Origin: "http://" + host + ":8080"},
+		"404":          {Host: host, Key: urls.HostKey(host), RobotsStatus: 404, RobotsFetched: full.RobotsFetched, Origin: "http://" + host},
 	}
 	for name, s := range cases {
 		b, err := s.MarshalBinary()
@@ -750,10 +753,10 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPagesPerHost = 1
 	var done atomic.Int64
-	var urls sync.Map
-	cfg.OnDone = func(task Task, _, _ uint64, _ *store.URLMeta) {
+	var finished sync.Map
+	cfg.OnDone = func(task frontier.Task, _, _ uint64, _ *store.URLMeta) {
 		done.Add(1)
-		urls.Store(task.URL, true)
+		finished.Store(task.URL, true)
 	}
 	db := openStore(t)
 	c, err := New(cfg, db, nil, nil)
@@ -761,193 +764,20 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	trap := "http://a.example/x/x/x/x/x"
-	c.Enqueue(Task{URL: trap})
-	if _, ok := urls.Load(trap); !ok || done.Load() != 1 {
+	c.Enqueue(frontier.Task{URL: trap})
+	if _, ok := finished.Load(trap); !ok || done.Load() != 1 {
 		t.Fatalf("trap dropped by Enqueue: OnDone calls %d, want 1 for it", done.Load())
 	}
 	// A spent budget: the host state says one page was fetched.
-	if err := db.PutHost(store.HostState{HostKey: HostKey("b.example"), Host: "b.example", Fetched: 1}); err != nil {
+	if err := db.PutHost(store.HostState{HostKey: urls.HostKey("b.example"), Host: "b.example", Fetched: 1}); err != nil {
 		t.Fatal(err)
 	}
-	c.Enqueue(Task{URL: "http://b.example/1"}, Task{URL: "http://b.example/2"})
+	c.Enqueue(frontier.Task{URL: "http://b.example/1"}, frontier.Task{URL: "http://b.example/2"})
 	if done.Load() != 3 {
 		t.Errorf("OnDone calls = %d after dropping two tasks of a spent host, want 3", done.Load())
 	}
 	if s := c.Stats(); s.Queued != 0 {
 		t.Errorf("%d tasks queued", s.Queued)
-	}
-}
-
-// TestResumeTouchesOnlyParkedHosts: with many hosts queued and one parked,
-// Resume asks Owns about the parked host alone and reads no store (it
-// works on a closed one); it leaves the host parked while it is not owned
-// and brings it back once it is. A host whose queue is in the store but
-// not in memory comes back too, in range only.
-func TestResumeTouchesOnlyParkedHosts(t *testing.T) {
-	db := openStore(t)
-	c, err := New(testConfig(), db, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := c.frontier
-	const parked = "parked.example"
-	parkHost(t, f, "http://"+parked+"/")
-	var tasks []Task
-	for i := range 500 {
-		tasks = append(tasks, Task{URL: fmt.Sprintf("http://h%03d.example/", i)})
-	}
-	push(t, f, tasks...)
-
-	var asked []uint64
-	owned := false
-	owns := func(k uint64) bool {
-		asked = append(asked, k)
-		return owned
-	}
-	for range 3 {
-		if err := c.Resume(owns); err != nil {
-			t.Fatalf("Resume: %v", err)
-		}
-	}
-	if want := []uint64{HostKey(parked), HostKey(parked), HostKey(parked)}; !slices.Equal(asked, want) {
-		t.Fatalf("Resume asked Owns about %d keys (first %x), want the parked host's %x 3 times", len(asked), asked[:min(3, len(asked))], HostKey(parked))
-	}
-	// Every other host is served; the parked one is not.
-	served := 0
-	for {
-		task, ok, _ := f.TryNext()
-		if !ok {
-			break
-		}
-		host, _ := HostOf(task.URL)
-		if host == parked {
-			t.Fatalf("parked host handed out while not owned")
-		}
-		complete(t, f, task.URL)
-		f.Release(host)
-		served++
-	}
-	if served != len(tasks) {
-		t.Fatalf("served %d tasks, want %d", served, len(tasks))
-	}
-
-	owned = true
-	asked = nil
-	if err := c.Resume(owns); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	if len(asked) != 1 {
-		t.Errorf("Resume asked Owns about %d keys, want 1", len(asked))
-	}
-	mustNext(t, f, "http://"+parked+"/")
-	complete(t, f, "http://"+parked+"/")
-	f.Release(parked)
-
-	// An orphan: queued in the store behind the frontier's back, as when
-	// loading the host failed while a scheduled task of its fell due.
-	const orphan = "orphan.example"
-	e := store.QueueEntry{HostKey: HostKey(orphan), RingKey: HostKey(orphan), URLHash: URLHash("http://" + orphan + "/"), URL: "http://" + orphan + "/"}
-	if _, err := db.ApplyQueue(&store.QueueUpdate{Push: []store.QueueEntry{e}}); err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	f.orphans[orphan] = HostKey(orphan)
-	f.mu.Unlock()
-	if err := c.Resume(func(k uint64) bool { return k != HostKey(orphan) }); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	if task, ok, _ := f.TryNext(); ok {
-		t.Fatalf("TryNext = %s after a Resume that excludes it", task.URL)
-	}
-	if err := c.Resume(func(uint64) bool { return true }); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	mustNext(t, f, "http://"+orphan+"/")
-	complete(t, f, "http://"+orphan+"/")
-	f.Release(orphan)
-
-	// Nothing parked, nothing orphaned: Resume does not touch the store.
-	parkHost(t, f, "http://"+parked+"/again")
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	owned, asked = false, nil
-	if err := c.Resume(owns); err != nil {
-		t.Errorf("Resume on a closed store with a parked host not owned: %v", err)
-	}
-	if len(asked) != 1 {
-		t.Errorf("Resume asked Owns about %d keys, want 1", len(asked))
-	}
-}
-
-// TestReleaseUnschedulesInOneWrite: Release deletes the range's schedule
-// entries and leaves every other one exactly as it was (same due time and
-// sequence number: not promoted and rescheduled), queues nothing, and keeps
-// the counters right.
-func TestReleaseUnschedulesInOneWrite(t *testing.T) {
-	db := openStore(t)
-	c, err := New(testConfig(), db, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := c.frontier
-	start := time.Now()
-	// a's entries fall due before and after b's, c's after: the old
-	// promote-and-reschedule would have rewritten a's first one.
-	for i, s := range []struct {
-		url      string
-		attempts int
-		in       time.Duration
-	}{
-		{"http://a.example/1", 0, time.Hour},
-		{"http://b.example/1", 0, 2 * time.Hour},
-		{"http://b.example/2", 1, 3 * time.Hour},
-		{"http://a.example/2", 2, 4 * time.Hour},
-		{"http://c.example/1", 0, 5 * time.Hour},
-	} {
-		push(t, f, Task{URL: s.url})
-		mustNext(t, f, s.url)
-		next := Task{URL: s.url, Attempts: s.attempts, Recrawl: s.attempts == 0}
-		if err := f.Complete(task(s.url), Outcome{Reschedule: &next, At: start.Add(s.in)}); err != nil {
-			t.Fatalf("Complete %d: %v", i, err)
-		}
-		host, _ := HostOf(s.url)
-		f.Release(host)
-	}
-	before := allScheduled(t, db)
-	if len(before) != 5 {
-		t.Fatalf("%d scheduled entries, want 5", len(before))
-	}
-	b := HostKey("b.example")
-	if _, err := c.Release(context.Background(), func(k uint64) bool { return k == b }); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	want := slices.DeleteFunc(slices.Clone(before), func(e store.QueueEntry) bool { return e.HostKey == b })
-	got := allScheduled(t, db)
-	if len(got) != len(want) {
-		t.Fatalf("scheduled after Release: %d entries, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if got[i].URL != want[i].URL || got[i].Seq != want[i].Seq || !got[i].Due.Equal(want[i].Due) || got[i].Attempts != want[i].Attempts {
-			t.Errorf("scheduled entry %d after Release = %s seq %d due %v, want %s seq %d due %v untouched",
-				i, got[i].URL, got[i].Seq, got[i].Due, want[i].URL, want[i].Seq, want[i].Due)
-		}
-	}
-	if q := allQueued(t, db); len(q) != 0 {
-		t.Errorf("Release queued %d entries, first %s", len(q), q[0].URL)
-	}
-	counts, err := db.QueueCounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wantC := (store.QueueCounts{Scheduled: 3, Retrying: 1}); counts != wantC || f.Counts() != wantC {
-		t.Errorf("counts after Release: store %+v, frontier %+v; want %+v", counts, f.Counts(), wantC)
-	}
-	f.mu.Lock()
-	nextDue := f.nextDue
-	f.mu.Unlock()
-	if !nextDue.Equal(want[0].Due) {
-		t.Errorf("next due %v after Release, want %v", nextDue, want[0].Due)
 	}
 }
 
@@ -961,7 +791,7 @@ func TestFetchedReadsDeadLettersFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := "http://dead.example/p"
-	k, h := HostKey("dead.example"), URLHash(u)
+	k, h := urls.HostKey("dead.example"), urls.URLHash(u)
 	fetched := func() bool {
 		t.Helper()
 		got, err := c.Fetched(k, h)
@@ -1024,7 +854,7 @@ func TestOwnsCheckedBeforeRequestIsWritten(t *testing.T) {
 	}
 	c := newTestCrawler(t, cfg, nil, nil)
 	page := srv.URL + "/page"
-	c.Enqueue(Task{URL: page})
+	c.Enqueue(frontier.Task{URL: page})
 	stop := runCrawler(t, c)
 	defer stop()
 	waitUntil(t, 10*time.Second, "the page's connection", func() bool { return dials.Load() >= 2 })
@@ -1069,7 +899,7 @@ func TestAdoptRecrawlsOnSchedule(t *testing.T) {
 
 	// The first owner fetches the page once.
 	first := newTestCrawler(t, cfg, nil, nil)
-	first.Enqueue(Task{URL: page, Depth: 2})
+	first.Enqueue(frontier.Task{URL: page, Depth: 2})
 	stop := runCrawler(t, first)
 	waitUntil(t, 10*time.Second, "the first fetch", func() bool { return first.Stats().Fetched == 1 })
 	stop()
@@ -1082,7 +912,7 @@ func TestAdoptRecrawlsOnSchedule(t *testing.T) {
 	// The next owner adopts it: nothing happens before NextCrawl, then a
 	// conditional recrawl.
 	next := newTestCrawler(t, cfg, nil, nil)
-	if err := next.Adopt([]Adopted{{Task: Task{URL: page, Depth: 2}, Meta: meta}}); err != nil {
+	if err := next.Adopt([]Adopted{{Task: frontier.Task{URL: page, Depth: 2}, Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := next.Stats(); s.Scheduled != 1 || s.Queued != 0 {
@@ -1105,7 +935,7 @@ func TestAdoptRecrawlsOnSchedule(t *testing.T) {
 	}
 
 	// An older copy does not override the newer local one.
-	if err := next.Adopt([]Adopted{{Task: Task{URL: page}, Meta: meta}}); err != nil {
+	if err := next.Adopt([]Adopted{{Task: frontier.Task{URL: page}, Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := next.urlMeta(key, hash); got.Fetches != 2 {
@@ -1128,11 +958,11 @@ func TestTakeFreshSnapshots(t *testing.T) {
 	if got := c.TakeFreshSnapshots(); len(got) != 0 {
 		t.Fatalf("before any fetch: %+v", got)
 	}
-	c.Enqueue(Task{URL: srv.URL + "/a"}, Task{URL: srv.URL + "/b"})
+	c.Enqueue(frontier.Task{URL: srv.URL + "/a"}, frontier.Task{URL: srv.URL + "/b"})
 	stop := runCrawler(t, c)
 	waitUntil(t, 10*time.Second, "the pages", func() bool { return srv.count("/a")+srv.count("/b") == 2 })
 	stop()
-	host, _ := HostOf(srv.URL + "/")
+	host, _ := urls.HostOf(srv.URL + "/")
 	got := c.TakeFreshSnapshots()
 	if len(got) != 1 || got[0].Host != host || got[0].RobotsStatus != 200 || !strings.Contains(string(got[0].Robots), "Disallow: /private/") {
 		t.Fatalf("fresh snapshots: %+v, want the robots.txt of %s", got, host)

@@ -1,4 +1,4 @@
-package crawl
+package urls
 
 import (
 	"errors"
@@ -388,6 +388,28 @@ func appendEscapes(b []byte, s string, allowed *[256]bool) []byte {
 		}
 	}
 	return b
+}
+
+// AppendEscapedPath appends the path s with its percent-encoding in the
+// form Normalize leaves paths in: escapes of unreserved characters decoded,
+// other escapes in uppercase hex, bytes a path may not hold escaped. It is
+// what makes robots.txt rules and URLs comparable (RFC 9309 §2.2.2).
+func AppendEscapedPath(b []byte, s string) []byte { return appendEscapes(b, s, &pathAllowed) }
+
+// AppendEscapedQuery is AppendEscapedPath for a query.
+func AppendEscapedQuery(b []byte, s string) []byte { return appendEscapes(b, s, &queryAllowed) }
+
+// Plain reports whether s holds no escape and no byte a query would
+// escape, so that AppendEscapedPath and AppendEscapedQuery leave it as it
+// is: the usual case for the path and query of a normalised URL, which
+// callers can then skip rewriting.
+func Plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '%' || !queryAllowed[c] {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(c byte) bool {

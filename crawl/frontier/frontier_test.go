@@ -1,4 +1,4 @@
-package crawl
+package frontier
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // fakeClock is a manually advanced clock for deterministic frontier tests.
@@ -38,11 +41,33 @@ func task(u string) Task { return Task{URL: u} }
 // newTestFrontier returns a frontier on a fresh store.
 func newTestFrontier(t testing.TB, delay, maxCrawlDelay time.Duration, now func() time.Time) *Frontier {
 	t.Helper()
-	f, err := NewFrontier(openStore(t), delay, maxCrawlDelay, now)
+	return newConfigFrontier(t, Config{Delay: delay, MaxCrawlDelay: maxCrawlDelay, Clock: now})
+}
+
+// newConfigFrontier returns a frontier with cfg on a fresh store.
+func newConfigFrontier(t testing.TB, cfg Config) *Frontier {
+	t.Helper()
+	f, err := New(openStore(t), cfg)
 	if err != nil {
-		t.Fatalf("NewFrontier: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return f
+}
+
+// openStore opens a small store in a fresh directory, closed at cleanup.
+func openStore(t testing.TB) *store.DB {
+	t.Helper()
+	return openStoreAt(t, t.TempDir())
+}
+
+func openStoreAt(t testing.TB, dir string) *store.DB {
+	t.Helper()
+	db, err := store.Open(dir, store.Options{BloomExpected: 10_000, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // push queues tasks and fails the test on an error.
@@ -53,7 +78,7 @@ func push(t testing.TB, f *Frontier, tasks ...Task) {
 	}
 }
 
-// complete finishes a task handed out, with no further outcome.
+// complete records an empty outcome for a task its lease kept.
 func complete(t testing.TB, f *Frontier, u string) {
 	t.Helper()
 	if err := f.Complete(task(u), Outcome{}); err != nil {
@@ -61,24 +86,59 @@ func complete(t testing.TB, f *Frontier, u string) {
 	}
 }
 
-// mustNext takes the next task and fails unless it is want.
-func mustNext(t *testing.T, f *Frontier, want string) {
+// keep takes tk out of l, failing the test if l does not hold it.
+func keep(t testing.TB, l *Lease, tk Task) {
 	t.Helper()
-	got, ok, readyAt := f.TryNext()
+	if err := l.Keep(tk); err != nil {
+		t.Fatalf("Keep: %v", err)
+	}
+}
+
+// done ends l after a request for its first task that completed at at,
+// under a Crawl-delay of crawlDelay, keeping the task for Complete.
+func done(t testing.TB, l *Lease, at time.Time, crawlDelay time.Duration) {
+	t.Helper()
+	l.RaiseCrawlDelay(crawlDelay)
+	l.Contacted(at)
+	keep(t, l, l.Task())
+	l.End()
+}
+
+// settle completes l's first task with no request made and ends l.
+func settle(t testing.TB, f *Frontier, l *Lease) {
+	t.Helper()
+	keep(t, l, l.Task())
+	complete(t, f, l.Task().URL)
+	l.End()
+}
+
+// mustNext takes the next lease and fails unless its task is want.
+func mustNext(t testing.TB, f *Frontier, want string) *Lease {
+	t.Helper()
+	l, ok, readyAt := f.TryNext()
 	if !ok {
 		t.Fatalf("TryNext: nothing ready (next at %v), want %s", readyAt, want)
 	}
-	if got.URL != want {
+	if got := l.Task(); got.URL != want {
 		t.Fatalf("TryNext = %s, want %s", got.URL, want)
 	}
+	return l
+}
+
+// leaseTask returns l's task, or a zero Task for a nil lease.
+func leaseTask(l *Lease) Task {
+	if l == nil {
+		return Task{}
+	}
+	return l.Task()
 }
 
 // mustWait checks that nothing is ready and the next host opens at readyAt.
 func mustWait(t *testing.T, f *Frontier, readyAt time.Time) {
 	t.Helper()
-	got, ok, at := f.TryNext()
+	l, ok, at := f.TryNext()
 	if ok {
-		t.Fatalf("TryNext = %s, want nothing ready", got.URL)
+		t.Fatalf("TryNext = %s, want nothing ready", l.Task().URL)
 	}
 	if !at.Equal(readyAt) {
 		t.Fatalf("next ready at %v, want %v", at, readyAt)
@@ -87,14 +147,14 @@ func mustWait(t *testing.T, f *Frontier, readyAt time.Time) {
 
 func TestFrontierOneInFlightPerHost(t *testing.T) {
 	clk := newFakeClock()
-	f := newTestFrontier(t, 0, time.Minute, clk.Now) // no delay: only the lease limits
+	f := newTestFrontier(t, None, time.Minute, clk.Now) // no delay: only the lease limits
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
-	mustNext(t, f, "http://a.test/1")
+	l := mustNext(t, f, "http://a.test/1")
 	mustWait(t, f, time.Time{}) // a.test is busy, nothing else to do
 	if f.InFlight() != 1 || f.Len() != 2 || f.Hosts() != 1 {
 		t.Fatalf("InFlight %d Len %d Hosts %d, want 1 2 1", f.InFlight(), f.Len(), f.Hosts())
 	}
-	f.Done("a.test", clk.Now(), 0)
+	done(t, l, clk.Now(), 0)
 	mustNext(t, f, "http://a.test/2") // FIFO within the host
 }
 
@@ -103,10 +163,10 @@ func TestFrontierDelayFromCompletion(t *testing.T) {
 	t0 := clk.Now()
 	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
-	mustNext(t, f, "http://a.test/1")
+	l := mustNext(t, f, "http://a.test/1")
 	// The request takes 5 s; the delay counts from its end, not its start.
 	clk.Advance(5 * time.Second)
-	f.Done("a.test", clk.Now(), 0)
+	done(t, l, clk.Now(), 0)
 	mustWait(t, f, t0.Add(6*time.Second))
 	clk.Advance(999 * time.Millisecond)
 	mustWait(t, f, t0.Add(6*time.Second))
@@ -129,10 +189,10 @@ func TestFrontierCrawlDelay(t *testing.T) {
 			clk := newFakeClock()
 			f := newTestFrontier(t, time.Second, 10*time.Second, clk.Now)
 			push(t, f, task("http://a.test/1"), task("http://a.test/2"))
-			mustNext(t, f, "http://a.test/1")
-			done := clk.Now()
-			f.Done("a.test", done, tt.crawlDelay)
-			mustWait(t, f, done.Add(tt.wantGap))
+			l := mustNext(t, f, "http://a.test/1")
+			end := clk.Now()
+			done(t, l, end, tt.crawlDelay)
+			mustWait(t, f, end.Add(tt.wantGap))
 			clk.Advance(tt.wantGap)
 			mustNext(t, f, "http://a.test/2")
 		})
@@ -146,19 +206,19 @@ func TestFrontierHostsInterleave(t *testing.T) {
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
 	push(t, f, task("http://b.test/1"), task("http://b.test/2"))
 	push(t, f, task("http://c.test/1"))
-	mustNext(t, f, "http://a.test/1")
-	mustNext(t, f, "http://b.test/1")
-	mustNext(t, f, "http://c.test/1")
+	la := mustNext(t, f, "http://a.test/1")
+	lb := mustNext(t, f, "http://b.test/1")
+	lc := mustNext(t, f, "http://c.test/1")
 	mustWait(t, f, time.Time{})
 	if f.InFlight() != 3 {
 		t.Fatalf("InFlight = %d, want 3 (hosts fetched concurrently)", f.InFlight())
 	}
 	// b finishes first, then a: b gets its next turn first.
 	clk.Advance(100 * time.Millisecond)
-	f.Done("b.test", clk.Now(), 0)
+	done(t, lb, clk.Now(), 0)
 	clk.Advance(100 * time.Millisecond)
-	f.Done("a.test", clk.Now(), 0)
-	f.Done("c.test", clk.Now(), 0) // c has nothing left
+	done(t, la, clk.Now(), 0)
+	done(t, lc, clk.Now(), 0) // c has nothing left
 	complete(t, f, "http://c.test/1")
 	clk.Advance(2 * time.Second)
 	mustNext(t, f, "http://b.test/2")
@@ -173,8 +233,8 @@ func TestFrontierNewTaskWaitsForIdleHost(t *testing.T) {
 	clk := newFakeClock()
 	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
 	push(t, f, task("http://a.test/1"))
-	mustNext(t, f, "http://a.test/1")
-	f.Done("a.test", clk.Now(), 0)
+	l := mustNext(t, f, "http://a.test/1")
+	done(t, l, clk.Now(), 0)
 	mustWait(t, f, time.Time{}) // empty
 	// A task arriving after the host drained still waits out the delay.
 	push(t, f, task("http://a.test/2"))
@@ -185,32 +245,40 @@ func TestFrontierLeaseHelpers(t *testing.T) {
 	clk := newFakeClock()
 	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
-	mustNext(t, f, "http://a.test/1")
+	l := mustNext(t, f, "http://a.test/1")
+	keep(t, l, l.Task()) // taken for good: its outcome is recorded later
 
-	// NextFromHost continues under the lease without waiting.
-	next, ok := f.NextFromHost("a.test")
+	// Next continues under the lease without waiting.
+	next, ok := l.Next()
 	if !ok || next.URL != "http://a.test/2" {
-		t.Fatalf("NextFromHost = %v, %v", next, ok)
+		t.Fatalf("Lease.Next = %v, %v", next, ok)
 	}
-	if _, ok := f.NextFromHost("b.test"); ok {
-		t.Fatal("NextFromHost on a host without lease succeeded")
+	// End puts back what was not kept, in front; without a request the
+	// host is ready again at once.
+	l.End()
+	if _, ok := l.Next(); ok {
+		t.Fatal("Next on an ended lease succeeded")
 	}
-	// Requeue puts it back in front.
-	if err := f.Requeue(next); err != nil {
-		t.Fatal(err)
+	if err := l.Keep(next); err == nil {
+		t.Fatal("Keep on an ended lease succeeded")
 	}
-	// Release without a request keeps the host ready at once.
-	f.Release("a.test")
-	mustNext(t, f, "http://a.test/2")
+	l = mustNext(t, f, "http://a.test/2")
 
-	// Defer keeps the host closed until the given time.
+	// DeferUntil keeps the host closed until the given time.
 	until := clk.Now().Add(time.Minute)
-	f.Defer("a.test", until)
+	l.DeferUntil(until)
+	l.End()
 	mustWait(t, f, until)
 
-	if err := f.Requeue(task("http://a.test/9")); err == nil {
-		t.Fatal("Requeue without a lease succeeded")
+	clk.Advance(time.Minute)
+	l = mustNext(t, f, "http://a.test/2")
+	if err := l.Keep(task("http://a.test/9")); err == nil {
+		t.Fatal("Keep of a task never queued succeeded")
 	}
+	if err := l.Keep(task("http://a.test/3")); err == nil {
+		t.Fatal("Keep of a task not taken under the lease succeeded")
+	}
+	l.End()
 	if _, err := f.Push(task("not a url")); err == nil {
 		t.Fatal("Push of a URL without host succeeded")
 	}
@@ -222,8 +290,8 @@ func TestFrontierSweepsIdleHosts(t *testing.T) {
 	for i := range 3000 {
 		host := fmt.Sprintf("h%d.test", i)
 		push(t, f, task("http://"+host+"/"))
-		mustNext(t, f, "http://"+host+"/")
-		f.Done(host, clk.Now(), 0)
+		l := mustNext(t, f, "http://"+host+"/")
+		done(t, l, clk.Now(), 0)
 		complete(t, f, "http://"+host+"/")
 	}
 	clk.Advance(time.Second)
@@ -244,28 +312,29 @@ func TestFrontierNextBlocksAndWakes(t *testing.T) {
 	defer cancel()
 
 	// Woken by Push.
-	got := make(chan Task)
+	got := make(chan *Lease)
 	go func() {
-		tk, err := f.Next(ctx)
+		l, err := f.Next(ctx)
 		if err != nil {
 			t.Error(err)
 		}
-		got <- tk
+		got <- l
 	}()
 	time.Sleep(20 * time.Millisecond)
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
-	if tk := <-got; tk.URL != "http://a.test/1" {
-		t.Fatalf("Next = %v", tk)
+	l := <-got
+	if l == nil || l.Task().URL != "http://a.test/1" {
+		t.Fatalf("Next = %v", leaseTask(l))
 	}
 
 	// Woken by the timer once the delay has passed.
-	done := time.Now()
-	f.Done("a.test", done, 0)
-	tk, err := f.Next(ctx)
-	if err != nil || tk.URL != "http://a.test/2" {
-		t.Fatalf("Next = %v, %v", tk, err)
+	end := time.Now()
+	done(t, l, end, 0)
+	l, err := f.Next(ctx)
+	if err != nil || l.Task().URL != "http://a.test/2" {
+		t.Fatalf("Next = %v, %v", leaseTask(l), err)
 	}
-	if waited := time.Since(done); waited < 50*time.Millisecond {
+	if waited := time.Since(end); waited < 50*time.Millisecond {
 		t.Fatalf("Next returned after %v, before the 50ms delay", waited)
 	}
 
@@ -304,11 +373,11 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for {
-				tk, err := f.Next(ctx)
+				l, err := f.Next(ctx)
 				if err != nil {
 					return
 				}
-				host, _ := HostOf(tk.URL)
+				tk, host := l.Task(), l.Host()
 				start := time.Now()
 				mu.Lock()
 				if busy[host] {
@@ -331,7 +400,11 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 					cancel()
 				}
 				mu.Unlock()
-				f.Done(host, end, 0)
+				l.Contacted(end)
+				if err := l.Keep(tk); err != nil {
+					t.Error(err)
+				}
+				l.End()
 				if err := f.Complete(tk, Outcome{}); err != nil {
 					t.Error(err)
 				}
@@ -353,7 +426,7 @@ func drain(t *testing.T, f *Frontier, clk *fakeClock) []string {
 	t.Helper()
 	var out []string
 	for {
-		tk, ok, readyAt := f.TryNext()
+		l, ok, readyAt := f.TryNext()
 		if !ok {
 			if readyAt.IsZero() {
 				return out
@@ -361,9 +434,9 @@ func drain(t *testing.T, f *Frontier, clk *fakeClock) []string {
 			clk.Advance(readyAt.Sub(clk.Now()))
 			continue
 		}
+		tk := l.Task()
 		out = append(out, tk.URL)
-		host, _ := HostOf(tk.URL)
-		f.Done(host, clk.Now(), 0)
+		done(t, l, clk.Now(), 0)
 		if err := f.Complete(tk, Outcome{}); err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +448,7 @@ func drain(t *testing.T, f *Frontier, clk *fakeClock) []string {
 // across ready hosts, the best head goes first.
 func TestFrontierPriority(t *testing.T) {
 	clk := newFakeClock()
-	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	f := newTestFrontier(t, None, time.Minute, clk.Now)
 	push(t, f,
 		Task{URL: "http://a.test/d3", Depth: 3},
 		Task{URL: "http://a.test/d1", Depth: 1},
@@ -406,7 +479,7 @@ func TestFrontierPriority(t *testing.T) {
 // is served exactly once in (priority, arrival) order.
 func TestFrontierHeadBuffer(t *testing.T) {
 	clk := newFakeClock()
-	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	f := newTestFrontier(t, None, time.Minute, clk.Now)
 	r := rand.New(rand.NewPCG(1, 2))
 	type item struct {
 		prio, seq int
@@ -429,10 +502,11 @@ func TestFrontierHeadBuffer(t *testing.T) {
 	for round := range 40 {
 		pushSome(1 + r.IntN(3*hostBufLen))
 		for range r.IntN(2 * hostBufLen) {
-			tk, ok, _ := f.TryNext()
+			l, ok, _ := f.TryNext()
 			if !ok {
 				break
 			}
+			tk := l.Task()
 			// Check it is the best of what the model still holds.
 			slices.SortStableFunc(model, func(a, b item) int {
 				if a.prio != b.prio {
@@ -446,14 +520,11 @@ func TestFrontierHeadBuffer(t *testing.T) {
 			model = model[1:]
 			served = append(served, tk.URL)
 			if r.IntN(4) == 0 {
-				// Requeue and take it again: still the head.
-				if err := f.Requeue(tk); err != nil {
-					t.Fatal(err)
-				}
-				f.Release("a.test")
-				mustNext(t, f, tk.URL)
+				// Put back by End and taken again: still the head.
+				l.End()
+				l = mustNext(t, f, tk.URL)
 			}
-			f.Done("a.test", clk.Now(), 0)
+			done(t, l, clk.Now(), 0)
 			if err := f.Complete(tk, Outcome{}); err != nil {
 				t.Fatal(err)
 			}
@@ -479,7 +550,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	clk := newFakeClock()
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
-	f, err := NewFrontier(db, 0, time.Minute, clk.Now)
+	f, err := New(db, Config{Delay: None, MaxCrawlDelay: time.Minute, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,18 +562,17 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	}
 	push(t, f, all...)
 	completed := map[string]bool{}
-	inFlight := map[string]bool{}
+	inFlight := map[string]*Lease{}
 	for range 5 {
-		tk, ok, _ := f.TryNext()
+		l, ok, _ := f.TryNext()
 		if !ok {
 			t.Fatal("nothing ready")
 		}
-		inFlight[tk.URL] = true
+		inFlight[l.Task().URL] = l
 	}
 	for range 3 {
-		for u := range inFlight {
-			host, _ := HostOf(u)
-			f.Done(host, clk.Now(), 0)
+		for u, l := range inFlight {
+			done(t, l, clk.Now(), 0)
 			if err := f.Complete(task(u), Outcome{}); err != nil {
 				t.Fatal(err)
 			}
@@ -512,9 +582,9 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 		}
 	}
 	// One more task goes to the schedule for later.
-	tk, _, _ := f.TryNext()
-	host, _ := HostOf(tk.URL)
-	f.Done(host, clk.Now(), 0)
+	l, _, _ := f.TryNext()
+	tk := l.Task()
+	done(t, l, clk.Now(), 0)
 	retry := tk
 	retry.Attempts = 1
 	if err := f.Complete(tk, Outcome{Reschedule: &retry, At: clk.Now().Add(time.Hour)}); err != nil {
@@ -524,7 +594,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	db.Close()
 
 	db2 := openStoreAt(t, dir)
-	f2, err := NewFrontier(db2, 0, time.Minute, clk.Now)
+	f2, err := New(db2, Config{Delay: None, MaxCrawlDelay: time.Minute, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,14 +604,14 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 	got := map[string]int{}
 	var readyAt time.Time
 	for {
-		tk, ok, at := f2.TryNext()
+		l, ok, at := f2.TryNext()
 		if !ok {
 			readyAt = at
 			break
 		}
+		tk := l.Task()
 		got[tk.URL]++
-		host, _ := HostOf(tk.URL)
-		f2.Done(host, clk.Now(), 0)
+		done(t, l, clk.Now(), 0)
 		if err := f2.Complete(tk, Outcome{}); err != nil {
 			t.Fatal(err)
 		}
@@ -552,7 +622,7 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 			want = 0
 		}
 		if got[tk.URL] != want {
-			t.Errorf("%s served %d times after the restart, want %d (in flight before: %v)", tk.URL, got[tk.URL], want, inFlight[tk.URL])
+			t.Errorf("%s served %d times after the restart, want %d (in flight before: %v)", tk.URL, got[tk.URL], want, inFlight[tk.URL] != nil)
 		}
 	}
 	// The retry is still scheduled, due in an hour.
@@ -560,7 +630,11 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 		t.Fatalf("next ready at %v, want the retry's due time %v", readyAt, clk.Now().Add(time.Hour))
 	}
 	clk.Advance(time.Hour)
-	got2, ok, _ := f2.TryNext()
+	var got2 Task
+	l2, ok, _ := f2.TryNext()
+	if ok {
+		got2 = l2.Task()
+	}
 	if !ok || got2.URL != retry.URL || got2.Attempts != 1 {
 		t.Fatalf("after the due time: %+v %v, want the retry of %s", got2, ok, retry.URL)
 	}
@@ -571,10 +645,11 @@ func TestFrontierResumesAfterCrash(t *testing.T) {
 // Idle ignores recrawls that are not due but not retries.
 func TestFrontierSchedule(t *testing.T) {
 	clk := newFakeClock()
-	f := newTestFrontier(t, 0, time.Minute, clk.Now)
+	f := newTestFrontier(t, None, time.Minute, clk.Now)
 	push(t, f, Task{URL: "http://a.test/page", Depth: 3})
-	tk, _, _ := f.TryNext()
-	f.Done("a.test", clk.Now(), 0)
+	l, _, _ := f.TryNext()
+	tk := l.Task()
+	done(t, l, clk.Now(), 0)
 	recrawl := Task{URL: tk.URL, Depth: tk.Depth, Recrawl: true}
 	due := clk.Now().Add(10 * time.Minute)
 	if err := f.Complete(tk, Outcome{Reschedule: &recrawl, At: due}); err != nil {
@@ -585,24 +660,25 @@ func TestFrontierSchedule(t *testing.T) {
 	}
 	mustWait(t, f, due)
 	push(t, f, Task{URL: "http://a.test/new", Depth: 1})
-	mustNext(t, f, "http://a.test/new")
-	f.Done("a.test", clk.Now(), 0)
+	l = mustNext(t, f, "http://a.test/new")
+	done(t, l, clk.Now(), 0)
 	complete(t, f, "http://a.test/new")
 	push(t, f, Task{URL: "http://a.test/later", Depth: 2})
 	clk.Advance(10 * time.Minute)
 	// Due now: the recrawl goes before the depth-2 page.
-	got, ok, _ := f.TryNext()
+	l, ok, _ := f.TryNext()
+	got := leaseTask(l)
 	if !ok || got != recrawl {
 		t.Fatalf("TryNext = %+v, %v; want the recrawl %+v", got, ok, recrawl)
 	}
-	f.Done("a.test", clk.Now(), 0)
+	done(t, l, clk.Now(), 0)
 	retry := got
 	retry.Attempts = 1
 	if err := f.Complete(got, Outcome{Reschedule: &retry, At: clk.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	mustNext(t, f, "http://a.test/later")
-	f.Done("a.test", clk.Now(), 0)
+	l = mustNext(t, f, "http://a.test/later")
+	done(t, l, clk.Now(), 0)
 	complete(t, f, "http://a.test/later")
 	if f.Idle() {
 		t.Fatal("idle while a retry waits")
@@ -615,47 +691,49 @@ func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
 	clk := newFakeClock()
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
-	f, err := NewFrontier(db, 0, time.Minute, clk.Now)
+	cfg := Config{Delay: None, MaxCrawlDelay: time.Minute, MaxPagesPerHost: 2, Clock: clk.Now}
+	f, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.budget = 2
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
 	for i := range 2 {
-		tk, ok, _ := f.TryNext()
-		if !ok || !f.Reserve("a.test") {
+		l, ok, _ := f.TryNext()
+		if !ok || !l.Reserve(l.Task()) {
 			t.Fatalf("page %d: not served or no budget", i)
 		}
-		f.Done("a.test", clk.Now(), 0)
+		tk := l.Task()
+		done(t, l, clk.Now(), 0)
 		if err := f.Complete(tk, Outcome{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustNext(t, f, "http://a.test/3")
-	if f.Reserve("a.test") {
+	l := mustNext(t, f, "http://a.test/3")
+	if l.Reserve(l.Task()) {
 		t.Fatal("third page reserved with a budget of 2")
 	}
 	until := clk.Now().Add(time.Hour)
-	f.Slow("a.test", until)
+	l.SlowUntil(until)
+	keep(t, l, l.Task())
+	l.End()
 	complete(t, f, "http://a.test/3")
 	db.Close()
 
 	db2 := openStoreAt(t, dir)
-	f2, err := NewFrontier(db2, 0, time.Minute, clk.Now)
+	f2, err := New(db2, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f2.budget = 2
 	dropped, err := f2.Push(task("http://a.test/4"), task("http://a.test/4r"), task("http://b.test/1"))
-	if err != nil || dropped != 2 {
-		t.Fatalf("Push after restart: dropped %d, %v; want the 2 a.test tasks dropped", dropped, err)
+	if err != nil || len(dropped) != 2 {
+		t.Fatalf("Push after restart: dropped %d, %v; want the 2 a.test tasks dropped", len(dropped), err)
 	}
 	if _, err := f2.Push(Task{URL: "http://a.test/1", Recrawl: true}); err != nil {
 		t.Fatal(err)
 	}
 	mustNext(t, f2, "http://b.test/1")
 	mustWait(t, f2, until) // the Retry-After holds after the restart
-	st, _, _ := db2.Host(HostKey("a.test"))
+	st, _, _ := db2.Host(urls.HostKey("a.test"))
 	if st.Fetched != 2 || st.Dropped != 2 || !st.NotBefore.Equal(until) {
 		t.Fatalf("host state %+v", st)
 	}

@@ -1,4 +1,4 @@
-package crawl
+package urls
 
 import (
 	"crypto/sha256"

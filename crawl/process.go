@@ -1,0 +1,291 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// Turning a response into what the sinks receive (the Page, its links)
+// and into the task's outcome: a retry, a dead letter, or the URL's new
+// metadata and next recrawl. Both the crawl loop and FetchBatch use it.
+
+// fetch is one fetch of a task: its response or error, with what was
+// known about the URL before it.
+type fetch struct {
+	task             frontier.Task
+	resp             *response // nil when err is set
+	err              error
+	ringKey, urlHash uint64
+	meta             store.URLMeta
+	hasMeta          bool
+	notBefore        time.Time // Retry-After, zero if none
+}
+
+// process turns a fetch into a page for the PageSink, links for the
+// LinkSink, and the task's outcome: a retry, a dead letter, or the URL's
+// new metadata and next recrawl. finished is false for a retry.
+func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, finished bool) {
+	t, r := f.task, f.resp
+	if t.Recrawl {
+		c.recrawls.Add(1)
+	}
+	if f.err != nil {
+		kind := errorKind(f.err)
+		c.countError(kind)
+		return c.fail(ctx, f, kind, f.err.Error(), retryable(f.err, kind))
+	}
+	if k := statusKind(r.status); k != "" {
+		c.countError(k)
+	}
+	if r.status == http.StatusTooManyRequests || r.status >= 500 {
+		return c.fail(ctx, f, statusKind(r.status), fmt.Sprintf("HTTP %d %s", r.status, http.StatusText(r.status)), true)
+	}
+	now := c.now()
+	p := c.page(t, r, now)
+	var (
+		links   []frontier.Task
+		hash    uint64
+		changed bool
+	)
+	switch {
+	case r.status == http.StatusNotModified:
+		p.NotModified = true
+		p.Body, p.RawBody = nil, nil
+		c.notModified.Add(1)
+		hash = f.meta.ContentHash
+	case isRedirect(r.status):
+		links, hash, changed, o.Dead = c.redirect(f, p, now)
+	default:
+		hash = contentHash(r.body) ^ uint64(r.status)
+		changed = !f.hasMeta || f.meta.ContentHash != hash
+		if r.status >= 200 && r.status < 300 && !r.undecodable {
+			c.content(f, p)
+			if changed && p.NearDuplicateOf == "" {
+				links = c.pageLinks(t, p, r)
+			}
+		}
+		if r.undecodable {
+			c.countError("encoding")
+		}
+	}
+	if f.hasMeta && changed {
+		c.changed.Add(1)
+	}
+	meta := c.nextMeta(f, r, p, hash, changed, now)
+	o.Meta = &meta
+	if o.Dead == nil && c.cfg.MaxRecrawl > 0 {
+		o.Reschedule = &frontier.Task{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Recrawl: true}
+		o.At = meta.NextCrawl
+	}
+	c.deliver(ctx, p, links)
+	return o, true
+}
+
+// fail handles a failed attempt: another one after a backoff while retries
+// remain and the failure is worth retrying, else a dead letter (and the
+// final response, if there was one, to the PageSink).
+func (c *Crawler) fail(ctx context.Context, f *fetch, kind, msg string, retry bool) (o frontier.Outcome, finished bool) {
+	t := f.task
+	now := c.now()
+	attempts := t.Attempts + 1
+	if retry && attempts <= c.cfg.MaxRetries {
+		c.retries.Add(1)
+		next := t
+		next.Attempts = attempts
+		at := now.Add(c.backoff(t.Attempts))
+		if f.notBefore.After(at) {
+			at = f.notBefore
+		}
+		return frontier.Outcome{Reschedule: &next, At: at}, false
+	}
+	if f.resp != nil {
+		c.deliver(ctx, c.page(t, f.resp, now), nil)
+	}
+	return frontier.Outcome{Dead: c.deadLetter(f, attempts, kind, msg, now)}, true
+}
+
+func (c *Crawler) deadLetter(f *fetch, attempts int, kind, msg string, now time.Time) *store.DeadLetter {
+	host, _ := urls.HostOf(f.task.URL)
+	return &store.DeadLetter{
+		URL: f.task.URL, RingKey: f.ringKey, URLHash: f.urlHash, HostKey: urls.HostKey(host),
+		Depth: f.task.Depth, Redirects: f.task.Redirects, Attempts: attempts,
+		Kind: kind, LastError: msg, At: now,
+	}
+}
+
+// page builds the Page of a response.
+func (c *Crawler) page(t frontier.Task, r *response, now time.Time) *Page {
+	return &Page{
+		Task:        t,
+		FinalURL:    t.URL,
+		Status:      r.status,
+		ContentType: r.header.Get("Content-Type"),
+		Header:      r.header,
+		Request:     r.reqHeader,
+		Proto:       r.proto,
+		RemoteAddr:  r.remoteAddr,
+		RawBody:     r.raw,
+		Body:        r.body,
+		Truncated:   r.truncated,
+		FetchedAt:   now,
+		Duration:    r.duration,
+	}
+}
+
+// redirect handles a 3xx: the normalised Location becomes a new task,
+// reported like a discovered link so that it goes through its owner's seen
+// set and its host's politeness, unless the chain is already MaxRedirects
+// long (then the URL becomes a dead letter) or the target is a trap. The
+// target is reported again on a recrawl only when it changed.
+func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.Task, hash uint64, changed bool, dead *store.DeadLetter) {
+	t := f.task
+	target, err := urls.Normalize(mustParse(t.URL), p.Header.Get("Location"))
+	if err != nil {
+		hash = uint64(p.Status)
+		return nil, hash, !f.hasMeta || f.meta.ContentHash != hash, nil
+	}
+	p.RedirectTo = target
+	hash = urls.URLHash(target) ^ uint64(p.Status)
+	changed = !f.hasMeta || f.meta.ContentHash != hash
+	switch {
+	case c.cfg.MaxRedirects == 0:
+		// Redirects are not followed: the 3xx is the page.
+	case t.Redirects >= c.cfg.MaxRedirects:
+		c.countError("too_many_redirects")
+		msg := fmt.Sprintf("redirect chain longer than %d hops, next %s", c.cfg.MaxRedirects, urls.Truncate(target, 200))
+		dead = c.deadLetter(f, t.Attempts+1, "too_many_redirects", msg, now)
+	case c.isTrap(target):
+		c.countError("trap")
+	case changed:
+		links = []frontier.Task{{URL: target, Depth: t.Depth, Redirects: t.Redirects + 1}}
+		c.redirects.Add(1)
+	}
+	return links, hash, changed, dead
+}
+
+// content fills in the title, text and fingerprint of a 2xx page, and
+// checks the fingerprint against the pages seen before.
+func (c *Crawler) content(f *fetch, p *Page) {
+	p.Title, p.Text = ExtractText(p.Body, p.ContentType)
+	if p.Text == "" {
+		return
+	}
+	p.Simhash = Simhash(p.Text)
+	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 || !hasWords(p.Text, minNearDupWords) {
+		return
+	}
+	// Check and add as one step: two near-copies processed at once must not
+	// both miss each other.
+	c.fpMu.Lock()
+	defer c.fpMu.Unlock()
+	if dup, found, err := c.db.NearDuplicate(p.Simhash, c.cfg.NearDupDistance, f.urlHash); err != nil {
+		c.countError("store")
+	} else if found && dup != p.Task.URL {
+		p.NearDuplicateOf = dup
+		c.nearDups.Add(1)
+	}
+	if err := c.db.AddFingerprint(f.ringKey, f.urlHash, p.Simhash, p.Task.URL); err != nil {
+		c.countError("store")
+	}
+}
+
+// minNearDupWords is the least text a page needs to be judged a
+// near-duplicate. Short texts (an app shell's "Loading…", a login wall)
+// collide on their fingerprints, and their links, often the only way into
+// a site, would be withheld.
+const minNearDupWords = 50
+
+// hasWords reports whether text holds at least n space-separated words.
+func hasWords(text string, n int) bool {
+	words, inWord := 0, false
+	for i := 0; i < len(text); i++ {
+		space := text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'
+		if !space && !inWord {
+			if words++; words >= n {
+				return true
+			}
+		}
+		inWord = !space
+	}
+	return false
+}
+
+// pageLinks extracts the followable links of an HTML page, unless the page
+// is as deep as links are followed, and leaves out traps.
+func (c *Crawler) pageLinks(t frontier.Task, p *Page, r *response) []frontier.Task {
+	if t.Depth >= c.cfg.MaxDepth || !IsHTML(p.ContentType, r.body) {
+		return nil
+	}
+	found, err := ExtractLinks(r.body, mustParse(t.URL), c.token)
+	if err != nil {
+		c.countError("parse")
+	}
+	tasks := make([]frontier.Task, 0, len(found))
+	for _, u := range found {
+		if c.isTrap(u) {
+			c.countError("trap")
+			continue
+		}
+		tasks = append(tasks, frontier.Task{URL: u, Depth: t.Depth + 1})
+	}
+	return tasks
+}
+
+// nextMeta is the URL's metadata after this fetch.
+func (c *Crawler) nextMeta(f *fetch, r *response, p *Page, hash uint64, changed bool, now time.Time) store.URLMeta {
+	m := f.meta
+	m.URL = f.task.URL
+	if r.status >= 200 && r.status < 300 {
+		m.ETag, m.LastModified = r.header.Get("ETag"), r.header.Get("Last-Modified")
+		m.Fingerprint = p.Simhash
+	} else if r.status == http.StatusNotModified {
+		// A 304 may carry updated validators.
+		if v := r.header.Get("ETag"); v != "" {
+			m.ETag = v
+		}
+		if v := r.header.Get("Last-Modified"); v != "" {
+			m.LastModified = v
+		}
+	} else {
+		m.ETag, m.LastModified, m.Fingerprint = "", "", 0
+	}
+	m.ContentHash = hash
+	m.Status = r.status
+	m.LastFetch = now
+	if f.hasMeta && changed {
+		m.Changes++
+	}
+	m.Fetches++
+	if c.cfg.MaxRecrawl > 0 {
+		m.Interval = c.nextInterval(f.meta.Interval, !f.hasMeta, changed)
+		m.NextCrawl = now.Add(m.Interval)
+	} else {
+		m.Interval, m.NextCrawl = 0, time.Time{}
+	}
+	return m
+}
+
+// deliver hands a page to the PageSink and its links to the LinkSink.
+func (c *Crawler) deliver(ctx context.Context, p *Page, links []frontier.Task) {
+	if len(links) > 0 {
+		p.Links = make([]string, len(links))
+		for i, l := range links {
+			p.Links[i] = l.URL
+		}
+	}
+	c.fetched.Add(1)
+	if err := c.pages.StorePage(ctx, p); err != nil {
+		c.countError("store")
+	}
+	if len(links) == 0 {
+		return
+	}
+	c.linksReported.Add(int64(len(links)))
+	c.links.Discovered(ctx, p.Task, links)
+}
