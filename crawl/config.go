@@ -121,17 +121,17 @@ type Config struct {
 	// in-memory scheduler, store left as is) until Resume or Enqueue brings
 	// it back. It is called from worker goroutines and must be quick.
 	Owns func(ringKey uint64) bool
-	// OnDone, if set, is called once a task is finished: fetched and
+	// OnFinished, if set, is called once a task is finished: fetched and
 	// stored (including recrawl rescheduling), dead-lettered, dropped for
 	// good (robots disallow, trap, budget, a stale recrawl copy). Not
 	// called for a retry that is scheduled, nor for a task that goes back
 	// to the store (stopped, not owned, released). It is called after the
 	// outcome is written to the store, from worker goroutines or, for tasks
 	// Enqueue drops, from Enqueue's caller; it must not block for long and
-	// must not call Enqueue or Release. meta is the URL's metadata as the
+	// must not call Enqueue or ReleaseRange. meta is the URL's metadata as the
 	// outcome stored it (nil when the task ended without one), so that the
 	// caller need not read it back.
-	OnDone func(t frontier.Task, ringKey, urlHash uint64, meta *store.URLMeta)
+	OnFinished func(t frontier.Task, ringKey, urlHash uint64, meta *store.URLMeta)
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (default 200; see Delegator).
 	// Delegation needs urls.KeyHost and a Delegate. None: never delegate.
@@ -141,7 +141,7 @@ type Config struct {
 	DelegateBatch int
 	// DelegateBudget bounds a delegated batch: the helper starts no
 	// request later than this after it received the batch (default 5s, so
-	// that a Release of the host's range never waits long for it). A node
+	// that a ReleaseRange of the host's range never waits long for it). A node
 	// sets it within its ownership lease, so that a batch never outlives
 	// the owner's right to the host.
 	DelegateBudget time.Duration

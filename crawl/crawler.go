@@ -241,7 +241,7 @@ func (c *Crawler) Enqueue(tasks ...frontier.Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
 		if _, err := urls.HostOf(t.URL); err != nil {
-			c.countError("bad_url") // no ring key either: OnDone cannot name it
+			c.countError("bad_url") // no ring key either: OnFinished cannot name it
 			continue
 		}
 		if c.isTrap(t.URL) {

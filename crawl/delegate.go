@@ -8,6 +8,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -40,8 +41,9 @@ var ErrNoHelper = errors.New("crawl: no helper can take the batch")
 // batches; nothing was fetched.
 var ErrBusy = errors.New("crawl: helper busy")
 
-// MaxDelegateTasks is the most tasks a batch may hold.
-const MaxDelegateTasks = 64
+// MaxDelegateTasks is the most tasks a batch may hold: the wire's cap on
+// a fetch batch (protocol.MaxFetchTasks).
+const MaxDelegateTasks = protocol.MaxFetchTasks
 
 // Batch is a run of one host's tasks an owner hands to a helper.
 type Batch struct {
@@ -76,9 +78,9 @@ type BatchTask struct {
 
 // BatchResult is what a helper did with a Batch.
 type BatchResult struct {
-	// Done holds the outcomes of the first len(Done) tasks, in order; the
+	// Results holds the outcomes of the first len(Results) tasks, in order; the
 	// helper did not start the others.
-	Done []TaskResult
+	Results []TaskResult
 	// Contacted reports whether any request was made, and SinceLast how
 	// long before the answer was built the last one ended.
 	Contacted bool
@@ -92,8 +94,8 @@ type BatchResult struct {
 // (LastFetch, NextCrawl, a retry's At) are the helper's clock.
 type TaskResult struct {
 	Outcome frontier.Outcome
-	// Terminal is set when the task is finished: anything but a retry.
-	Terminal bool
+	// Finished is set when the task is finished: anything but a retry.
+	Finished bool
 }
 
 // Delegation timing.
@@ -138,8 +140,8 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 	sent := c.now()
 	res, err := c.cfg.Delegate.Delegate(ctx, b)
 	recv := c.now()
-	if err == nil && len(res.Done) > len(items) {
-		err = fmt.Errorf("helper answered %d outcomes for %d tasks", len(res.Done), len(items))
+	if err == nil && len(res.Results) > len(items) {
+		err = fmt.Errorf("helper answered %d outcomes for %d tasks", len(res.Results), len(items))
 	}
 	switch {
 	case errors.Is(err, ErrNoHelper):
@@ -157,7 +159,7 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 		return true
 	}
 	outcomes := c.keepOutcomes(l, items, res)
-	if res.Contacted || len(res.Done) > 0 {
+	if res.Contacted || len(res.Results) > 0 {
 		last := recv.Add(-res.SinceLast)
 		if last.Before(sent) || !res.Contacted {
 			last = recv // not credible: assume contact until the answer
@@ -228,7 +230,7 @@ type delegatedOutcome struct {
 // fit is left in the lease, which puts it back.
 func (c *Crawler) keepOutcomes(l *frontier.Lease, items []fetch, res *BatchResult) []delegatedOutcome {
 	var out []delegatedOutcome
-	for i, r := range res.Done {
+	for i, r := range res.Results {
 		o, finished, ok := c.rebuildOutcome(items[i], r)
 		if !ok {
 			c.countError("delegate")
@@ -253,7 +255,7 @@ func (c *Crawler) rebuildOutcome(f fetch, r TaskResult) (o frontier.Outcome, fin
 	if at.After(horizon) {
 		at = horizon
 	}
-	if !r.Terminal {
+	if !r.Finished {
 		// A retry: only a reschedule.
 		if in.Reschedule == nil || in.Dead != nil || in.Meta != nil {
 			return frontier.Outcome{}, false, false

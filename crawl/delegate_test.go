@@ -225,8 +225,8 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 	// At a 40ms gap, 12 requests need at least 440ms: the 200ms budget
 	// stops the batch after at most 6 (fewer on a slow machine).
 	hits := srv.log()
-	if len(res.Done) != len(hits) || len(hits) == 0 || len(hits) > 6 {
-		t.Fatalf("%d outcomes, %d requests: want 1 to 6 within a %v budget at a %v gap", len(res.Done), len(hits), budget, gap)
+	if len(res.Results) != len(hits) || len(hits) == 0 || len(hits) > 6 {
+		t.Fatalf("%d outcomes, %d requests: want 1 to 6 within a %v budget at a %v gap", len(res.Results), len(hits), budget, gap)
 	}
 	for i, g := range gaps(hits) {
 		if g < gap {
@@ -236,8 +236,8 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 	if late := hits[len(hits)-1].at.Sub(hits[0].at); late > budget+50*time.Millisecond {
 		t.Errorf("the last request came %v after the first, past the %v budget", late, budget)
 	}
-	for i, r := range res.Done {
-		if !r.Terminal || r.Outcome.Meta == nil || r.Outcome.Meta.Status != 200 || r.Outcome.Meta.URL != srv.URL+fmt.Sprintf("/%d", i+1) {
+	for i, r := range res.Results {
+		if !r.Finished || r.Outcome.Meta == nil || r.Outcome.Meta.Status != 200 || r.Outcome.Meta.URL != srv.URL+fmt.Sprintf("/%d", i+1) {
 			t.Errorf("outcome %d: %+v", i, r)
 		}
 	}
@@ -249,8 +249,8 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Done) != 2 || res.RetryAfter != 7*time.Second || res.Done[1].Terminal || res.Done[1].Outcome.Reschedule == nil {
-		t.Errorf("after a 503 with Retry-After: %d outcomes, RetryAfter %v, outcome %+v; want a stop after a retry", len(res.Done), res.RetryAfter, res.Done)
+	if len(res.Results) != 2 || res.RetryAfter != 7*time.Second || res.Results[1].Finished || res.Results[1].Outcome.Reschedule == nil {
+		t.Errorf("after a 503 with Retry-After: %d outcomes, RetryAfter %v, outcome %+v; want a stop after a retry", len(res.Results), res.RetryAfter, res.Results)
 	}
 	if s := c.Stats(); s.Helped != int64(len(hits)+2) || s.Queued != 0 {
 		t.Errorf("Helped %d, Queued %d", s.Helped, s.Queued)
@@ -336,7 +336,7 @@ func TestRebuildOutcome(t *testing.T) {
 	}
 	dead := &store.DeadLetter{URL: "http://evil.test/", RingKey: 1, URLHash: 2, Kind: "timeout", Attempts: 4}
 	meta := &store.URLMeta{URL: "http://evil.test/", Status: 200, Fetches: 1}
-	o, term, ok = c.rebuildOutcome(f, TaskResult{Terminal: true, Outcome: frontier.Outcome{Dead: dead, Meta: meta, Reschedule: evil, At: now.Add(1000 * 24 * time.Hour)}})
+	o, term, ok = c.rebuildOutcome(f, TaskResult{Finished: true, Outcome: frontier.Outcome{Dead: dead, Meta: meta, Reschedule: evil, At: now.Add(1000 * 24 * time.Hour)}})
 	switch {
 	case !ok || !term:
 		t.Fatalf("terminal outcome refused")

@@ -55,7 +55,7 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 			res.RetryAfter = d
 		}
 		o, finished := c.process(ctx, &f)
-		res.Done = append(res.Done, TaskResult{Outcome: o, Terminal: finished})
+		res.Results = append(res.Results, TaskResult{Outcome: o, Finished: finished})
 		c.helped.Add(1)
 		if res.RetryAfter > 0 {
 			break // the host asked for a pause: the owner keeps it

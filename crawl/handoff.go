@@ -3,10 +3,11 @@ package crawl
 // Moving key ranges between nodes. The node decides what it owns; the
 // crawler offers the hooks: an ownership gate before every request
 // (Config.Owns), a callback for every task that reaches its end
-// (Config.OnDone), Release to stop work on a range and clear its queue,
-// HostSnapshot to carry a host's politeness state and robots.txt to its
-// next owner (Snapshots, Release, Restore), Resume to pick up parked hosts
-// again, and Fetched to tell whether a URL was already crawled here.
+// (Config.OnFinished), ReleaseRange to stop work on a range and clear its
+// queue, HostSnapshot to carry a host's politeness state and robots.txt to
+// its next owner (Snapshots, ReleaseRange, Restore), Resume to pick up
+// parked hosts again, and Crawled to tell whether a URL was already
+// crawled here.
 
 import (
 	"context"
@@ -29,8 +30,8 @@ func (c *Crawler) owns(t frontier.Task) bool {
 	return c.cfg.Owns(ringKey)
 }
 
-// Release stops all work on tasks whose ring key satisfies in: no new task
-// of them is handed out, and Release waits (bounded by ctx) until none is
+// ReleaseRange stops all work on tasks whose ring key satisfies in: no new task
+// of them is handed out, and ReleaseRange waits (bounded by ctx) until none is
 // in flight, fetch and processing included. It then deletes their queue
 // and schedule entries from the store and the frontier's memory and
 // returns the hosts' snapshots (NotBefore = the time the next request
@@ -40,12 +41,12 @@ func (c *Crawler) owns(t frontier.Task) bool {
 // snapshots are those of the hosts that had entries released.
 //
 // in is called with the frontier's lock held: it must be quick and must
-// not call the Crawler. Tasks of the range that are enqueued while Release
+// not call the Crawler. Tasks of the range that are enqueued while ReleaseRange
 // runs may survive it (the ownership gate, Config.Owns, keeps them from
-// being fetched). When ctx ends first Release returns its error and
+// being fetched). When ctx ends first ReleaseRange returns its error and
 // changes nothing. Host and robots.txt state stays in memory (it expires
 // on its own), so a range released and taken back keeps its politeness.
-func (c *Crawler) Release(ctx context.Context, in func(ringKey uint64) bool) ([]HostSnapshot, error) {
+func (c *Crawler) ReleaseRange(ctx context.Context, in func(ringKey uint64) bool) ([]HostSnapshot, error) {
 	fc := c.frontier.Fence(in)
 	defer fc.Lift() // after the snapshots: they show the range as it was dropped
 	if err := fc.Wait(ctx); err != nil {
@@ -105,7 +106,7 @@ func (c *Crawler) snapshots(hosts map[string]bool, want func(host string) bool, 
 		if s.RobotsStatus == 0 && !s.NotBefore.After(now) {
 			continue // nothing to hand over
 		}
-		if s.check() != nil {
+		if s.Check() != nil {
 			continue // an odd host name: not worth shipping
 		}
 		out = append(out, s)
@@ -127,7 +128,7 @@ func (c *Crawler) Restore(hosts []HostSnapshot) {
 	latest := now.Add(max(c.cfg.MaxRetryAfter, c.frontier.Gap(c.cfg.MaxCrawlDelay)))
 	valid := make([]frontier.HostNotBefore, 0, len(hosts))
 	for _, s := range hosts {
-		if s.check() != nil {
+		if s.Check() != nil {
 			c.countError("other")
 			continue
 		}
@@ -170,13 +171,13 @@ func (c *Crawler) Resume(in func(ringKey uint64) bool) error {
 	return nil
 }
 
-// Fetched reports whether the store has a record of the URL (ring key, URL
+// Crawled reports whether the store has a record of the URL (ring key, URL
 // hash) being crawled here: its metadata (written when a fetch completes),
 // a page record (written by the node's PageSink) or a dead letter. The
 // node fetched it, or gave up on it. A URL dropped without a request
-// (robots.txt, budget, trap) leaves no record and is not Fetched. Each
+// (robots.txt, budget, trap) leaves no record and is not Crawled. Each
 // check is a point lookup in the store.
-func (c *Crawler) Fetched(ringKey, urlHash uint64) (bool, error) {
+func (c *Crawler) Crawled(ringKey, urlHash uint64) (bool, error) {
 	if _, ok, err := c.db.URLMeta(ringKey, urlHash); err != nil {
 		return false, fmt.Errorf("crawl: fetched: %w", err)
 	} else if ok {
@@ -214,7 +215,7 @@ type Adopted struct {
 // stored unless the local copy is as recent, and, with recrawling on, its
 // recrawl is scheduled at the newer copy's NextCrawl, all in one write. A
 // zero Meta adopts whatever this node knows of the URL itself.
-// Call it on a range with no schedule of its own (after Release, as
+// Call it on a range with no schedule of its own (after ReleaseRange, as
 // Activate does), or the URL is scheduled twice; the second copy is
 // dropped when it comes up (see Lease.TakenTwice).
 func (c *Crawler) Adopt(adopted []Adopted) error {

@@ -1,11 +1,9 @@
 package crawl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -283,7 +281,7 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 
 	// Bounded by its context, Release gives up and changes nothing.
 	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = c.Release(short, in)
+	_, err = c.ReleaseRange(short, in)
 	cancelShort()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Release with a 50ms deadline during a 3s fetch = %v, want the deadline", err)
@@ -303,7 +301,7 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 		}
 		c.Enqueue(frontier.Task{URL: "http://" + deflate + "/"})
 	}()
-	snaps, err := c.Release(ctx, in)
+	snaps, err := c.ReleaseRange(ctx, in)
 	released := time.Now()
 	<-enqueued
 	if err != nil {
@@ -415,7 +413,7 @@ func TestReleaseURLKeyMode(t *testing.T) {
 	crawlUntilIdle(t, c, 20*time.Second)
 	c.Enqueue(tasks(second)...)
 
-	if _, err := c.Release(context.Background(), in); err != nil {
+	if _, err := c.ReleaseRange(context.Background(), in); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	var wantQueued, wantScheduled []string
@@ -503,16 +501,14 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	if len(snaps) != 1 || snaps[0].RobotsStatus != 200 {
 		t.Fatalf("snapshots of %s = %+v, want one with its robots.txt", host, snaps)
 	}
-	blob, err := snaps[0].MarshalBinary()
-	if err != nil {
+	handed := snaps[0]
+	if err := handed.Check(); err != nil {
 		t.Fatal(err)
 	}
 
 	restored := func(t *testing.T, age time.Duration) (*synthweb.Web, time.Time) {
-		var s HostSnapshot
-		if err := s.UnmarshalBinary(blob); err != nil {
-			t.Fatal(err)
-		}
+		s := handed
+		s.Robots = slices.Clone(handed.Robots)
 		s.RobotsFetched = s.RobotsFetched.Add(-age)
 		s.NotBefore = time.Now().Add(700 * time.Millisecond)
 		w.ResetLog()
@@ -572,11 +568,11 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 	})
 }
 
-// TestOnDoneOncePerTerminalTask: over a crawl with pages that fail for
+// TestOnFinishedOncePerFinishedTask: over a crawl with pages that fail for
 // good, a robots-disallowed redirect target, redirects and plain pages,
-// OnDone hears of every task exactly once, with its keys, whatever the
-// number of attempts; Fetched then tells crawled URLs from others.
-func TestOnDoneOncePerTerminalTask(t *testing.T) {
+// OnFinished hears of every task exactly once, with its keys, whatever the
+// number of attempts; Crawled then tells crawled URLs from others.
+func TestOnFinishedOncePerFinishedTask(t *testing.T) {
 	w := startSynthWeb(t, synthweb.Config{Seed: 13, Hosts: 2, Cases: true})
 	cfg := testConfig()
 	cfg.Proxy = w.Proxy()
@@ -585,7 +581,7 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	var mu sync.Mutex
 	doneN := map[string]int{}
 	var badKeys []string
-	cfg.OnDone = func(task frontier.Task, ringKey, urlHash uint64, _ *store.URLMeta) {
+	cfg.OnFinished = func(task frontier.Task, ringKey, urlHash uint64, _ *store.URLMeta) {
 		mu.Lock()
 		defer mu.Unlock()
 		doneN[task.URL]++
@@ -611,17 +607,17 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 	for u, k := range doneN {
 		tasks = append(tasks, u)
 		if k != 1 {
-			t.Errorf("OnDone called %d times for %s", k, u)
+			t.Errorf("OnFinished called %d times for %s", k, u)
 		}
 	}
-	reportAll(t, "wrong keys in OnDone", badKeys)
+	reportAll(t, "wrong keys in OnFinished", badKeys)
 	mu.Unlock()
 	if len(tasks) != n {
-		t.Errorf("OnDone heard of %d tasks, %d were enqueued: %v", len(tasks), n, tasks)
+		t.Errorf("OnFinished heard of %d tasks, %d were enqueued: %v", len(tasks), n, tasks)
 	}
 	for _, u := range append(slices.Clone(deadURLs), blocked, "http://"+redirects+"/to-blocked", "http://"+gzip+"/p/1") {
 		if !slices.Contains(tasks, u) {
-			t.Errorf("no OnDone for %s", u)
+			t.Errorf("no OnFinished for %s", u)
 		}
 	}
 	// The dead pages were tried MaxRetries+1 times, the blocked one never.
@@ -649,28 +645,31 @@ func TestOnDoneOncePerTerminalTask(t *testing.T) {
 		"http://" + gzip + "/never":           false,
 	} {
 		k, _ := urls.TaskKey(u, cfg.KeyMode)
-		got, err := c.Fetched(k, urls.URLHash(u))
+		got, err := c.Crawled(k, urls.URLHash(u))
 		if err != nil {
-			t.Fatalf("Fetched(%s): %v", u, err)
+			t.Fatalf("Crawled(%s): %v", u, err)
 		}
 		if got != want {
-			t.Errorf("Fetched(%s) = %v, want %v", u, got, want)
+			t.Errorf("Crawled(%s) = %v, want %v", u, got, want)
 		}
 	}
-	// A dead letter moved back into the queue is no longer Fetched.
+	// A dead letter moved back into the queue is no longer Crawled.
 	if n, err := c.RequeueDeadLetters(func(d store.DeadLetter) bool { return d.URL == deadURLs[1] }); err != nil || n != 1 {
 		t.Fatalf("RequeueDeadLetters = %d, %v", n, err)
 	}
 	k, _ := urls.TaskKey(deadURLs[1], cfg.KeyMode)
-	if got, err := c.Fetched(k, urls.URLHash(deadURLs[1])); err != nil || got {
-		t.Errorf("Fetched(%s) after requeue = %v, %v; want false", deadURLs[1], got, err)
+	if got, err := c.Crawled(k, urls.URLHash(deadURLs[1])); err != nil || got {
+		t.Errorf("Crawled(%s) after requeue = %v, %v; want false", deadURLs[1], got, err)
 	}
 }
 
-// TestHostSnapshotBinary: a snapshot survives MarshalBinary and
-// UnmarshalBinary; truncated, extended, re-versioned and random inputs are
-// rejected and leave the target unchanged.
-func TestHostSnapshotBinary(t *testing.T) {
+// TestHostSnapshotCheck: Check passes the snapshots a crawler hands over
+// (robots.txt 2xx, empty, 404, none) and refuses those that do not fit
+// together, which Restore then skips: a key that is not the host's, a
+// robots.txt origin of another host or with a path, a body or an origin
+// without a status, a status out of range, a body above the robots.txt cap,
+// an empty or overlong host.
+func TestHostSnapshotCheck(t *testing.T) {
 	host := "www.example.org"
 	full := HostSnapshot{
 		Host: host, Key: urls.HostKey(host),
@@ -680,81 +679,51 @@ func TestHostSnapshotBinary(t *testing.T) {
 		RobotsFetched: time.Date(2026, 2, 28, 8, 30, 0, 1, time.UTC),
 		Origin:        "https://" + host,
 	}
-	cases := map[string]HostSnapshot{
+	for name, s := range map[string]HostSnapshot{
 		"full":         full,
 		"no robots":    {Host: host, Key: urls.HostKey(host), NotBefore: full.NotBefore},
 		"empty robots": {Host: host, Key: urls.HostKey(host), Robots: []byte{}, RobotsStatus: 200, RobotsFetched: full.RobotsFetched, Origin: "http://" + host + ":8080"},
 		"404":          {Host: host, Key: urls.HostKey(host), RobotsStatus: 404, RobotsFetched: full.RobotsFetched, Origin: "http://" + host},
-	}
-	for name, s := range cases {
-		b, err := s.MarshalBinary()
-		if err != nil {
-			t.Fatalf("%s: MarshalBinary: %v", name, err)
-		}
-		var got HostSnapshot
-		if err := got.UnmarshalBinary(b); err != nil {
-			t.Fatalf("%s: UnmarshalBinary: %v", name, err)
-		}
-		if got.Host != s.Host || got.Key != s.Key || !got.NotBefore.Equal(s.NotBefore) ||
-			!bytes.Equal(got.Robots, s.Robots) || (got.Robots == nil) != (s.Robots == nil) ||
-			got.RobotsStatus != s.RobotsStatus || !got.RobotsFetched.Equal(s.RobotsFetched) || got.Origin != s.Origin {
-			t.Errorf("%s: round trip gave %+v, want %+v", name, got, s)
+	} {
+		if err := s.Check(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
-
-	good, _ := full.MarshalBinary()
-	reject := func(what string, b []byte) {
-		t.Helper()
-		s := HostSnapshot{Host: "untouched"}
-		if err := s.UnmarshalBinary(b); err == nil {
-			t.Errorf("%s accepted: %+v", what, s)
-		} else if s.Host != "untouched" {
-			t.Errorf("%s changed the target: %+v", what, s)
+	long := strings.Repeat("a", 256)
+	for name, mutate := range map[string]func(s *HostSnapshot){
+		"wrong key":            func(s *HostSnapshot) { s.Key++ },
+		"origin of other host": func(s *HostSnapshot) { s.Origin = "https://other.example.org" },
+		"origin with a path":   func(s *HostSnapshot) { s.Origin = "https://" + host + "/robots.txt" },
+		"body without status":  func(s *HostSnapshot) { s.RobotsStatus = 0 },
+		"origin without status": func(s *HostSnapshot) {
+			s.RobotsStatus, s.Robots = 0, nil
+		},
+		"status without origin": func(s *HostSnapshot) { s.Origin = "" },
+		"status 1000":           func(s *HostSnapshot) { s.RobotsStatus = 1000 },
+		"status 42":             func(s *HostSnapshot) { s.RobotsStatus = 42 },
+		"huge robots":           func(s *HostSnapshot) { s.Robots = make([]byte, maxRobotsBytes+1) },
+		"no host":               func(s *HostSnapshot) { s.Host, s.Key, s.Origin = "", urls.HostKey(""), "" },
+		"long host": func(s *HostSnapshot) {
+			s.Host, s.Key, s.Origin = long, urls.HostKey(long), "https://"+long
+		},
+	} {
+		s := full
+		mutate(&s)
+		if err := s.Check(); err == nil {
+			t.Errorf("%s: accepted %+v", name, s)
 		}
-	}
-	for n := range len(good) {
-		reject(fmt.Sprintf("truncated to %d bytes", n), good[:n])
-	}
-	reject("trailing byte", append(slices.Clone(good), 0))
-	bad := slices.Clone(good)
-	bad[0] = 2
-	reject("version 2", bad)
-	bad = slices.Clone(good)
-	bad[len(host)+2] ^= 1 // a bit of the key
-	reject("wrong key", bad)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
-		b := make([]byte, rng.IntN(80))
-		for i := range b {
-			b[i] = byte(rng.UintN(256))
-		}
-		if len(b) > 0 && rng.IntN(2) == 0 {
-			b[0] = snapshotVersion1
-		}
-		reject("random bytes", b)
-	}
-
-	wrong := full
-	wrong.Key++
-	if _, err := wrong.MarshalBinary(); err == nil {
-		t.Error("MarshalBinary accepted a key that is not the host's")
-	}
-	wrong = full
-	wrong.Origin = "https://other.example.org"
-	if _, err := wrong.MarshalBinary(); err == nil {
-		t.Error("MarshalBinary accepted a robots.txt origin of another host")
 	}
 }
 
-// TestOnDoneForEnqueueDrops: tasks Enqueue drops for good (traps, a spent
+// TestOnFinishedForEnqueueDrops: tasks Enqueue drops for good (traps, a spent
 // page budget) are reported as done too, so their owner stops offering
 // them.
-func TestOnDoneForEnqueueDrops(t *testing.T) {
+func TestOnFinishedForEnqueueDrops(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPagesPerHost = 1
 	var done atomic.Int64
 	var finished sync.Map
-	cfg.OnDone = func(task frontier.Task, _, _ uint64, _ *store.URLMeta) {
+	cfg.OnFinished = func(task frontier.Task, _, _ uint64, _ *store.URLMeta) {
 		done.Add(1)
 		finished.Store(task.URL, true)
 	}
@@ -766,7 +735,7 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	trap := "http://a.example/x/x/x/x/x"
 	c.Enqueue(frontier.Task{URL: trap})
 	if _, ok := finished.Load(trap); !ok || done.Load() != 1 {
-		t.Fatalf("trap dropped by Enqueue: OnDone calls %d, want 1 for it", done.Load())
+		t.Fatalf("trap dropped by Enqueue: OnFinished calls %d, want 1 for it", done.Load())
 	}
 	// A spent budget: the host state says one page was fetched.
 	if err := db.PutHost(store.HostState{HostKey: urls.HostKey("b.example"), Host: "b.example", Fetched: 1}); err != nil {
@@ -774,17 +743,17 @@ func TestOnDoneForEnqueueDrops(t *testing.T) {
 	}
 	c.Enqueue(frontier.Task{URL: "http://b.example/1"}, frontier.Task{URL: "http://b.example/2"})
 	if done.Load() != 3 {
-		t.Errorf("OnDone calls = %d after dropping two tasks of a spent host, want 3", done.Load())
+		t.Errorf("OnFinished calls = %d after dropping two tasks of a spent host, want 3", done.Load())
 	}
 	if s := c.Stats(); s.Queued != 0 {
 		t.Errorf("%d tasks queued", s.Queued)
 	}
 }
 
-// TestFetchedReadsDeadLettersFromStore: Fetched sees a dead letter however
+// TestCrawledReadsDeadLettersFromStore: Crawled sees a dead letter however
 // it reached the store (here written behind the crawler's back, after a
-// first Fetched), and stops seeing it once deleted.
-func TestFetchedReadsDeadLettersFromStore(t *testing.T) {
+// first Crawled), and stops seeing it once deleted.
+func TestCrawledReadsDeadLettersFromStore(t *testing.T) {
 	db := openStore(t)
 	c, err := New(testConfig(), db, nil, nil)
 	if err != nil {
@@ -794,33 +763,33 @@ func TestFetchedReadsDeadLettersFromStore(t *testing.T) {
 	k, h := urls.HostKey("dead.example"), urls.URLHash(u)
 	fetched := func() bool {
 		t.Helper()
-		got, err := c.Fetched(k, h)
+		got, err := c.Crawled(k, h)
 		if err != nil {
 			t.Fatalf("Fetched: %v", err)
 		}
 		return got
 	}
 	if fetched() {
-		t.Fatal("Fetched before any record")
+		t.Fatal("Crawled before any record")
 	}
 	if err := db.PutDeadLetter(store.DeadLetter{URL: u, RingKey: k, URLHash: h, HostKey: k, Attempts: 3, Kind: "timeout"}); err != nil {
 		t.Fatal(err)
 	}
 	if !fetched() {
-		t.Error("dead letter written to the store not seen by Fetched")
+		t.Error("dead letter written to the store not seen by Crawled")
 	}
-	if got, err := c.Fetched(k, h+1); err != nil || got {
-		t.Errorf("Fetched of another URL of the host = %v, %v; want false", got, err)
+	if got, err := c.Crawled(k, h+1); err != nil || got {
+		t.Errorf("Crawled of another URL of the host = %v, %v; want false", got, err)
 	}
 	if err := db.DeleteDeadLetter(k, h); err != nil {
 		t.Fatal(err)
 	}
 	if fetched() {
-		t.Error("deleted dead letter still seen by Fetched")
+		t.Error("deleted dead letter still seen by Crawled")
 	}
 	db.Close()
-	if _, err := c.Fetched(k, h); !errors.Is(err, store.ErrClosed) {
-		t.Errorf("Fetched on a closed store: %v, want ErrClosed", err)
+	if _, err := c.Crawled(k, h); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Crawled on a closed store: %v, want ErrClosed", err)
 	}
 }
 

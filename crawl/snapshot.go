@@ -1,19 +1,16 @@
 package crawl
 
 import (
-	"encoding/binary"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
-	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // HostSnapshot is the politeness state of one host, to hand to a new owner:
 // when the host may next be contacted, and the robots.txt this node uses
-// for it. MarshalBinary gives the opaque blob a node stores and ships;
-// Restore installs it on the receiving crawler.
+// for it. The node puts it on the wire (a protocol HostPoliteness) and
+// Restore installs it on the receiving crawler, after Check.
 type HostSnapshot struct {
 	// Host is the hostname (lowercase, no port) and Key its host key,
 	// urls.HostKey(Host).
@@ -38,25 +35,15 @@ type HostSnapshot struct {
 	Origin string
 }
 
-// snapshotVersion1 is the first byte of a marshalled HostSnapshot. Its
-// fields are the store's primitive encodings (store.AppendBytes,
-// store.AppendTime), read back with a store.Decoder.
-//
-//	version         byte = 1
-//	host            uvarint length, bytes
-//	key             8 bytes BE
-//	not before      time (presence byte, then varint Unix seconds and uvarint nanoseconds)
-//	origin          uvarint length, bytes
-//	robots status   uvarint
-//	robots fetched  time
-//	robots          presence byte, then uvarint length, bytes
-const snapshotVersion1 = 1
-
 // maxSnapshotHost bounds the host names accepted (DNS allows 253 bytes).
 const maxSnapshotHost = 255
 
-// check reports what makes s unusable, if anything.
-func (s *HostSnapshot) check() error {
+// Check reports what makes s unusable, if anything: an empty or overlong
+// host, a Key that is not urls.HostKey(Host), a robots.txt status out of
+// range, a body above the robots.txt cap, or robots.txt data that does not
+// fit together (a body or origin without a status, an origin of another
+// host). Restore skips snapshots that fail it.
+func (s *HostSnapshot) Check() error {
 	switch {
 	case s.Host == "" || len(s.Host) > maxSnapshotHost:
 		return fmt.Errorf("host %q: empty or longer than %d bytes", urls.Truncate(s.Host, 80), maxSnapshotHost)
@@ -84,67 +71,4 @@ func (s *HostSnapshot) check() error {
 func originOf(u string) string {
 	origin, _ := urls.SplitOrigin(u)
 	return origin
-}
-
-// MarshalBinary encodes s in a versioned binary form. It fails for a
-// snapshot UnmarshalBinary would reject: an empty host, a Key that is not
-// urls.HostKey(Host), robots.txt data that does not fit together.
-func (s HostSnapshot) MarshalBinary() ([]byte, error) {
-	if err := s.check(); err != nil {
-		return nil, fmt.Errorf("host snapshot: %w", err)
-	}
-	b := make([]byte, 0, 64+len(s.Host)+len(s.Origin)+len(s.Robots))
-	b = append(b, snapshotVersion1)
-	b = store.AppendBytes(b, []byte(s.Host))
-	b = binary.BigEndian.AppendUint64(b, s.Key)
-	b = store.AppendTime(b, s.NotBefore)
-	b = store.AppendBytes(b, []byte(s.Origin))
-	b = binary.AppendUvarint(b, uint64(s.RobotsStatus))
-	b = store.AppendTime(b, s.RobotsFetched)
-	if s.Robots == nil {
-		b = append(b, 0)
-	} else {
-		b = append(b, 1)
-		b = store.AppendBytes(b, s.Robots)
-	}
-	return b, nil
-}
-
-// UnmarshalBinary decodes what MarshalBinary encoded. It rejects an
-// unknown version, truncated or trailing bytes, and contents that do not
-// fit together (see MarshalBinary), leaving s unchanged then.
-func (s *HostSnapshot) UnmarshalBinary(data []byte) error {
-	d := store.NewDecoder(data)
-	if v := d.Byte(); d.Err() == nil && v != snapshotVersion1 {
-		return fmt.Errorf("host snapshot: unknown version %d", v)
-	}
-	var out HostSnapshot
-	out.Host = string(d.Bytes(maxSnapshotHost))
-	out.Key = d.Fixed64()
-	out.NotBefore = d.Time()
-	out.Origin = string(d.Bytes(maxSnapshotHost + len("https://[]:65535")))
-	status := d.Uvarint()
-	out.RobotsFetched = d.Time()
-	switch d.Byte() {
-	case 0:
-	case 1:
-		out.Robots = slices.Clone(d.Bytes(maxRobotsBytes))
-		if out.Robots == nil {
-			out.Robots = []byte{}
-		}
-	default:
-		d.Fail("bad robots.txt presence byte")
-	}
-	if err := d.Finish(); err != nil {
-		return fmt.Errorf("host snapshot: %w", err)
-	}
-	if status > 999 {
-		return fmt.Errorf("host snapshot: robots.txt status %d", status)
-	}
-	out.RobotsStatus = int(status)
-	if err := out.check(); err != nil {
-		return fmt.Errorf("host snapshot: %w", err)
-	}
-	*s = out
-	return nil
 }

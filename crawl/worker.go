@@ -119,7 +119,7 @@ func (c *Crawler) drop(l *frontier.Lease, t frontier.Task) {
 // record writes the outcome of a task its lease kept; a failure leaves the
 // task in the store, to be fetched again after a restart. finished marks
 // an outcome that ends the task (anything but a retry): once it is
-// recorded, Config.OnDone hears of it.
+// recorded, Config.OnFinished hears of it.
 func (c *Crawler) record(t frontier.Task, o frontier.Outcome, finished bool) {
 	if err := c.frontier.Complete(t, o); err != nil {
 		c.countError("store")
@@ -130,14 +130,14 @@ func (c *Crawler) record(t frontier.Task, o frontier.Outcome, finished bool) {
 	}
 }
 
-// reportFinished tells Config.OnDone that t reached its end, with the URL
+// reportFinished tells Config.OnFinished that t reached its end, with the URL
 // metadata its outcome stored (nil for none).
 func (c *Crawler) reportFinished(t frontier.Task, meta *store.URLMeta) {
-	if c.cfg.OnDone == nil {
+	if c.cfg.OnFinished == nil {
 		return
 	}
 	ringKey, urlHash := c.keys(t.URL)
-	c.cfg.OnDone(t, ringKey, urlHash, meta)
+	c.cfg.OnFinished(t, ringKey, urlHash, meta)
 }
 
 // keys returns the ring key and URL hash of a normalised URL.

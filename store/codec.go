@@ -1,8 +1,9 @@
 package store
 
 // The primitive encodings records are made of (see "Record formats" in
-// doc.go): the writers, the decoder the store reads its records with, and
-// Decoder, the same decoder for other packages' versioned formats.
+// doc.go): the writers and the decoder the store reads its records with.
+// They are the store's own: no other package, and nothing on the wire,
+// depends on them.
 
 import (
 	"encoding/binary"
@@ -11,9 +12,9 @@ import (
 	"time"
 )
 
-// AppendBytes appends b to dst as a uvarint length followed by the bytes
+// appendBytes appends b to dst as a uvarint length followed by the bytes
 // (the "bytes" encoding of the store's records).
-func AppendBytes(dst, b []byte) []byte {
+func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
 }
@@ -24,11 +25,11 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// AppendTime appends t to dst as a presence byte (0 for the zero time,
+// appendTime appends t to dst as a presence byte (0 for the zero time,
 // which ends the encoding, else 1), then Unix seconds (varint) and
 // nanoseconds (uvarint), so that the zero time survives a round trip. The
-// location is not kept: Decoder.Time returns UTC.
-func AppendTime(dst []byte, t time.Time) []byte {
+// location is not kept: decoder.stamp returns UTC.
+func appendTime(dst []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(dst, 0)
 	}
@@ -36,44 +37,6 @@ func AppendTime(dst []byte, t time.Time) []byte {
 	dst = binary.AppendVarint(dst, t.Unix())
 	return binary.AppendUvarint(dst, uint64(t.Nanosecond()))
 }
-
-// Decoder reads a binary encoding built of the store's primitive fields: a
-// byte, an 8-byte big-endian integer, varints, a length-prefixed byte
-// string (AppendBytes), a time (AppendTime). The first error sticks: later
-// reads return zero values, and Err and Finish report it. Its errors wrap
-// ErrCorrupt.
-type Decoder struct{ d decoder }
-
-// NewDecoder returns a Decoder reading b, which it does not copy.
-func NewDecoder(b []byte) Decoder { return Decoder{d: decoder{b: b}} }
-
-// Byte reads one byte.
-func (d *Decoder) Byte() byte { return d.d.byte() }
-
-// Fixed64 reads an 8-byte big-endian integer.
-func (d *Decoder) Fixed64() uint64 { return d.d.fixed64() }
-
-// Uvarint reads an unsigned varint.
-func (d *Decoder) Uvarint() uint64 { return d.d.uvarint() }
-
-// Varint reads a zig-zag signed varint.
-func (d *Decoder) Varint() int64 { return d.d.varint() }
-
-// Bytes reads a length-prefixed byte string of at most limit bytes. The
-// result aliases the input.
-func (d *Decoder) Bytes(limit int) []byte { return d.d.bytesMax(limit) }
-
-// Time reads a time written by AppendTime, in UTC.
-func (d *Decoder) Time() time.Time { return d.d.stamp() }
-
-// Fail records an error about the input, unless one is recorded already.
-func (d *Decoder) Fail(format string, args ...any) { d.d.fail(format, args...) }
-
-// Err returns the first error, or nil.
-func (d *Decoder) Err() error { return d.d.err }
-
-// Finish returns the first error, or an error if bytes are left unread.
-func (d *Decoder) Finish() error { return d.d.finish() }
 
 // decoder reads a record; the first error sticks and later reads return zero
 // values. Its errors wrap ErrCorrupt.
@@ -174,7 +137,7 @@ func (d *decoder) bytesMax(limit int) []byte {
 
 func (d *decoder) str() string { return string(d.bytes()) }
 
-// stamp reads a time written by AppendTime, in UTC.
+// stamp reads a time written by appendTime, in UTC.
 func (d *decoder) stamp() time.Time {
 	switch d.byte() {
 	case 0:

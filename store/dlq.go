@@ -114,7 +114,7 @@ func encodeDeadLetter(d *DeadLetter) []byte {
 	dst = binary.AppendVarint(dst, int64(d.Redirects))
 	dst = appendString(dst, d.Kind)
 	dst = appendString(dst, d.LastError)
-	return AppendTime(dst, d.At)
+	return appendTime(dst, d.At)
 }
 
 func decodeDeadLetter(v []byte, d *DeadLetter) error {

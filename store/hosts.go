@@ -76,7 +76,7 @@ func encodeHostState(h *HostState) []byte {
 	dst = appendString(dst, h.Host)
 	dst = binary.AppendVarint(dst, h.Fetched)
 	dst = binary.AppendVarint(dst, h.Dropped)
-	return AppendTime(dst, h.NotBefore)
+	return appendTime(dst, h.NotBefore)
 }
 
 func decodeHostState(v []byte, h *HostState) error {

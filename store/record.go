@@ -125,7 +125,7 @@ func encodePage(p *Page) ([]byte, error) {
 	dst = binary.AppendVarint(dst, int64(p.Links))
 	dst = append(dst, codec)
 	dst = binary.AppendUvarint(dst, uint64(len(p.Body)))
-	dst = AppendBytes(dst, payload)
+	dst = appendBytes(dst, payload)
 	return dst, nil
 }
 

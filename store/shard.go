@@ -194,7 +194,7 @@ func (db *DB) PutShardHosts(hosts []ShardHost) error {
 			return fmt.Errorf("store: shard host %016x: empty name", h.Key)
 		}
 		v := appendString([]byte{shardVersion}, h.Host)
-		v = AppendBytes(v, h.Data)
+		v = appendBytes(v, h.Data)
 		b.Put(urlKey(prefixShardHost, h.Key, hostHash(h.Host)), v)
 	}
 	if err := db.ldb.Write(b, nil); err != nil {
@@ -248,7 +248,7 @@ func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	dst = binary.AppendVarint(dst, int64(r.Redirects))
 	dst = appendString(dst, r.URL)
 	dst = binary.AppendUvarint(dst, r.MetaVersion)
-	return AppendBytes(dst, r.Meta)
+	return appendBytes(dst, r.Meta)
 }
 
 func decodeShardRecord(v []byte, r *ShardRecord) error {

@@ -111,8 +111,8 @@ func encodeURLMeta(m *URLMeta) []byte {
 	dst = appendString(dst, m.LastModified)
 	dst = binary.BigEndian.AppendUint64(dst, m.Fingerprint)
 	dst = binary.BigEndian.AppendUint64(dst, m.ContentHash)
-	dst = AppendTime(dst, m.LastFetch)
-	dst = AppendTime(dst, m.NextCrawl)
+	dst = appendTime(dst, m.LastFetch)
+	dst = appendTime(dst, m.NextCrawl)
 	dst = binary.AppendVarint(dst, int64(m.Interval))
 	dst = binary.AppendVarint(dst, int64(m.Status))
 	dst = binary.AppendVarint(dst, int64(m.Changes))
@@ -136,19 +136,4 @@ func decodeURLMeta(v []byte, m *URLMeta) error {
 	m.Changes = d.int()
 	m.Fetches = d.int()
 	return d.finish()
-}
-
-// MarshalBinary encodes m as the store keeps it, for handing a URL's
-// state to another node.
-func (m URLMeta) MarshalBinary() ([]byte, error) { return encodeURLMeta(&m), nil }
-
-// UnmarshalBinary decodes what MarshalBinary produced; anything else is
-// ErrCorrupt.
-func (m *URLMeta) UnmarshalBinary(b []byte) error {
-	var out URLMeta
-	if err := decodeURLMeta(b, &out); err != nil {
-		return fmt.Errorf("url meta: %w", err)
-	}
-	*m = out
-	return nil
 }

@@ -22,7 +22,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
 	nodes := fs.Int("nodes", 5, "peers in the swarm")
 	hosts := fs.Int("hosts", 50, "virtual hosts in the synthetic web")
-	delay := fs.Duration("delay", 200*time.Millisecond, "minimum time between two requests to one host")
+	delay := fs.Duration("delay", 200*time.Millisecond, "minimum time between two requests to one host (0 = no pause)")
 	seed := fs.Int64("seed", 1, "seed of the synthetic web's link graph")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	data := fs.String("data", "", "parent directory for the nodes' data (default: a temporary directory, removed at exit)")
@@ -32,6 +32,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	if *nodes < 1 || *hosts < 1 {
 		return usageErr("--nodes and --hosts must be at least 1")
+	}
+	if *delay < 0 {
+		return usageErr("--delay must not be negative")
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -60,7 +63,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 
 	cc := crawl.DefaultConfig()
-	cc.Delay = *delay
+	cc.Delay = zeroIsNone(*delay)
 	// Crawl order across hosts is not breadth-first, so a page can first
 	// arrive by a long path; a depth cap of 16 could then cut links that a
 	// shorter path would have followed. Full coverage needs a loose cap.

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
-// --hot-queue reaches the node configuration, defaults to
-// node.DefaultConfig().HotQueue, and a negative value is a usage error that names the
-// flag.
+// --hot-queue reaches the node's crawl configuration, defaults to
+// crawl's default, 0 turns delegation off (crawl.None), and a negative
+// value is a usage error that names the flag.
 func TestHotQueueFlag(t *testing.T) {
 	parse := func(args ...string) (node.Config, error) {
 		fs := newFlagSet("node", io.Discard)
@@ -24,13 +25,13 @@ func TestHotQueueFlag(t *testing.T) {
 		return o.nodeConfig(io.Discard)
 	}
 	cfg, err := parse()
-	if err != nil || cfg.HotQueue != node.DefaultConfig().HotQueue {
-		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.HotQueue, err, node.DefaultConfig().HotQueue)
+	if err != nil || cfg.Crawl.HotQueue != crawl.DefaultConfig().HotQueue {
+		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.Crawl.HotQueue, err, crawl.DefaultConfig().HotQueue)
 	}
-	for _, v := range []int{0, 7} {
+	for v, want := range map[int]int{0: crawl.None, 7: 7} {
 		cfg, err := parse("--hot-queue", strconv.Itoa(v))
-		if err != nil || cfg.HotQueue != v {
-			t.Fatalf("--hot-queue %d: HotQueue %d, err %v", v, cfg.HotQueue, err)
+		if err != nil || cfg.Crawl.HotQueue != want {
+			t.Fatalf("--hot-queue %d: HotQueue %d, err %v; want %d", v, cfg.Crawl.HotQueue, err, want)
 		}
 	}
 	var stderr bytes.Buffer

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
@@ -39,16 +40,16 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.Var(&o.bootstrap, "bootstrap", "full multiaddrs (/ip4/.../tcp/.../p2p/<id>) of swarm members to join through; empty starts a new swarm")
 	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT")
 	fs.StringVar(&o.api, "api", nd.APIAddr, "HOST:PORT of the HTTP status API")
-	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins)")
-	fs.DurationVar(&o.maxCrawlDelay, "max-crawl-delay", def.MaxCrawlDelay, "cap on a robots.txt Crawl-delay")
+	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins; 0 = no pause)")
+	fs.DurationVar(&o.maxCrawlDelay, "max-crawl-delay", def.MaxCrawlDelay, "cap on a robots.txt Crawl-delay (0 = Crawl-delay is ignored)")
 	fs.StringVar(&o.userAgent, "user-agent", def.UserAgent, "User-Agent sent on every request; its first product token is matched against robots.txt")
 	fs.IntVar(&o.workers, "workers", def.Workers, "concurrent fetches across hosts")
-	fs.IntVar(&o.maxDepth, "max-depth", def.MaxDepth, "links further than this from a seed are not followed")
+	fs.IntVar(&o.maxDepth, "max-depth", def.MaxDepth, "links further than this from a seed are not followed (0 = seeds only)")
 	fs.DurationVar(&o.timeout, "timeout", def.Timeout, "total time allowed for one request, body included")
 	fs.Int64Var(&o.maxBody, "max-body", def.MaxBodyBytes, "bytes of a response body kept; longer bodies are truncated and flagged")
 	fs.DurationVar(&o.minRecrawl, "min-recrawl", def.MinRecrawl, "shortest recrawl interval (pages that change often)")
-	fs.DurationVar(&o.maxRecrawl, "max-recrawl", def.MaxRecrawl, "longest recrawl interval (pages that never change)")
-	fs.IntVar(&o.maxRetries, "max-retries", def.MaxRetries, "retries of a failed fetch (timeouts, connection errors, 429, 5xx) before it goes to the dead-letter queue")
+	fs.DurationVar(&o.maxRecrawl, "max-recrawl", def.MaxRecrawl, "longest recrawl interval (pages that never change; 0 = never recrawl)")
+	fs.IntVar(&o.maxRetries, "max-retries", def.MaxRetries, "retries of a failed fetch (timeouts, connection errors, 429, 5xx) before it goes to the dead-letter queue (0 = none)")
 	fs.DurationVar(&o.retryBase, "retry-base", def.RetryBase, "first retry delay; each retry doubles it, with jitter")
 	fs.IntVar(&o.maxPagesPerHost, "max-pages-per-host", def.MaxPagesPerHost, "page budget per host, a guard against traps (0 = unlimited)")
 	fs.BoolVar(&o.allowPrivate, "allow-private", false, "allow fetches from loopback and private addresses (off: the crawler cannot be aimed at internal networks)")
@@ -56,9 +57,9 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
 	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", nd.WARC.MaxFileBytes, "WARC files are rotated past this size")
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
-	fs.IntVar(&o.hotQueue, "hot-queue", nd.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
+	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
-	fs.StringVar(&o.keyMode, "key", nd.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
+	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -110,7 +111,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
-	mode, err := crawl.ParseKeyMode(o.keyMode)
+	mode, err := urls.ParseKeyMode(o.keyMode)
 	if err != nil {
 		return node.Config{}, usageErr("--key: %v", err)
 	}
@@ -120,14 +121,11 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if _, err := p2p.ParseAddrInfos(o.relays); err != nil {
 		return node.Config{}, usageErr("--relay: %v", err)
 	}
-	if o.delay < 0 {
-		return node.Config{}, usageErr("--delay must not be negative")
+	if err := o.checkCounts(); err != nil {
+		return node.Config{}, err
 	}
 	if o.replicas < 1 || o.replicas > 7 {
 		return node.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
-	}
-	if o.hotQueue < 0 {
-		return node.Config{}, usageErr("--hot-queue must not be negative (0 disables delegation)")
 	}
 	if o.failureTimeout < 100*time.Millisecond {
 		return node.Config{}, usageErr("--failure-timeout must be at least 100ms")
@@ -144,24 +142,70 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Bootstrap = o.bootstrap
 	cfg.APIAddr = o.api
 	cfg.DisableDiscovery = !o.discovery
-	cfg.KeyMode = mode
-	cfg.HotQueue = o.hotQueue
-	cfg.Crawl.Delay = o.delay
-	cfg.Crawl.MaxCrawlDelay = o.maxCrawlDelay
+	// A flag's 0 means "off" where its help says so; in the
+	// configuration a zero field means the default and None means off.
+	cfg.Crawl.KeyMode = mode
+	cfg.Crawl.HotQueue = zeroIsNone(o.hotQueue)
+	cfg.Crawl.Delay = zeroIsNone(o.delay)
+	cfg.Crawl.MaxCrawlDelay = zeroIsNone(o.maxCrawlDelay)
 	cfg.Crawl.UserAgent = o.userAgent
 	cfg.Crawl.Workers = o.workers
-	cfg.Crawl.MaxDepth = o.maxDepth
+	cfg.Crawl.MaxDepth = zeroIsNone(o.maxDepth)
 	cfg.Crawl.Timeout = o.timeout
 	cfg.Crawl.MaxBodyBytes = o.maxBody
 	cfg.Crawl.MinRecrawl = o.minRecrawl
-	cfg.Crawl.MaxRecrawl = o.maxRecrawl
-	cfg.Crawl.MaxRetries = o.maxRetries
+	cfg.Crawl.MaxRecrawl = zeroIsNone(o.maxRecrawl)
+	cfg.Crawl.MaxRetries = zeroIsNone(o.maxRetries)
 	cfg.Crawl.RetryBase = o.retryBase
 	cfg.Crawl.MaxPagesPerHost = o.maxPagesPerHost
 	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
-	cfg.Crawl.Dial.MaxConnsPerIP = o.maxConnsPerIP
+	cfg.Crawl.Dial.MaxConnsPerIP = zeroIsNone(o.maxConnsPerIP)
 	cfg.Crawl.Dial.DNSTTL = o.dnsTTL
 	cfg.WARC.MaxFileBytes = o.warcMaxBytes
 	cfg.Logger = log
 	return cfg, nil
+}
+
+// zeroIsNone maps a flag's 0, which its help documents as "off", to
+// crawl.None: in a configuration a zero field means the default.
+func zeroIsNone[T ~int | ~int64](v T) T {
+	if v == 0 {
+		return crawl.None
+	}
+	return v
+}
+
+// checkCounts refuses flag values no configuration means: negative counts
+// and durations, and zero where the help names no meaning for it (a zero
+// field would silently mean the default).
+func (o *nodeOptions) checkCounts() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+		zero bool // 0 is a documented choice
+	}{
+		{"delay", int64(o.delay), true},
+		{"max-crawl-delay", int64(o.maxCrawlDelay), true},
+		{"workers", int64(o.workers), false},
+		{"max-depth", int64(o.maxDepth), true},
+		{"timeout", int64(o.timeout), false},
+		{"max-body", o.maxBody, false},
+		{"min-recrawl", int64(o.minRecrawl), false},
+		{"max-recrawl", int64(o.maxRecrawl), true},
+		{"max-retries", int64(o.maxRetries), true},
+		{"retry-base", int64(o.retryBase), false},
+		{"max-pages-per-host", int64(o.maxPagesPerHost), true},
+		{"max-conns-per-ip", int64(o.maxConnsPerIP), true},
+		{"dns-ttl", int64(o.dnsTTL), false},
+		{"warc-max-bytes", o.warcMaxBytes, false},
+		{"hot-queue", int64(o.hotQueue), true},
+	} {
+		switch {
+		case f.v < 0:
+			return usageErr("--%s must not be negative", f.name)
+		case f.v == 0 && !f.zero:
+			return usageErr("--%s must be positive", f.name)
+		}
+	}
+	return nil
 }

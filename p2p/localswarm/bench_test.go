@@ -35,7 +35,7 @@ func BenchmarkSingleNodeCrawl(b *testing.B) {
 		b.StopTimer()
 		web.ResetLog()
 		cc := crawl.DefaultConfig()
-		cc.Delay = 0
+		cc.Delay = crawl.None
 		cc.MaxDepth = 1000
 		cc.Workers = 64
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -29,22 +29,18 @@ type Options struct {
 	Nodes int
 	// Dir holds one data dir per node (Dir/node-00, ...). Required.
 	Dir string
-	// Crawl is the crawl configuration of every node. Default crawl.DefaultConfig().
+	// Crawl is the crawl configuration of every node (its KeyMode and
+	// HotQueue included). Default: crawl's defaults.
 	Crawl crawl.Config
 	// Proxy routes every node's HTTP fetches (e.g. to a synthetic web).
+	// Default: none, the nodes connect directly.
 	Proxy func(*http.Request) (*url.URL, error)
-	// KeyMode is the crawl task key mode. Default host.
-	KeyMode crawl.KeyMode
 	// Ring tunes ring maintenance. Default: ring.DefaultConfig() with
 	// faster stabilization, which a swarm on loopback can afford.
 	Ring *ring.Config
 	// Shard tunes replication and failover. Default: the node's defaults
 	// with a 2s failure timeout.
 	Shard *shard.Config
-	// HotQueue is the queue length of one host at which its owner hands
-	// its fetches to helpers (node.Config.HotQueue). Default: the node's
-	// default; negative never delegates.
-	HotQueue int
 	// Configure, if set, adjusts node i's configuration last, e.g. to
 	// give each node its own User-Agent.
 	Configure func(i int, cfg *node.Config)
@@ -74,8 +70,8 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Crawl.UserAgent == "" {
-		opts.Crawl = crawl.DefaultConfig()
+	if opts.Proxy == nil {
+		opts.Proxy = crawl.NoProxy
 	}
 	rc := ring.DefaultConfig()
 	rc.StabilizeInterval = 100 * time.Millisecond
@@ -90,16 +86,12 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 		cfg.DataDir = filepath.Join(opts.Dir, fmt.Sprintf("node-%02d", i))
 		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
 		cfg.DisableDiscovery = !opts.Discovery
-		cfg.KeyMode = opts.KeyMode
 		cfg.Crawl = opts.Crawl
 		cfg.Crawl.Proxy = opts.Proxy
 		cfg.Ring = rc
 		cfg.Shard.FailureTimeout = 2 * time.Second
 		if opts.Shard != nil {
 			cfg.Shard = *opts.Shard
-		}
-		if opts.HotQueue != 0 {
-			cfg.HotQueue = opts.HotQueue
 		}
 		cfg.Logger = opts.Logger.With("i", i)
 		if opts.Configure != nil {

@@ -31,16 +31,12 @@ type Config struct {
 	// DisableDiscovery turns off the Kademlia DHT that finds swarm members
 	// beyond the bootstrap list (on by default).
 	DisableDiscovery bool
-	// KeyMode chooses the crawl task key: per host (default) or per URL.
-	// It overrides Crawl.KeyMode: the crawler and the owner must agree.
-	KeyMode crawl.KeyMode
-	// HotQueue is the number of queued tasks of one host at which its
-	// owner hands the host's fetches, in batches, to its successor
-	// replicas (crawl.Config.HotQueue). Default 200; negative never
-	// delegates. Only with host keys. Crawl.HotQueue and Crawl.Delegate are
-	// set from it.
-	HotQueue int
-	// Crawl configures the fetcher and politeness.
+	// Crawl configures the fetcher and politeness. Its KeyMode is the
+	// node's too (the owner and the router key tasks as the crawler
+	// does), and its HotQueue says when the owner of a host hands the
+	// host's fetches, in batches, to its successor replicas (host keys
+	// only; crawl.None never). The node sets its Owns, OnFinished and
+	// Delegate.
 	Crawl crawl.Config
 	// Store configures the durable state.
 	Store store.Options
@@ -68,8 +64,6 @@ func DefaultConfig() Config {
 	return Config{
 		Host:        p2p.DefaultConfig(),
 		APIAddr:     "127.0.0.1:0",
-		KeyMode:     crawl.KeyHost,
-		HotQueue:    200,
 		Crawl:       crawl.DefaultConfig(),
 		Store:       store.DefaultOptions(),
 		WARC:        warc.DefaultOptions(),
@@ -92,9 +86,6 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.APIAddr == "" {
 		c.APIAddr = d.APIAddr
-	}
-	if c.HotQueue == 0 {
-		c.HotQueue = d.HotQueue
 	}
 	if c.Shard.TickInterval == 0 {
 		c.Shard.TickInterval = d.Shard.TickInterval

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
@@ -30,10 +32,10 @@ const testHost = "big.example"
 
 // testBatch is a batch of n tasks on testHost, the first with metadata.
 func testBatch(n int) *crawl.Batch {
-	b := &crawl.Batch{Host: testHost, RingKey: crawl.HostKey(testHost), Gap: 50 * time.Millisecond,
+	b := &crawl.Batch{Host: testHost, RingKey: urls.HostKey(testHost), Gap: 50 * time.Millisecond,
 		Budget: 2 * time.Second, Wait: 3 * time.Second}
 	for i := range n {
-		t := crawl.BatchTask{Task: crawl.Task{URL: fmt.Sprintf("http://%s/p/%d", testHost, i), Depth: 3, Attempts: i % 2, Redirects: i % 3, Recrawl: i == 0}}
+		t := crawl.BatchTask{Task: frontier.Task{URL: fmt.Sprintf("http://%s/p/%d", testHost, i), Depth: 3, Attempts: i % 2, Redirects: i % 3, Recrawl: i == 0}}
 		if i == 0 {
 			t.HasMeta = true
 			t.Meta = store.URLMeta{URL: t.Task.URL, ETag: `"v1"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT",
@@ -66,15 +68,15 @@ func testResult(b *crawl.Batch) *crawl.BatchResult {
 		NextCrawl: time.Unix(0, 1_700_003_700_000_000_001), Interval: time.Hour, Status: 200, Changes: 2, Fetches: 5}
 	retry := t1
 	retry.Attempts++
-	recrawl := crawl.Task{URL: t0.URL, Depth: t0.Depth, Redirects: t0.Redirects, Recrawl: true}
-	host, _ := crawl.HostOf(t2.URL)
+	recrawl := frontier.Task{URL: t0.URL, Depth: t0.Depth, Redirects: t0.Redirects, Recrawl: true}
+	host, _ := urls.HostOf(t2.URL)
 	return &crawl.BatchResult{
 		Contacted: true, SinceLast: 30 * time.Millisecond, RetryAfter: 2 * time.Second,
-		Done: []crawl.TaskResult{
-			{Terminal: true, Outcome: crawl.Outcome{Reschedule: &recrawl, At: meta.NextCrawl, Meta: &meta}},
-			{Terminal: false, Outcome: crawl.Outcome{Reschedule: &retry, At: time.Unix(0, 1_700_000_101_000_000_000)}},
-			{Terminal: true, Outcome: crawl.Outcome{Dead: &store.DeadLetter{URL: t2.URL, RingKey: b.RingKey,
-				URLHash: crawl.URLHash(t2.URL), HostKey: crawl.HostKey(host), Depth: t2.Depth, Redirects: t2.Redirects,
+		Results: []crawl.TaskResult{
+			{Finished: true, Outcome: frontier.Outcome{Reschedule: &recrawl, At: meta.NextCrawl, Meta: &meta}},
+			{Finished: false, Outcome: frontier.Outcome{Reschedule: &retry, At: time.Unix(0, 1_700_000_101_000_000_000)}},
+			{Finished: true, Outcome: frontier.Outcome{Dead: &store.DeadLetter{URL: t2.URL, RingKey: b.RingKey,
+				URLHash: urls.URLHash(t2.URL), HostKey: urls.HostKey(host), Depth: t2.Depth, Redirects: t2.Redirects,
 				Attempts: 4, Kind: "http_5xx", LastError: "HTTP 503 Service Unavailable", At: time.Unix(0, 1_700_000_102_000_000_000)}}},
 		},
 	}
@@ -104,8 +106,8 @@ func TestFetchWireRoundTrip(t *testing.T) {
 		t.Fatalf("result round trip:\n got %+v\nwant %+v", back, res)
 	}
 	// A partial answer (the helper ran out of budget) is fine too.
-	res.Done = res.Done[:1]
-	if back, err := decodeFetchReply(b, encodeFetchReply(res)); err != nil || len(back.Done) != 1 {
+	res.Results = res.Results[:1]
+	if back, err := decodeFetchReply(b, encodeFetchReply(res)); err != nil || len(back.Results) != 1 {
 		t.Fatalf("partial result: %v, %v", back, err)
 	}
 }
@@ -124,7 +126,7 @@ func TestFetchBatchValidation(t *testing.T) {
 		"nil task":       func(r *pb.FetchBatchRequest) { r.Tasks[1] = nil },
 		"other host":     func(r *pb.FetchBatchRequest) { r.Tasks[1].Url = "http://other.example/p/1" },
 		"bad url":        func(r *pb.FetchBatchRequest) { r.Tasks[1].Url = "not a url" },
-		"long url":       func(r *pb.FetchBatchRequest) { r.Tasks[1].Url += strings.Repeat("a", crawl.MaxURLLength) },
+		"long url":       func(r *pb.FetchBatchRequest) { r.Tasks[1].Url += strings.Repeat("a", urls.MaxURLLength) },
 		"wrong key":      func(r *pb.FetchBatchRequest) { r.RingKey++ },
 		"no host":        func(r *pb.FetchBatchRequest) { r.Host = "" },
 		"wait <= budget": func(r *pb.FetchBatchRequest) { r.WaitNs = r.BudgetNs },
@@ -144,7 +146,7 @@ func TestFetchBatchValidation(t *testing.T) {
 	// The largest batch allowed fits the message cap with room to spare.
 	big := testBatch(crawl.MaxDelegateTasks)
 	for i := range big.Tasks {
-		big.Tasks[i].Task.URL = fmt.Sprintf("http://%s/%s/%d", testHost, strings.Repeat("p", crawl.MaxURLLength-40), i)
+		big.Tasks[i].Task.URL = fmt.Sprintf("http://%s/%s/%d", testHost, strings.Repeat("p", urls.MaxURLLength-40), i)
 		big.Tasks[i].HasMeta, big.Tasks[i].Meta = true, store.URLMeta{URL: big.Tasks[i].Task.URL, ETag: strings.Repeat("e", 200)}
 	}
 	if _, err := decodeBatch(encodeBatch(big)); err != nil {
@@ -161,23 +163,23 @@ func TestFetchBatchValidation(t *testing.T) {
 func TestFetchReplyValidation(t *testing.T) {
 	b := testBatch(3)
 	for name, mutate := range map[string]func(r *pb.FetchBatchReply){
-		"more results than tasks": func(r *pb.FetchBatchReply) { r.Done = append(r.Done, r.Done[0]) },
-		"reschedule other url":    func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Url = "http://big.example/p/9" },
-		"reschedule other depth":  func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Depth++ },
-		"reschedule missing":      func(r *pb.FetchBatchReply) { r.Done[1].Reschedule = nil },
-		"attempts jump":           func(r *pb.FetchBatchReply) { r.Done[1].Reschedule.Attempts += 5 },
-		"retry not rescheduled":   func(r *pb.FetchBatchReply) { r.Done[1].HasReschedule = false },
-		"terminal non-recrawl":    func(r *pb.FetchBatchReply) { r.Done[1].Terminal = true },
-		"dead retry":              func(r *pb.FetchBatchReply) { r.Done[1].Dead = r.Done[2].Dead },
-		"dead other url":          func(r *pb.FetchBatchReply) { r.Done[2].Dead.Url = b.Tasks[0].Task.URL },
-		"dead wrong key":          func(r *pb.FetchBatchReply) { r.Done[2].Dead.RingKey++ },
+		"more results than tasks": func(r *pb.FetchBatchReply) { r.Results = append(r.Results, r.Results[0]) },
+		"reschedule other url":    func(r *pb.FetchBatchReply) { r.Results[1].Reschedule.Url = "http://big.example/p/9" },
+		"reschedule other depth":  func(r *pb.FetchBatchReply) { r.Results[1].Reschedule.Depth++ },
+		"reschedule missing":      func(r *pb.FetchBatchReply) { r.Results[1].Reschedule = nil },
+		"attempts jump":           func(r *pb.FetchBatchReply) { r.Results[1].Reschedule.Attempts += 5 },
+		"retry not rescheduled":   func(r *pb.FetchBatchReply) { r.Results[1].HasReschedule = false },
+		"terminal non-recrawl":    func(r *pb.FetchBatchReply) { r.Results[1].Finished = true },
+		"dead retry":              func(r *pb.FetchBatchReply) { r.Results[1].Dead = r.Results[2].Dead },
+		"dead other url":          func(r *pb.FetchBatchReply) { r.Results[2].Dead.Url = b.Tasks[0].Task.URL },
+		"dead wrong key":          func(r *pb.FetchBatchReply) { r.Results[2].Dead.RingKey++ },
 		"dead and rescheduled": func(r *pb.FetchBatchReply) {
-			r.Done[2].HasReschedule = true
-			r.Done[2].Reschedule = &pb.FetchTask{Url: b.Tasks[2].Task.URL, Depth: 3, Redirects: 2, Recrawl: true}
+			r.Results[2].HasReschedule = true
+			r.Results[2].Reschedule = &pb.FetchTask{Url: b.Tasks[2].Task.URL, Depth: 3, Redirects: 2, Recrawl: true}
 		},
-		"meta other url":      func(r *pb.FetchBatchReply) { r.Done[0].Meta.Url = b.Tasks[1].Task.URL },
-		"meta bad status":     func(r *pb.FetchBatchReply) { r.Done[0].Meta.Status = 1000 },
-		"nil result":          func(r *pb.FetchBatchReply) { r.Done[0] = nil },
+		"meta other url":      func(r *pb.FetchBatchReply) { r.Results[0].Meta.Url = b.Tasks[1].Task.URL },
+		"meta bad status":     func(r *pb.FetchBatchReply) { r.Results[0].Meta.Status = 1000 },
+		"nil result":          func(r *pb.FetchBatchReply) { r.Results[0] = nil },
 		"negative since":      func(r *pb.FetchBatchReply) { r.SinceLastNs = -1 },
 		"negative retry":      func(r *pb.FetchBatchReply) { r.RetryAfterNs = -1 },
 		"fetched, no contact": func(r *pb.FetchBatchReply) { r.Contacted = false },
@@ -299,7 +301,7 @@ func fetchAll(_ context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	for _, t := range b.Tasks {
 		next := t.Task
 		next.Attempts++
-		res.Done = append(res.Done, crawl.TaskResult{Outcome: crawl.Outcome{Reschedule: &next, At: time.Now().Add(time.Second)}})
+		res.Results = append(res.Results, crawl.TaskResult{Outcome: frontier.Outcome{Reschedule: &next, At: time.Now().Add(time.Second)}})
 	}
 	return res, nil
 }
@@ -321,7 +323,7 @@ func TestFetchDelegation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("batch %d: %v", i, err)
 		}
-		if len(res.Done) != 4 || !res.Contacted || res.Done[3].Outcome.Reschedule.Attempts != b.Tasks[3].Task.Attempts+1 {
+		if len(res.Results) != 4 || !res.Contacted || res.Results[3].Outcome.Reschedule.Attempts != b.Tasks[3].Task.Attempts+1 {
 			t.Fatalf("batch %d: result %+v", i, res)
 		}
 	}
@@ -403,14 +405,14 @@ func TestFetchWaitsForLinks(t *testing.T) {
 func TestFetchBadHelper(t *testing.T) {
 	liar := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 		res, _ := fetchAll(ctx, b)
-		res.Done[0].Outcome.Reschedule.URL = "http://" + testHost + "/somewhere-else"
+		res.Results[0].Outcome.Reschedule.URL = "http://" + testHost + "/somewhere-else"
 		return res, nil
 	})
 	huge := newTestHelper(t, func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 		res := &crawl.BatchResult{Contacted: true}
 		for _, bt := range b.Tasks {
 			m := store.URLMeta{URL: bt.Task.URL, ETag: strings.Repeat("x", 2<<20)}
-			res.Done = append(res.Done, crawl.TaskResult{Terminal: true, Outcome: crawl.Outcome{Meta: &m}})
+			res.Results = append(res.Results, crawl.TaskResult{Finished: true, Outcome: frontier.Outcome{Meta: &m}})
 		}
 		return res, nil
 	})

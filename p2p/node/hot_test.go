@@ -77,7 +77,8 @@ func TestHotHostsDelegated(t *testing.T) {
 	cc := crawl.DefaultConfig()
 	cc.Delay = delay
 	cc.MaxDepth = 1000
-	swarm := startTaggedSwarm(ctx, t, localswarm.Options{Nodes: nodes, Crawl: cc, Proxy: web.Proxy(), HotQueue: 10})
+	cc.HotQueue = 10
+	swarm := startTaggedSwarm(ctx, t, localswarm.Options{Nodes: nodes, Crawl: cc, Proxy: web.Proxy()})
 	start := time.Now()
 	swarm.Nodes[1].Seed(ctx, web.Seeds())
 	for len(web.Missing(token)) > 0 {

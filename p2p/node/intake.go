@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -47,7 +48,7 @@ func inRange(r shard.Range) func(uint64) bool {
 // a crash in between, since the sender's retry would find them seen and
 // they would never be crawled; this one at worst queues a URL twice after
 // a crash.
-func (in *intake) Admit(entries []store.SeenEntry, queued []crawl.Task, replicate func([]crawl.Task, []store.SeenEntry) error) (fresh []crawl.Task, duplicates int, err error) {
+func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, replicate func([]frontier.Task, []store.SeenEntry) error) (fresh []frontier.Task, duplicates int, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var freshEntries []store.SeenEntry
@@ -85,10 +86,10 @@ func (in *intake) Admit(entries []store.SeenEntry, queued []crawl.Task, replicat
 func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if _, err := in.crawler.Release(ctx, inRange(r)); err != nil {
+	if _, err := in.crawler.ReleaseRange(ctx, inRange(r)); err != nil {
 		return fmt.Errorf("activate %s: %w", r, err)
 	}
-	var tasks []crawl.Task
+	var tasks []frontier.Task
 	var seen []store.SeenEntry
 	flush := func() error {
 		if len(seen) > 0 {
@@ -100,7 +101,7 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 		tasks, seen = tasks[:0], seen[:0]
 		return nil
 	}
-	// Release dropped the range's recrawl schedule, if it had one: the
+	// ReleaseRange dropped the range's recrawl schedule, if it had one: the
 	// fetched records, with their metadata, bring it back.
 	var adopted []crawl.Adopted
 	adopt := func() error {
@@ -112,7 +113,7 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 	err := in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		seen = append(seen, store.SeenEntry{Key: rec.Key, URLHash: rec.URLHash, URL: rec.URL, Depth: rec.Depth})
 		if rec.Done {
-			ad := crawl.Adopted{Task: crawl.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
+			ad := crawl.Adopted{Task: frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
 			if len(rec.Meta) > 0 {
 				m, err := decodeRecordState(rec.Meta)
 				if err != nil {
@@ -126,12 +127,12 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 				}
 			}
 		} else {
-			fetched, err := in.crawler.Fetched(rec.Key, rec.URLHash)
+			fetched, err := in.crawler.Crawled(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
 			}
 			if !fetched {
-				tasks = append(tasks, crawl.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects})
+				tasks = append(tasks, frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects})
 				queued++
 			}
 		}
@@ -171,7 +172,7 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 // requests in flight and drops its queue; the hosts' politeness state goes
 // into the shard store so that it travels with the range.
 func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
-	snaps, err := in.crawler.Release(ctx, inRange(r))
+	snaps, err := in.crawler.ReleaseRange(ctx, inRange(r))
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
 	}
@@ -192,7 +193,7 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 	err = in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		changed := false
 		if !rec.Done {
-			fetched, err := in.crawler.Fetched(rec.Key, rec.URLHash)
+			fetched, err := in.crawler.Crawled(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
 			}
@@ -227,7 +228,7 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	var tasks []crawl.Task
+	var tasks []frontier.Task
 	var seen []store.SeenEntry
 	var adopted []crawl.Adopted
 	for _, r := range recs {
@@ -239,7 +240,7 @@ func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 			if err != nil {
 				continue
 			}
-			ad := crawl.Adopted{Task: crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}, Meta: m}
+			ad := crawl.Adopted{Task: frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}, Meta: m}
 			if _, version, err := urlState(in.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
 				adopted = append(adopted, ad)
 			}
@@ -254,7 +255,7 @@ func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 			continue
 		}
 		seen = append(seen, store.SeenEntry{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth})
-		tasks = append(tasks, crawl.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
+		tasks = append(tasks, frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
 	}
 	if err := in.crawler.Adopt(adopted); err != nil {
 		in.log.Warn("merge: adopting the recrawl state of fetched URLs failed", "err", err)

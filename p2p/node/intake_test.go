@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
@@ -30,13 +31,13 @@ func TestIntakeAdoptsRecrawlState(t *testing.T) {
 
 	now := time.Now()
 	record := func(u string, fetched time.Time) shard.Record {
-		key, _ := crawl.TaskKey(u, crawl.KeyHost)
+		key, _ := urls.TaskKey(u, urls.KeyHost)
 		m := store.URLMeta{URL: u, ETag: `"e"`, Status: 200, LastFetch: fetched, NextCrawl: fetched.Add(time.Hour), Interval: time.Hour, Fetches: 1}
 		b, version, err := recordState(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return shard.Record{Key: key, Hash: crawl.URLHash(u), URL: u, Done: true, Meta: b, MetaVersion: version}
+		return shard.Record{Key: key, Hash: urls.URLHash(u), URL: u, Done: true, Meta: b, MetaVersion: version}
 	}
 	a, b := record("http://a.test/1", now.Add(-time.Minute)), record("http://b.test/1", now.Add(-time.Minute))
 	if err := db.PutShardRecords([]store.ShardRecord{

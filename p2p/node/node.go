@@ -28,6 +28,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
@@ -50,7 +52,8 @@ const (
 // arc of task keys and a crawler of its own queue.
 type Node struct {
 	cfg      Config
-	shardCfg shard.Config // effective: every default filled in
+	crawlCfg crawl.Config // in effect: defaults filled in, the node's hooks set
+	shardCfg shard.Config // in effect: defaults filled in
 	log      *slog.Logger
 
 	host    host.Host
@@ -62,7 +65,8 @@ type Node struct {
 	archive *warc.Writer
 	outbox  *outbox
 	// delegator hands hot hosts' fetch batches to helpers; helper fetches
-	// batches for other owners. Both nil with URL keys or HotQueue None.
+	// batches for other owners. Both nil with URL keys or Crawl.HotQueue
+	// None.
 	delegator *delegator
 	helper    *helper
 	finished  *finishedURLs
@@ -176,30 +180,31 @@ func (n *Node) build() error {
 	n.outbox = newOutbox(n.db, n.log)
 	n.finished = &finishedURLs{links: n.outbox, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
+	// The crawler, the owner and the router must agree on what a key is.
+	crawlCfg := cfg.Crawl.WithDefaults()
+	keyMode := crawlCfg.KeyMode
 	// Hot hosts are delegated only with host keys: with URL keys a host's
 	// URLs are spread over the ring already.
-	delegating := cfg.KeyMode == crawl.KeyHost && cfg.HotQueue > 0
-	if delegating {
+	if keyMode == urls.KeyHost && crawlCfg.HotQueue > 0 {
 		n.delegator = newDelegator(n.fetchTr, n.ring.Self(), n.ring.Successors, n.shardCfg.Replicas, n.log)
 	}
 
 	// The crawler fetches only what the node owns right now, reports every
 	// finished URL so that replicas learn it, and hands hot hosts' batches
 	// to the delegator.
-	crawlCfg := cfg.Crawl
-	crawlCfg.KeyMode = cfg.KeyMode
 	crawlCfg.Owns = n.own.Owns
-	crawlCfg.OnDone = n.finished.Add
-	crawlCfg.HotQueue, crawlCfg.Delegate = 0, nil
-	if delegating {
-		crawlCfg.HotQueue, crawlCfg.Delegate = cfg.HotQueue, n.delegator
+	crawlCfg.OnFinished = n.finished.Add
+	crawlCfg.Delegate = nil
+	if n.delegator != nil {
+		crawlCfg.Delegate = n.delegator
 		// A batch must not outlive the owner's lease: an owner cut off
 		// from its replicas stops before they promote, and so must the
 		// batches it handed out.
 		crawlCfg.DelegateBudget = n.shardCfg.Lease
 	}
+	n.crawlCfg = crawlCfg
 	var err error
-	n.crawler, err = crawl.New(crawlCfg, n.db, pageStore{db: n.db, archive: n.archive, mode: cfg.KeyMode}, n.outbox)
+	n.crawler, err = crawl.New(crawlCfg, n.db, pageStore{db: n.db, archive: n.archive, mode: keyMode}, n.outbox)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
@@ -215,18 +220,20 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: cfg.KeyMode, maxDepth: cfg.Crawl.MaxDepth}
+	// The owner refuses tasks deeper than the crawler follows links
+	// (MaxDepth None: seeds only).
+	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: max(crawlCfg.MaxDepth, 0)}
 	n.tasks = p2p.NewTaskTransport(n.streams)
-	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, cfg.KeyMode, n.log)
+	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
-	if delegating {
+	if n.delegator != nil {
 		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
 	}
 	return nil
 }
 
 // sendTasks delivers tasks to a remote owner over the task transport.
-func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []crawl.Task) (acceptResult, error) {
+func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []frontier.Task) (acceptResult, error) {
 	resp, err := n.tasks.Send(ctx, to, encodeTasks(tasks))
 	if err != nil {
 		return acceptResult{}, err

@@ -17,6 +17,7 @@ import (
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
@@ -28,7 +29,7 @@ import (
 // noWeb is a crawl configuration whose fetches never leave the process.
 func noWeb() crawl.Config {
 	cc := crawl.DefaultConfig()
-	cc.Proxy = nil
+	cc.Proxy = crawl.NoProxy
 	cc.Transport = failingTransport{}
 	return cc
 }
@@ -212,7 +213,7 @@ func TestTaskBatchAccounting(t *testing.T) {
 	var mine, foreign []string
 	for i := 0; len(mine) < 3 || len(foreign) < 3; i++ {
 		u := "http://host" + string(rune('a'+i%26)) + strings.Repeat("x", i/26) + ".test/page"
-		key, err := crawl.TaskKey(u, crawl.KeyHost)
+		key, err := urls.TaskKey(u, urls.KeyHost)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -35,7 +36,7 @@ type outbox struct {
 // pending is one task waiting for delivery.
 type pending struct {
 	id        uint64 // outbox entry in the store; 0 if the store refused it
-	task      crawl.Task
+	task      frontier.Task
 	attempts  int
 	notBefore time.Time
 }
@@ -51,7 +52,7 @@ func newOutbox(db *store.DB, log *slog.Logger) *outbox {
 func (o *outbox) Load() (int, error) {
 	var loaded []pending
 	err := o.db.ScanOutbox(func(e store.OutboxEntry) error {
-		loaded = append(loaded, pending{id: e.ID, task: crawl.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
+		loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
 		return nil
 	})
 	if err != nil {
@@ -68,7 +69,7 @@ func (o *outbox) Load() (int, error) {
 
 // Discovered implements crawl.LinkSink: links found by this node's crawler
 // go through the outbox so fetch workers never wait on the network.
-func (o *outbox) Discovered(_ context.Context, page crawl.Task, links []crawl.Task) {
+func (o *outbox) Discovered(_ context.Context, page frontier.Task, links []frontier.Task) {
 	ids := o.Add(links, 0, time.Now())
 	if len(ids) == 0 {
 		return
@@ -82,7 +83,7 @@ func (o *outbox) Discovered(_ context.Context, page crawl.Task, links []crawl.Ta
 // attempts failed deliveries, and returns their entries. If the store
 // refuses them they are still delivered from memory: only the crash
 // protection is lost, and the log says so.
-func (o *outbox) Add(tasks []crawl.Task, attempts int, notBefore time.Time) []uint64 {
+func (o *outbox) Add(tasks []frontier.Task, attempts int, notBefore time.Time) []uint64 {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -166,7 +167,7 @@ func (o *outbox) takeDue(max int) (due []pending, more bool) {
 // settle ends a delivery of due: the tasks in undelivered go back for a
 // later attempt (after a backoff), every other one is settled and leaves
 // the store.
-func (o *outbox) settle(due []pending, undelivered []crawl.Task) {
+func (o *outbox) settle(due []pending, undelivered []frontier.Task) {
 	left := map[string]int{}
 	for _, t := range undelivered {
 		left[t.URL]++

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // acceptResult tells a sender what an owner did with its tasks.
 type acceptResult struct {
-	accepted   int          // new URLs queued here
-	duplicates int          // already in the seen set
-	notOwned   []crawl.Task // keys outside this node's range: the sender must look again
-	rejected   []rejection  // malformed URLs, refused for good
+	accepted   int             // new URLs queued here
+	duplicates int             // already in the seen set
+	notOwned   []frontier.Task // keys outside this node's range: the sender must look again
+	rejected   []rejection     // malformed URLs, refused for good
 }
 
 // rejection is a URL refused for good, with the reason.
@@ -32,7 +33,7 @@ type owner struct {
 	own     *shard.Ownership
 	shard   *shard.Manager
 	intake  *intake
-	keyMode crawl.KeyMode
+	keyMode urls.KeyMode
 	// maxDepth refuses tasks deeper than the crawl would follow, so a
 	// broken peer cannot push unbounded-depth work.
 	maxDepth int
@@ -40,14 +41,14 @@ type owner struct {
 
 // Accept takes tasks routed to this node. Every task ends up in exactly
 // one of accepted, duplicates, notOwned or rejected.
-func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, error) {
+func (o *owner) Accept(ctx context.Context, tasks []frontier.Task) (acceptResult, error) {
 	var res acceptResult
 	entries := make([]store.SeenEntry, 0, len(tasks))
-	queued := make([]crawl.Task, 0, len(tasks))
+	queued := make([]frontier.Task, 0, len(tasks))
 	for _, t := range tasks {
 		// Normalise again: the sender may be buggy or hostile, and the
 		// seen set is only as good as the canonical form it stores.
-		u, err := crawl.Normalize(nil, t.URL)
+		u, err := urls.Normalize(nil, t.URL)
 		if err != nil {
 			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
 			continue
@@ -56,7 +57,7 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 			res.rejected = append(res.rejected, rejection{t.URL, fmt.Sprintf("depth %d outside 0..%d", t.Depth, o.maxDepth)})
 			continue
 		}
-		key, err := crawl.TaskKey(u, o.keyMode)
+		key, err := urls.TaskKey(u, o.keyMode)
 		if err != nil {
 			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
 			continue
@@ -65,8 +66,8 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 			res.notOwned = append(res.notOwned, t)
 			continue
 		}
-		entries = append(entries, store.SeenEntry{Key: key, URLHash: crawl.URLHash(u), URL: u, Depth: t.Depth})
-		queued = append(queued, crawl.Task{URL: u, Depth: t.Depth, Redirects: t.Redirects})
+		entries = append(entries, store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u, Depth: t.Depth})
+		queued = append(queued, frontier.Task{URL: u, Depth: t.Depth, Redirects: t.Redirects})
 	}
 	if len(entries) == 0 {
 		return res, nil
@@ -75,7 +76,7 @@ func (o *owner) Accept(ctx context.Context, tasks []crawl.Task) (acceptResult, e
 	// told they are accepted. A node that learns here that it is stale, or
 	// whose range moved meanwhile, hands the tasks back as not owned, and
 	// the sender routes them to the new owner.
-	fresh, dups, err := o.intake.Admit(entries, queued, func(fresh []crawl.Task, seen []store.SeenEntry) error {
+	fresh, dups, err := o.intake.Admit(entries, queued, func(fresh []frontier.Task, seen []store.SeenEntry) error {
 		recs := make([]shard.Record, len(fresh))
 		for i, e := range seen {
 			recs[i] = shard.Record{Key: e.Key, Hash: e.URLHash, URL: e.URL, Depth: e.Depth, Redirects: fresh[i].Redirects}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
@@ -16,13 +17,13 @@ import (
 type pageStore struct {
 	db      *store.DB
 	archive *warc.Writer
-	mode    crawl.KeyMode
+	mode    urls.KeyMode
 }
 
 var _ crawl.PageSink = pageStore{}
 
 func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
-	key, err := crawl.TaskKey(p.Task.URL, s.mode)
+	key, err := urls.TaskKey(p.Task.URL, s.mode)
 	if err != nil {
 		return fmt.Errorf("store page %s: %w", p.Task.URL, err)
 	}
@@ -30,7 +31,7 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 		return fmt.Errorf("archive %s: %w", p.Task.URL, err)
 	}
 	return s.db.PutPage(&store.Page{
-		Key: key, URLHash: crawl.URLHash(p.Task.URL), URL: p.Task.URL, FinalURL: p.FinalURL,
+		Key: key, URLHash: urls.URLHash(p.Task.URL), URL: p.Task.URL, FinalURL: p.FinalURL,
 		Status: p.Status, ContentType: p.ContentType, Header: p.Header, FetchedAt: p.FetchedAt,
 		Duration: p.Duration, Depth: p.Task.Depth, Links: len(p.Links),
 	})

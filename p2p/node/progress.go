@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
@@ -31,9 +32,9 @@ type finishedURL struct {
 	links []uint64 // outbox entries of the page's links
 }
 
-// Add is the crawler's OnDone: it hears that a URL needs no more fetching,
+// Add is the crawler's OnFinished: it hears that a URL needs no more fetching,
 // with the URL's metadata after the fetch (nil when there was none).
-func (f *finishedURLs) Add(t crawl.Task, key, urlHash uint64, meta *store.URLMeta) {
+func (f *finishedURLs) Add(t frontier.Task, key, urlHash uint64, meta *store.URLMeta) {
 	rec := shard.Record{Key: key, Hash: urlHash, URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Done: true}
 	// The URL's state after the fetch travels with the record, so that
 	// whoever owns it next recrawls it on schedule, conditionally.

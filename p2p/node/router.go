@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 // sendFunc delivers tasks to a remote owner.
-type sendFunc func(ctx context.Context, to ring.Peer, tasks []crawl.Task) (acceptResult, error)
+type sendFunc func(ctx context.Context, to ring.Peer, tasks []frontier.Task) (acceptResult, error)
 
 // router is the sending side: lookup(key) then send(task, owner), per seed
 // 000. It delivers the outbox: tasks it cannot deliver yet go back there
@@ -34,7 +35,7 @@ type router struct {
 	owner   *owner // this node's own keys are accepted without the network
 	send    sendFunc
 	outbox  *outbox
-	keyMode crawl.KeyMode
+	keyMode urls.KeyMode
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -51,7 +52,7 @@ type cachedOwner struct {
 	expires time.Time
 }
 
-func newRouter(r *ring.Node, o *owner, send sendFunc, out *outbox, mode crawl.KeyMode, log *slog.Logger) *router {
+func newRouter(r *ring.Node, o *owner, send sendFunc, out *outbox, mode urls.KeyMode, log *slog.Logger) *router {
 	return &router{ring: r, owner: o, send: send, outbox: out, keyMode: mode, log: log,
 		cache: map[ring.ID]cachedOwner{}}
 }
@@ -59,17 +60,17 @@ func newRouter(r *ring.Node, o *owner, send sendFunc, out *outbox, mode crawl.Ke
 // routeResult sums up one routing pass.
 type routeResult struct {
 	acceptResult
-	undelivered []crawl.Task // lookup or send failed, or the owner moved
+	undelivered []frontier.Task // lookup or send failed, or the owner moved
 }
 
 // Route delivers tasks to their owners once: no retries. Tasks it could
 // not deliver come back in undelivered.
-func (r *router) Route(ctx context.Context, tasks []crawl.Task) routeResult {
+func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
 	var res routeResult
-	groups := map[ring.Peer][]crawl.Task{}
+	groups := map[ring.Peer][]frontier.Task{}
 	var order []ring.Peer
 	for _, t := range tasks {
-		key, err := crawl.TaskKey(t.URL, r.keyMode)
+		key, err := urls.TaskKey(t.URL, r.keyMode)
 		if err != nil {
 			res.rejected = append(res.rejected, rejection{t.URL, err.Error()})
 			continue
@@ -158,7 +159,7 @@ func (r *router) forget(p ring.Peer) {
 
 // Defer puts tasks in the outbox for the delivery loop, after attempts
 // failed deliveries.
-func (r *router) Defer(tasks []crawl.Task, attempts int) {
+func (r *router) Defer(tasks []frontier.Task, attempts int) {
 	r.outbox.Add(tasks, attempts, time.Now().Add(backoff(attempts)))
 }
 
@@ -187,7 +188,7 @@ func (r *router) Run(ctx context.Context) {
 }
 
 func (r *router) deliver(ctx context.Context, due []pending) {
-	tasks := make([]crawl.Task, len(due))
+	tasks := make([]frontier.Task, len(due))
 	for i, p := range due {
 		tasks[i] = p.task
 	}

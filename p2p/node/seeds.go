@@ -7,7 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
@@ -26,8 +27,8 @@ func (n *Node) acceptTasks(ctx context.Context, _ peer.ID, tasks []*pb.Task) *pb
 }
 
 // submitSeeds answers the seed protocol: it routes a client's seeds.
-func (n *Node) submitSeeds(ctx context.Context, from peer.ID, urls []string) *pb.SeedResponse {
-	res := n.Seed(ctx, urls)
+func (n *Node) submitSeeds(ctx context.Context, from peer.ID, seeds []string) *pb.SeedResponse {
+	res := n.Seed(ctx, seeds)
 	n.log.Info("seeds submitted", "from", p2p.ShortID(from), "accepted", res.Accepted, "duplicates", res.Duplicates, "pending", res.Pending, "rejected", len(res.Rejected))
 	out := &pb.SeedResponse{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), Pending: uint32(res.Pending)}
 	for _, r := range res.Rejected {
@@ -38,16 +39,16 @@ func (n *Node) submitSeeds(ctx context.Context, from peer.ID, urls []string) *pb
 
 // Seed routes seed URLs to their owners, as the seed protocol does for
 // remote clients.
-func (n *Node) Seed(ctx context.Context, urls []string) p2p.SeedResult {
+func (n *Node) Seed(ctx context.Context, seeds []string) p2p.SeedResult {
 	var res p2p.SeedResult
-	tasks := make([]crawl.Task, 0, len(urls))
-	for _, raw := range urls {
-		u, err := crawl.Normalize(nil, strings.TrimSpace(raw))
+	tasks := make([]frontier.Task, 0, len(seeds))
+	for _, raw := range seeds {
+		u, err := urls.Normalize(nil, strings.TrimSpace(raw))
 		if err != nil {
 			res.Rejected = append(res.Rejected, p2p.Rejection{URL: raw, Reason: err.Error()})
 			continue
 		}
-		tasks = append(tasks, crawl.Task{URL: u})
+		tasks = append(tasks, frontier.Task{URL: u})
 	}
 	// A few quick passes absorb owners that moved or answered slowly;
 	// whatever is left goes to the outbox and is retried until delivered.

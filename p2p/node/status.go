@@ -69,7 +69,7 @@ type DelegationStatus struct {
 func (n *Node) delegationStatus(c crawl.Stats) DelegationStatus {
 	d := DelegationStatus{Delegated: c.Delegated, Helped: c.Helped, DelegateFails: c.DelegateFails}
 	if n.delegator != nil {
-		d.HotQueue = n.cfg.HotQueue
+		d.HotQueue = n.crawlCfg.HotQueue
 		d.BatchesSent = n.delegator.sent.Load()
 		d.NoHelper = n.delegator.noHelper.Load()
 		d.SendFails = n.delegator.sendFails.Load()

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
@@ -29,7 +31,7 @@ const (
 	maxHostLen      = 255
 )
 
-func encodeTasks(ts []crawl.Task) []*pb.Task {
+func encodeTasks(ts []frontier.Task) []*pb.Task {
 	out := make([]*pb.Task, len(ts))
 	for i, t := range ts {
 		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth), Redirects: uint32(t.Redirects)}
@@ -37,10 +39,10 @@ func encodeTasks(ts []crawl.Task) []*pb.Task {
 	return out
 }
 
-func decodeTasks(ts []*pb.Task) []crawl.Task {
-	out := make([]crawl.Task, len(ts))
+func decodeTasks(ts []*pb.Task) []frontier.Task {
+	out := make([]frontier.Task, len(ts))
 	for i, t := range ts {
-		out[i] = crawl.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
+		out[i] = frontier.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
 	}
 	return out
 }
@@ -62,12 +64,12 @@ func encodeBatch(b *crawl.Batch) *pb.FetchBatchRequest {
 	return req
 }
 
-func encodeFetchTask(t crawl.Task) *pb.FetchTask {
+func encodeFetchTask(t frontier.Task) *pb.FetchTask {
 	return &pb.FetchTask{Url: t.URL, Depth: uint32(t.Depth), Attempts: uint32(t.Attempts), Redirects: uint32(t.Redirects), Recrawl: t.Recrawl}
 }
 
-func decodeFetchTask(t *pb.FetchTask) crawl.Task {
-	return crawl.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Attempts: int(t.GetAttempts()), Redirects: int(t.GetRedirects()), Recrawl: t.GetRecrawl()}
+func decodeFetchTask(t *pb.FetchTask) frontier.Task {
+	return frontier.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Attempts: int(t.GetAttempts()), Redirects: int(t.GetRedirects()), Recrawl: t.GetRecrawl()}
 }
 
 // decodeBatch reads a batch off the wire and checks it: 1 to
@@ -83,7 +85,7 @@ func decodeBatch(req *pb.FetchBatchRequest) (*crawl.Batch, error) {
 		return nil, fmt.Errorf("fetch batch: %d tasks, want 1 to %d", n, crawl.MaxDelegateTasks)
 	case b.Host == "" || len(b.Host) > maxHostLen:
 		return nil, fmt.Errorf("fetch batch: bad host (%d bytes)", len(b.Host))
-	case crawl.HostKey(b.Host) != b.RingKey:
+	case urls.HostKey(b.Host) != b.RingKey:
 		return nil, fmt.Errorf("fetch batch: ring key %s is not the key of host %s", ring.ID(b.RingKey), b.Host)
 	case b.Gap < 0 || b.Budget <= 0 || b.Wait <= b.Budget || b.Wait > p2p.MaxFetchWait:
 		return nil, fmt.Errorf("fetch batch: gap %v, budget %v, wait %v: want gap >= 0, 0 < budget < wait <= %v", b.Gap, b.Budget, b.Wait, p2p.MaxFetchWait)
@@ -94,10 +96,10 @@ func decodeBatch(req *pb.FetchBatchRequest) (*crawl.Batch, error) {
 			return nil, fmt.Errorf("fetch batch: task %d missing", i)
 		}
 		t := decodeFetchTask(ft)
-		if t.URL == "" || len(t.URL) > crawl.MaxURLLength {
+		if t.URL == "" || len(t.URL) > urls.MaxURLLength {
 			return nil, fmt.Errorf("fetch batch: task %d: URL of %d bytes", i, len(t.URL))
 		}
-		if h, err := crawl.HostOf(t.URL); err != nil || h != b.Host {
+		if h, err := urls.HostOf(t.URL); err != nil || h != b.Host {
 			return nil, fmt.Errorf("fetch batch: task %d: %q is not on host %s", i, truncURL(t.URL), b.Host)
 		}
 		bt := crawl.BatchTask{Task: t}
@@ -146,10 +148,10 @@ func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 func encodeFetchReply(res *crawl.BatchResult) *pb.FetchBatchReply {
 	out := &pb.FetchBatchReply{
 		Contacted: res.Contacted, SinceLastNs: int64(res.SinceLast), RetryAfterNs: int64(res.RetryAfter),
-		Done: make([]*pb.FetchResult, len(res.Done)),
+		Results: make([]*pb.FetchResult, len(res.Results)),
 	}
-	for i, r := range res.Done {
-		fr := &pb.FetchResult{Terminal: r.Terminal}
+	for i, r := range res.Results {
+		fr := &pb.FetchResult{Finished: r.Finished}
 		if o := r.Outcome.Reschedule; o != nil {
 			fr.HasReschedule, fr.Reschedule, fr.AtNs = true, encodeFetchTask(*o), unixNanos(r.Outcome.At)
 		}
@@ -163,7 +165,7 @@ func encodeFetchReply(res *crawl.BatchResult) *pb.FetchBatchReply {
 		if m := r.Outcome.Meta; m != nil {
 			fr.Meta, fr.HasMeta = encodeURLMeta(*m), true
 		}
-		out.Done[i] = fr
+		out.Results[i] = fr
 	}
 	return out
 }
@@ -181,23 +183,23 @@ func decodeFetchReply(b *crawl.Batch, r *pb.FetchBatchReply) (*crawl.BatchResult
 		return nil, fmt.Errorf("helper refused the batch: %s: %w", r.Error, crawl.ErrNoHelper)
 	case r.Failed:
 		return nil, fmt.Errorf("helper failed the batch: %s", r.Error)
-	case len(r.Done) > len(b.Tasks):
-		return nil, fmt.Errorf("%d results for %d tasks", len(r.Done), len(b.Tasks))
+	case len(r.Results) > len(b.Tasks):
+		return nil, fmt.Errorf("%d results for %d tasks", len(r.Results), len(b.Tasks))
 	case r.SinceLastNs < 0 || r.RetryAfterNs < 0:
 		return nil, fmt.Errorf("negative durations (since last %d, retry after %d)", r.SinceLastNs, r.RetryAfterNs)
-	case len(r.Done) > 0 && !r.Contacted && anyFetched(r.Done):
+	case len(r.Results) > 0 && !r.Contacted && anyFetched(r.Results):
 		return nil, errors.New("results with metadata but no request made")
 	}
 	res := &crawl.BatchResult{
 		Contacted: r.Contacted, SinceLast: time.Duration(r.SinceLastNs), RetryAfter: time.Duration(r.RetryAfterNs),
-		Done: make([]crawl.TaskResult, len(r.Done)),
+		Results: make([]crawl.TaskResult, len(r.Results)),
 	}
-	for i, fr := range r.Done {
+	for i, fr := range r.Results {
 		tr, err := decodeFetchResult(b, b.Tasks[i].Task, fr)
 		if err != nil {
 			return nil, fmt.Errorf("result %d (%s): %w", i, truncURL(b.Tasks[i].Task.URL), err)
 		}
-		res.Done[i] = tr
+		res.Results[i] = tr
 	}
 	return res, nil
 }
@@ -213,11 +215,11 @@ func anyFetched(rs []*pb.FetchResult) bool {
 	return false
 }
 
-func decodeFetchResult(b *crawl.Batch, t crawl.Task, fr *pb.FetchResult) (crawl.TaskResult, error) {
+func decodeFetchResult(b *crawl.Batch, t frontier.Task, fr *pb.FetchResult) (crawl.TaskResult, error) {
 	if fr == nil {
 		return crawl.TaskResult{}, errors.New("missing")
 	}
-	tr := crawl.TaskResult{Terminal: fr.Terminal}
+	tr := crawl.TaskResult{Finished: fr.Finished}
 	if fr.HasReschedule {
 		if fr.Reschedule == nil {
 			return tr, errors.New("reschedule missing")
@@ -230,20 +232,20 @@ func decodeFetchResult(b *crawl.Batch, t crawl.Task, fr *pb.FetchResult) (crawl.
 			return tr, fmt.Errorf("reschedule changes depth or redirects (%d/%d, task %d/%d)", next.Depth, next.Redirects, t.Depth, t.Redirects)
 		case next.Attempts > t.Attempts+1:
 			return tr, fmt.Errorf("reschedule after %d attempts, task had %d", next.Attempts, t.Attempts)
-		case fr.Terminal && !next.Recrawl:
+		case fr.Finished && !next.Recrawl:
 			return tr, errors.New("a finished task rescheduled other than as a recrawl")
 		}
 		tr.Outcome.Reschedule, tr.Outcome.At = &next, fromUnixNanos(fr.AtNs)
 	}
-	if !fr.Terminal && (tr.Outcome.Reschedule == nil || fr.Dead != nil) {
+	if !fr.Finished && (tr.Outcome.Reschedule == nil || fr.Dead != nil) {
 		return tr, errors.New("a retry must be rescheduled and not dead")
 	}
 	if d := fr.Dead; d != nil {
-		host, _ := crawl.HostOf(t.URL)
+		host, _ := urls.HostOf(t.URL)
 		switch {
 		case d.Url != t.URL:
 			return tr, fmt.Errorf("dead letter of another URL %q", truncURL(d.Url))
-		case d.RingKey != b.RingKey || d.UrlHash != crawl.URLHash(t.URL) || d.HostKey != crawl.HostKey(host):
+		case d.RingKey != b.RingKey || d.UrlHash != urls.URLHash(t.URL) || d.HostKey != urls.HostKey(host):
 			return tr, errors.New("dead letter with wrong keys")
 		case tr.Outcome.Reschedule != nil:
 			return tr, errors.New("both dead and rescheduled")
@@ -309,10 +311,10 @@ func hostStates(snaps []crawl.HostSnapshot) ([]shard.HostState, error) {
 	return out, nil
 }
 
-// decodeHostState reads a host state back into a crawler snapshot. The
-// robots.txt body of a 2xx answer is never nil (an empty file allows
-// everything); other answers carry none. The crawler checks the rest when
-// it restores the snapshot.
+// decodeHostState reads a host state back into a crawler snapshot and
+// checks it (crawl.HostSnapshot.Check): a peer's politeness state is used
+// only when it fits together. The robots.txt body of a 2xx answer is never
+// nil (an empty file allows everything); other answers carry none.
 func decodeHostState(h shard.HostState) (crawl.HostSnapshot, error) {
 	p := &pb.HostPoliteness{}
 	if err := proto.Unmarshal(h.Data, p); err != nil {
@@ -327,6 +329,9 @@ func decodeHostState(h shard.HostState) (crawl.HostSnapshot, error) {
 		if s.Robots == nil {
 			s.Robots = []byte{}
 		}
+	}
+	if err := s.Check(); err != nil {
+		return crawl.HostSnapshot{}, fmt.Errorf("host state: %w", err)
 	}
 	return s, nil
 }

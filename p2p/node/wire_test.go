@@ -2,14 +2,19 @@ package node
 
 import (
 	"context"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -55,17 +60,17 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := crawl.HostKey("a.test")
+	key := urls.HostKey("a.test")
 	records := []shard.Record{
-		{Key: key, Hash: crawl.URLHash(meta.URL), URL: meta.URL, Depth: 2, Redirects: 1, Done: true, Meta: rawMeta, MetaVersion: version},
-		{Key: key, Hash: crawl.URLHash("http://a.test/new"), URL: "http://a.test/new", Depth: 3},
+		{Key: key, Hash: urls.URLHash(meta.URL), URL: meta.URL, Depth: 2, Redirects: 1, Done: true, Meta: rawMeta, MetaVersion: version},
+		{Key: key, Hash: urls.URLHash("http://a.test/new"), URL: "http://a.test/new", Depth: 3},
 	}
 	snaps := []crawl.HostSnapshot{
 		{Host: "a.test", Key: key, NotBefore: fetched.Add(time.Minute), Origin: "http://a.test",
 			RobotsStatus: 200, RobotsFetched: fetched, Robots: []byte("User-agent: *\nDisallow: /x\n")},
-		{Host: "b.test", Key: crawl.HostKey("b.test"), Origin: "https://b.test", RobotsStatus: 200, RobotsFetched: fetched, Robots: []byte{}},
-		{Host: "c.test", Key: crawl.HostKey("c.test"), Origin: "http://c.test", RobotsStatus: 404, RobotsFetched: fetched},
-		{Host: "d.test", Key: crawl.HostKey("d.test"), NotBefore: fetched},
+		{Host: "b.test", Key: urls.HostKey("b.test"), Origin: "https://b.test", RobotsStatus: 200, RobotsFetched: fetched, Robots: []byte{}},
+		{Host: "c.test", Key: urls.HostKey("c.test"), Origin: "http://c.test", RobotsStatus: 404, RobotsFetched: fetched},
+		{Host: "d.test", Key: urls.HostKey("d.test"), NotBefore: fetched},
 	}
 	hosts, err := hostStates(snaps)
 	if err != nil {
@@ -96,6 +101,42 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(s, snaps[i]) {
 			t.Errorf("host %d round trip:\n got %+v\nwant %+v", i, s, snaps[i])
+		}
+	}
+}
+
+// A host state that does not fit together is refused, whatever its bytes:
+// garbage, a politeness state naming another host's robots.txt, a status
+// out of range. Nothing decoded is unusable.
+func TestHostStateDecodeRefusesMalformed(t *testing.T) {
+	key := urls.HostKey("a.test")
+	for name, p := range map[string]*pb.HostPoliteness{
+		"origin of another host": {RobotsOrigin: "http://b.test", RobotsStatus: 200},
+		"status out of range":    {RobotsOrigin: "http://a.test", RobotsStatus: 1000},
+		"origin without status":  {RobotsOrigin: "http://a.test"},
+	} {
+		data, err := proto.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := decodeHostState(shard.HostState{Key: key, Host: "a.test", Data: data}); err == nil {
+			t.Errorf("%s: accepted %+v", name, s)
+		}
+	}
+	if s, err := decodeHostState(shard.HostState{Key: key + 1, Host: "a.test"}); err == nil {
+		t.Errorf("a key that is not the host's: accepted %+v", s)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		b := make([]byte, rng.IntN(64))
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		s, err := decodeHostState(shard.HostState{Key: key, Host: "a.test", Data: b})
+		if err == nil {
+			if cerr := s.Check(); cerr != nil {
+				t.Fatalf("random bytes %x decoded to an unusable snapshot: %v", b, cerr)
+			}
 		}
 	}
 }

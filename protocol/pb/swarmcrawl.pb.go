@@ -2382,8 +2382,8 @@ func (x *UrlMeta) GetFetches() int64 {
 // owner's range as far as it knows, malformed); error with failed means
 // the batch broke off after requests may have been made, and nothing of
 // it is reported. busy means the helper runs as many batches as it can
-// (nothing fetched). Otherwise done holds the results of the first
-// len(done) tasks, in order, and the helper started none of the others.
+// (nothing fetched). Otherwise results holds the outcomes of the first
+// len(results) tasks, in order, and the helper started none of the others.
 // contacted reports whether any request was made; since_last_ns is how
 // long before the reply was sent the last request ended, and
 // retry_after_ns how long after it the host asked not to be contacted
@@ -2392,7 +2392,7 @@ type FetchBatchReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Busy          bool                   `protobuf:"varint,2,opt,name=busy,proto3" json:"busy,omitempty"`
-	Done          []*FetchResult         `protobuf:"bytes,3,rep,name=done,proto3" json:"done,omitempty"`
+	Results       []*FetchResult         `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
 	Contacted     bool                   `protobuf:"varint,4,opt,name=contacted,proto3" json:"contacted,omitempty"`
 	SinceLastNs   int64                  `protobuf:"varint,5,opt,name=since_last_ns,json=sinceLastNs,proto3" json:"since_last_ns,omitempty"`
 	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
@@ -2445,9 +2445,9 @@ func (x *FetchBatchReply) GetBusy() bool {
 	return false
 }
 
-func (x *FetchBatchReply) GetDone() []*FetchResult {
+func (x *FetchBatchReply) GetResults() []*FetchResult {
 	if x != nil {
-		return x.Done
+		return x.Results
 	}
 	return nil
 }
@@ -2481,13 +2481,13 @@ func (x *FetchBatchReply) GetFailed() bool {
 }
 
 // FetchResult is the outcome of one task, for the owner to record as if it
-// had fetched the task itself. terminal is false only for a retry. With
+// had fetched the task itself. finished is false only for a retry. With
 // has_reschedule the task goes back into the owner's schedule at at_ns (a
 // retry or a recrawl of the same URL); dead, when present, is its dead
 // letter; meta, with has_meta, its new metadata. Times are the helper's.
 type FetchResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Terminal      bool                   `protobuf:"varint,1,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	Finished      bool                   `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
 	HasReschedule bool                   `protobuf:"varint,2,opt,name=has_reschedule,json=hasReschedule,proto3" json:"has_reschedule,omitempty"`
 	Reschedule    *FetchTask             `protobuf:"bytes,3,opt,name=reschedule,proto3" json:"reschedule,omitempty"`
 	AtNs          int64                  `protobuf:"varint,4,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
@@ -2528,9 +2528,9 @@ func (*FetchResult) Descriptor() ([]byte, []int) {
 	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
-func (x *FetchResult) GetTerminal() bool {
+func (x *FetchResult) GetFinished() bool {
 	if x != nil {
-		return x.Terminal
+		return x.Finished
 	}
 	return false
 }
@@ -2876,17 +2876,17 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06status\x18\t \x01(\x05R\x06status\x12\x18\n" +
 	"\achanges\x18\n" +
 	" \x01(\x03R\achanges\x12\x18\n" +
-	"\afetches\x18\v \x01(\x03R\afetches\"\xeb\x01\n" +
+	"\afetches\x18\v \x01(\x03R\afetches\"\xf1\x01\n" +
 	"\x0fFetchBatchReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
-	"\x04busy\x18\x02 \x01(\bR\x04busy\x12.\n" +
-	"\x04done\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.FetchResultR\x04done\x12\x1c\n" +
+	"\x04busy\x18\x02 \x01(\bR\x04busy\x124\n" +
+	"\aresults\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.FetchResultR\aresults\x12\x1c\n" +
 	"\tcontacted\x18\x04 \x01(\bR\tcontacted\x12\"\n" +
 	"\rsince_last_ns\x18\x05 \x01(\x03R\vsinceLastNs\x12$\n" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x16\n" +
 	"\x06failed\x18\a \x01(\bR\x06failed\"\x95\x02\n" +
 	"\vFetchResult\x12\x1a\n" +
-	"\bterminal\x18\x01 \x01(\bR\bterminal\x12%\n" +
+	"\bfinished\x18\x01 \x01(\bR\bfinished\x12%\n" +
 	"\x0ehas_reschedule\x18\x02 \x01(\bR\rhasReschedule\x128\n" +
 	"\n" +
 	"reschedule\x18\x03 \x01(\v2\x18.swarmcrawl.v1.FetchTaskR\n" +
@@ -3004,7 +3004,7 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	19, // 38: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
 	32, // 39: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
 	33, // 40: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	35, // 41: swarmcrawl.v1.FetchBatchReply.done:type_name -> swarmcrawl.v1.FetchResult
+	35, // 41: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
 	32, // 42: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
 	36, // 43: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
 	33, // 44: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/store"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
@@ -28,9 +29,9 @@ type requeueSink struct {
 	c    *crawl.Crawler
 }
 
-func (s *requeueSink) Discovered(_ context.Context, _ crawl.Task, links []crawl.Task) {
+func (s *requeueSink) Discovered(_ context.Context, _ frontier.Task, links []frontier.Task) {
 	s.mu.Lock()
-	var fresh []crawl.Task
+	var fresh []frontier.Task
 	for _, l := range links {
 		if !s.seen[l.URL] {
 			s.seen[l.URL] = true
@@ -72,7 +73,7 @@ func TestWarcioReadsACrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	links.c = c
-	links.Discovered(context.Background(), crawl.Task{}, seedTasks(web.Seeds()))
+	links.Discovered(context.Background(), frontier.Task{}, seedTasks(web.Seeds()))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -129,10 +130,10 @@ func TestWarcioReadsACrawl(t *testing.T) {
 	t.Logf("warcio read %d files: %d responses, %d with text, for %d ground-truth pages", len(paths), len(responses), len(texts), len(truth))
 }
 
-func seedTasks(urls []string) []crawl.Task {
-	out := make([]crawl.Task, len(urls))
+func seedTasks(urls []string) []frontier.Task {
+	out := make([]frontier.Task, len(urls))
 	for i, u := range urls {
-		out[i] = crawl.Task{URL: u}
+		out[i] = frontier.Task{URL: u}
 	}
 	return out
 }
