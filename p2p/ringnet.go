@@ -58,7 +58,7 @@ func (t *RingTransport) serve(h ring.Handler, req *pb.RingRequest) *pb.RingRespo
 		}
 		st := h.HandleFindSuccessorStep(ring.ID(b.FindSuccessorStep.Key))
 		return &pb.RingResponse{Body: &pb.RingResponse_Step{Step: &pb.StepResult{
-			Done: st.Done, Next: t.encodePeer(st.Next), Successors: t.encodePeers(st.Successors),
+			Found: st.Found, Next: t.encodePeer(st.Next), Successors: t.encodePeers(st.Successors),
 		}}}
 	case *pb.RingRequest_GetNeighbours:
 		nb := h.HandleNeighbours()
@@ -121,7 +121,7 @@ func (t *RingTransport) FindSuccessorStep(ctx context.Context, to ring.Peer, key
 	if err != nil {
 		return ring.Step{}, fmt.Errorf("find successor step: %w", err)
 	}
-	return ring.Step{Done: st.Done, Next: next, Successors: succs}, nil
+	return ring.Step{Found: st.Found, Next: next, Successors: succs}, nil
 }
 
 // Neighbours implements ring.Transport.

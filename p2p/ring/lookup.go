@@ -83,7 +83,7 @@ func (n *Node) walk(ctx context.Context, key ID, prev Peer, prevSuccs []Peer, ne
 			next = n.nextHop(key, prev, prevSuccs, asked, useOwn)
 			continue
 		}
-		if st.Done && !st.Next.IsZero() {
+		if st.Found && !st.Next.IsZero() {
 			if !failed[st.Next.Addr] {
 				return route{st.Next, next, hops}, nil
 			}
@@ -94,7 +94,7 @@ func (n *Node) walk(ctx context.Context, key ID, prev Peer, prevSuccs []Peer, ne
 		}
 		prev, prevSuccs = next, st.Successors
 		next = st.Next
-		if st.Done || next.IsZero() || asked[next.Addr] || !next.ID.inOpen(prev.ID, key) {
+		if st.Found || next.IsZero() || asked[next.Addr] || !next.ID.inOpen(prev.ID, key) {
 			// A useless answer (no progress, or a peer already tried):
 			// choose for ourselves from what the answerer told us.
 			next = n.nextHop(key, prev, prevSuccs, asked, useOwn)

@@ -145,7 +145,7 @@ func (n *Node) HandleFindSuccessorStep(key ID) Step {
 	defer n.mu.Unlock()
 	succs := slices.Clone(n.succs)
 	if key.Between(n.self.ID, succs[0].ID) {
-		return Step{Done: true, Next: succs[0], Successors: succs}
+		return Step{Found: true, Next: succs[0], Successors: succs}
 	}
 	next := n.closestPrecedingLocked(n.self.ID, key, nil)
 	if next.IsZero() {

@@ -12,9 +12,10 @@ type Neighbours struct {
 
 // Step is one hop of an iterative lookup, answered by the node asked.
 type Step struct {
-	// Done reports that Next is the key's successor (its owner).
-	Done bool
-	// Next is the owner when Done, otherwise the closest node preceding
+	// Found reports that Next is the key's successor (its owner): the
+	// lookup ends.
+	Found bool
+	// Next is the owner when Found, otherwise the closest node preceding
 	// the key that the answering node knows of: the one to ask next.
 	Next Peer
 	// Successors is the answering node's successor list, which the asker

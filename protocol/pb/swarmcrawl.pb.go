@@ -554,10 +554,11 @@ func (*RingResponse_Neighbours) isRingResponse_Body() {}
 
 func (*RingResponse_Ack) isRingResponse_Body() {}
 
-// StepResult is one hop of an iterative lookup.
+// StepResult is one hop of an iterative lookup: found means next is the
+// key's successor, and the lookup ends.
 type StepResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Done          bool                   `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
 	Next          *Peer                  `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
 	Successors    []*Peer                `protobuf:"bytes,3,rep,name=successors,proto3" json:"successors,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -594,9 +595,9 @@ func (*StepResult) Descriptor() ([]byte, []int) {
 	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *StepResult) GetDone() bool {
+func (x *StepResult) GetFound() bool {
 	if x != nil {
-		return x.Done
+		return x.Found
 	}
 	return false
 }
@@ -2732,10 +2733,10 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"neighbours\x18\x03 \x01(\v2\x19.swarmcrawl.v1.NeighboursH\x00R\n" +
 	"neighbours\x12&\n" +
 	"\x03ack\x18\x04 \x01(\v2\x12.swarmcrawl.v1.AckH\x00R\x03ackB\x06\n" +
-	"\x04body\"~\n" +
+	"\x04body\"\x80\x01\n" +
 	"\n" +
-	"StepResult\x12\x12\n" +
-	"\x04done\x18\x01 \x01(\bR\x04done\x12'\n" +
+	"StepResult\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12'\n" +
 	"\x04next\x18\x02 \x01(\v2\x13.swarmcrawl.v1.PeerR\x04next\x123\n" +
 	"\n" +
 	"successors\x18\x03 \x03(\v2\x13.swarmcrawl.v1.PeerR\n" +
