@@ -64,9 +64,9 @@ type Node struct {
 	db      *store.DB
 	archive *warc.Writer
 	outbox  *outbox
-	// delegator hands hot hosts' fetch batches to helpers; helper fetches
-	// batches for other owners. Both nil with URL keys or Crawl.HotQueue
-	// None.
+	// delegator hands hot hosts' fetch batches to helpers (nil with URL
+	// keys or Crawl.HotQueue None); helper fetches batches for other
+	// owners (nil with URL keys), whatever this node's own HotQueue.
 	delegator *delegator
 	helper    *helper
 	finished  *finishedURLs
@@ -226,7 +226,7 @@ func (n *Node) build() error {
 	n.tasks = p2p.NewTaskTransport(n.streams)
 	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
-	if n.delegator != nil {
+	if keyMode == urls.KeyHost {
 		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
 	}
 	return nil

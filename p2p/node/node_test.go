@@ -292,3 +292,37 @@ func TestDiscoveryMergesLoneNodes(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A node helps the owners it replicates for whether or not it delegates
+// its own hot hosts: with host keys it serves the fetch protocol even with
+// HotQueue None; with URL keys no owner delegates, and it does not.
+func TestNodeServesFetchWhateverItsHotQueue(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		mode  urls.KeyMode
+		serve bool
+	}{{"host keys", urls.KeyHost, true}, {"url keys", urls.KeyURL, false}} {
+		cfg := node.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+		cfg.DisableDiscovery = true
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Crawl = noWeb()
+		cfg.Crawl.HotQueue = crawl.None
+		cfg.Crawl.KeyMode = c.mode
+		n, err := node.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		served := slices.Contains(n.Host().Mux().Protocols(), libp2pproto.ID(protocol.FetchID))
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if served != c.serve {
+			t.Errorf("%s, HotQueue None: fetch protocol served %v, want %v", c.name, served, c.serve)
+		}
+	}
+}
