@@ -239,7 +239,7 @@ func (c *churn) step(rounds int, fail func(string, ...any)) {
 			// Crawling is slow next to routing: URLs wait in the queues,
 			// so crashes catch owners with pending work.
 			if c.draining || c.rng.IntN(10) < 3 {
-				for _, r := range n.app.fetch(c.fetchPerRound) {
+				for _, r := range n.fetch(c.fetchPerRound) {
 					c.fetched[idOf(r)]++
 				}
 			}

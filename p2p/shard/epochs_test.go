@@ -144,7 +144,7 @@ func TestEpochTableSurvivesRestart(t *testing.T) {
 	}
 	st := NewMemStorage()
 	st.SaveEpochs([]byte{9, 9, 9})
-	if _, err := New(NewOwnership(n.rn), c.snet.Transport(n.peer), st, newTestApp(st), c.cfg); !errors.Is(err, errBadTable) {
+	if _, err := New(NewOwnership(n.rn), c.snet.Transport(n.peer), st, newTestApp(st, nil), c.cfg); !errors.Is(err, errBadTable) {
 		t.Fatalf("New on a garbage table: err = %v", err)
 	}
 }

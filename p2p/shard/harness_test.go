@@ -27,7 +27,7 @@ func idOf(r Record) recID { return recID{r.Key, r.Hash} }
 type testApp struct {
 	mu         sync.Mutex
 	st         *MemStorage
-	m          *Manager
+	own        *Ownership // what the node may fetch, as the crawler asks
 	active     spanSet
 	queue      map[recID]Record
 	hosts      map[string]HostState // host states the app would save on Deactivate
@@ -39,8 +39,8 @@ type testApp struct {
 	cond     *sync.Cond
 }
 
-func newTestApp(st *MemStorage) *testApp {
-	a := &testApp{st: st, queue: make(map[recID]Record), hosts: make(map[string]HostState), inflight: make(map[uint64]int)}
+func newTestApp(st *MemStorage, own *Ownership) *testApp {
+	a := &testApp{st: st, own: own, queue: make(map[recID]Record), hosts: make(map[string]HostState), inflight: make(map[uint64]int)}
 	a.cond = sync.NewCond(&a.mu)
 	return a
 }
@@ -52,7 +52,7 @@ func (a *testApp) fetchOne(work func(Record)) bool {
 	var rec Record
 	found := false
 	for id, r := range a.queue {
-		if a.m.Owns(id.key) {
+		if a.own.Owns(id.key) {
 			rec, found = r, true
 			delete(a.queue, id)
 			break
@@ -125,10 +125,11 @@ func (a *testApp) Deactivate(ctx context.Context, r Range) error {
 			save = append(save, h)
 		}
 	}
-	m := a.m
 	a.mu.Unlock()
-	if len(save) > 0 && m != nil {
-		return m.Progress(nil, save)
+	// As the node does: into storage, from where they travel with the
+	// range's handoff.
+	if len(save) > 0 {
+		return a.st.PutHosts(save)
 	}
 	return nil
 }
@@ -175,9 +176,11 @@ func (a *testApp) problems() []string {
 	return slices.Clone(a.violations)
 }
 
-// fetch marks up to n queued records that the node owns right now as done,
-// in key order, and returns them.
-func (a *testApp) fetch(n int) []Record {
+// fetch marks up to k queued records that the node owns right now as done,
+// in key order, reports them to the manager as progress (as a node's
+// crawler and progress loop do) and returns them.
+func (n *testNode) fetch(k int) []Record {
+	a, m := n.app, n.m
 	a.mu.Lock()
 	ids := slices.SortedFunc(maps.Keys(a.queue), func(x, y recID) int {
 		if x.key != y.key {
@@ -185,11 +188,10 @@ func (a *testApp) fetch(n int) []Record {
 		}
 		return cmpU64(x.hash, y.hash)
 	})
-	m := a.m
 	a.mu.Unlock()
 	var out []Record
 	for _, id := range ids {
-		if len(out) == n {
+		if len(out) == k {
 			break
 		}
 		if !m.Owns(id.key) {
@@ -294,18 +296,18 @@ func (c *cluster) start(n *testNode) {
 	c.tb.Helper()
 	n.rn = ring.NewNode(n.peer, c.rnet.Transport(n.peer), c.rcfg)
 	c.rnet.Register(n.peer, n.rn)
-	n.app = newTestApp(n.st)
+	own := NewOwnership(n.rn)
+	n.app = newTestApp(n.st, own)
 	var tr Transport = c.snet.Transport(n.peer)
 	if c.wrap != nil {
 		tr = c.wrap(n.peer, tr)
 	}
-	m, err := New(NewOwnership(n.rn), tr, n.st, n.app, c.cfg)
+	m, err := New(own, tr, n.st, n.app, c.cfg)
 	if err != nil {
 		c.tb.Fatalf("New %s: %v", n.peer, err)
 	}
 	m.serial = c.serial
 	n.m = m
-	n.app.m = m
 	c.snet.Register(n.peer, m)
 	c.rnet.Restore(n.peer.Addr)
 	n.crashed, n.joined = false, false

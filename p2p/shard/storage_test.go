@@ -135,7 +135,7 @@ func TestMemNetFaults(t *testing.T) {
 	clock := ring.NewFakeClock(time.Unix(0, 0))
 	rb := ring.NewNode(b, rnet.Transport(b), ring.Config{Clock: clock})
 	st := NewMemStorage()
-	mb, err := New(NewOwnership(rb), snet.Transport(b), st, newTestApp(st), testConfig(clock))
+	mb, err := New(NewOwnership(rb), snet.Transport(b), st, newTestApp(st, nil), testConfig(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
