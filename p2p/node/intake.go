@@ -89,8 +89,27 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 	if _, err := in.crawler.ReleaseRange(ctx, inRange(r)); err != nil {
 		return fmt.Errorf("activate %s: %w", r, err)
 	}
+	queued, err := in.queueRecords(r)
+	if err != nil {
+		return fmt.Errorf("activate %s: %w", r, err)
+	}
+	hosts, err := in.restoreHosts(r)
+	if err != nil {
+		return fmt.Errorf("activate %s: host states: %w", r, err)
+	}
+	in.log.Info("range activated", "range", r.String(), "queued", queued, "hosts", hosts)
+	return nil
+}
+
+// queueRecords marks every record of r seen, queues the pending ones this
+// node has not crawled itself, and schedules the recrawls of the fetched
+// ones (ReleaseRange dropped the range's schedule, if it had one: the done
+// records, with their metadata, bring it back). It returns how many it
+// queued. Callers hold in.mu.
+func (in *intake) queueRecords(r shard.Range) (queued int, err error) {
 	var tasks []frontier.Task
 	var seen []store.SeenEntry
+	var adopted []crawl.Adopted
 	flush := func() error {
 		if len(seen) > 0 {
 			if _, err := in.db.MarkSeen(seen); err != nil {
@@ -98,41 +117,29 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 			}
 		}
 		in.crawler.Enqueue(tasks...)
-		tasks, seen = tasks[:0], seen[:0]
-		return nil
-	}
-	// ReleaseRange dropped the range's recrawl schedule, if it had one: the
-	// fetched records, with their metadata, bring it back.
-	var adopted []crawl.Adopted
-	adopt := func() error {
 		err := in.crawler.Adopt(adopted)
-		adopted = adopted[:0]
+		tasks, seen, adopted = tasks[:0], seen[:0], adopted[:0]
 		return err
 	}
-	queued := 0
-	err := in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
+	err = in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
 		seen = append(seen, store.SeenEntry{Key: rec.Key, URLHash: rec.URLHash, URL: rec.URL, Depth: rec.Depth})
+		task := frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}
 		if rec.Done {
-			ad := crawl.Adopted{Task: frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}}
+			ad := crawl.Adopted{Task: task}
 			if len(rec.Meta) > 0 {
-				m, err := decodeRecordState(rec.Meta)
-				if err != nil {
+				var err error
+				if ad.Meta, err = decodeRecordState(rec.Meta); err != nil {
 					in.log.Warn("ignoring bad URL state in a shard record", "url", rec.URL, "err", err)
 				}
-				ad.Meta = m
 			}
-			if adopted = append(adopted, ad); len(adopted) >= enqueueBatch {
-				if err := adopt(); err != nil {
-					return err
-				}
-			}
+			adopted = append(adopted, ad)
 		} else {
-			fetched, err := in.crawler.Crawled(rec.Key, rec.URLHash)
+			crawled, err := in.crawler.Crawled(rec.Key, rec.URLHash)
 			if err != nil {
 				return err
 			}
-			if !fetched {
-				tasks = append(tasks, frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects})
+			if !crawled {
+				tasks = append(tasks, task)
 				queued++
 			}
 		}
@@ -144,14 +151,15 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 	if err == nil {
 		err = flush()
 	}
-	if err == nil {
-		err = adopt()
-	}
-	if err != nil {
-		return fmt.Errorf("activate %s: %w", r, err)
-	}
+	return queued, err
+}
+
+// restoreHosts hands the crawler the host states stored for r, skipping
+// those that do not decode or fit together, and returns how many it
+// restored.
+func (in *intake) restoreHosts(r shard.Range) (int, error) {
 	var snaps []crawl.HostSnapshot
-	err = in.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
+	err := in.db.ScanShardHosts(uint64(r.From), uint64(r.To), func(h store.ShardHost) error {
 		s, err := decodeHostState(shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data})
 		if err != nil {
 			in.log.Warn("skipping a bad host state", "host", h.Host, "err", err)
@@ -161,11 +169,10 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("activate %s: host states: %w", r, err)
+		return 0, err
 	}
 	in.crawler.Restore(snaps)
-	in.log.Info("range activated", "range", r.String(), "queued", queued, "hosts", len(snaps))
-	return nil
+	return len(snaps), nil
 }
 
 // Deactivate gives a range up: the crawler stops fetching it, waits for its
