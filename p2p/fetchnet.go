@@ -42,11 +42,15 @@ func (t *FetchTransport) Connected(p ring.Peer) bool {
 
 // Fetch sends req to the helper to and waits at most wait for its reply.
 // An error that wraps ErrNotDelivered means the helper never saw the
-// batch; any other error means it may have acted on it.
+// batch; any other error means it may have acted on it. A batch above the
+// protocol's cap is refused before any helper is contacted.
 func (t *FetchTransport) Fetch(ctx context.Context, to ring.Peer, req *pb.FetchBatchRequest, wait time.Duration) (*pb.FetchBatchReply, error) {
 	id, err := peer.Decode(to.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("helper %q: %w: %w", to.Addr, err, ErrNotDelivered)
+	}
+	if size, max := proto.Size(req), limits[protocol.FetchID].MaxBytes; size > max {
+		return nil, fmt.Errorf("fetch batch of %d bytes: %w (cap %d): %w", size, protocol.ErrTooLarge, max, ErrNotDelivered)
 	}
 	reply := &pb.FetchBatchReply{}
 	if err := t.streams.CallWithin(ctx, id, protocol.FetchID, req, reply, wait); err != nil {
