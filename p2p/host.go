@@ -9,7 +9,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/p2p/transport/websocket"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -26,6 +29,16 @@ type Config struct {
 	// Relays are static circuit-relay peers (full /p2p multiaddrs). When
 	// set, the node reserves a slot on them if it finds itself behind NAT.
 	Relays []string
+	// SwarmKey, when set, makes the swarm private (libp2p pnet): a peer
+	// without the same key cannot complete a connection. A private swarm
+	// runs over TCP and WebSocket only (QUIC cannot carry a pre-shared
+	// key), so the default listen addresses are cut to TCP and a QUIC
+	// listen address is an error. See LoadSwarmKey.
+	SwarmKey pnet.PSK
+	// AllowPeers, when set, admits only these peers (and the node itself),
+	// in both directions, once the peer has authenticated: bootstrap
+	// peers, relays and seed clients must be listed too.
+	AllowPeers []peer.ID
 }
 
 // DefaultConfig returns the defaults noted on Config's fields.
@@ -35,14 +48,11 @@ func DefaultConfig() Config {
 
 // NewHost builds the libp2p host with the node's persisted identity.
 func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
-	if len(cfg.Listen) == 0 {
-		cfg.Listen = DefaultConfig().Listen
+	listen, err := listenAddrs(cfg)
+	if err != nil {
+		return nil, err
 	}
-	for _, a := range cfg.Listen {
-		if _, err := ma.NewMultiaddr(a); err != nil {
-			return nil, fmt.Errorf("listen address %q: %w", a, err)
-		}
-	}
+	cfg.Listen = listen
 	cm, err := connmgr.NewConnManager(64, 256, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("new host: connection manager: %w", err)
@@ -52,6 +62,14 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		libp2p.ListenAddrStrings(cfg.Listen...),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent("swarmcrawl/0.1"),
+	}
+	opts = append(opts, privateSwarm(cfg.SwarmKey)...)
+	if len(cfg.AllowPeers) > 0 {
+		id, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("new host: %w", err)
+		}
+		opts = append(opts, libp2p.ConnectionGater(newAllowlist(id, cfg.AllowPeers)))
 	}
 	if !cfg.DisableNAT {
 		opts = append(opts,
@@ -70,6 +88,72 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
+	}
+	return h, nil
+}
+
+// privateSwarm returns the options of a private swarm with key psk: the
+// key, and the transports that can carry it. None without a key.
+func privateSwarm(psk pnet.PSK) []libp2p.Option {
+	if len(psk) == 0 {
+		return nil
+	}
+	return []libp2p.Option{
+		libp2p.PrivateNetwork(psk),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(websocket.New),
+	}
+}
+
+// listenAddrs checks cfg's listen addresses, or picks the defaults; in a
+// private swarm the defaults are cut to those a pre-shared key can use, and
+// any other is an error.
+func listenAddrs(cfg Config) ([]string, error) {
+	explicit := len(cfg.Listen) > 0
+	addrs := cfg.Listen
+	if !explicit {
+		addrs = DefaultConfig().Listen
+	}
+	var out []string
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("listen address %q: %w", a, err)
+		}
+		if len(cfg.SwarmKey) > 0 && !privateCapable(m) {
+			if explicit {
+				return nil, fmt.Errorf("listen address %s: a private swarm (swarm key) runs over TCP and WebSocket only", a)
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// privateCapable reports whether a pre-shared key can protect connections
+// on m: plain TCP, or WebSocket over it.
+func privateCapable(m ma.Multiaddr) bool {
+	for _, c := range m {
+		switch c.Protocol().Code {
+		case ma.P_UDP, ma.P_QUIC, ma.P_QUIC_V1, ma.P_WEBTRANSPORT, ma.P_WEBRTC, ma.P_WEBRTC_DIRECT:
+			return false
+		}
+	}
+	return true
+}
+
+// NewClientHost returns a short-lived host that listens nowhere, for a
+// client of the swarm (seed submission): with psk, it can reach a private
+// swarm. Its identity is new each time unless key is given.
+func NewClientHost(key crypto.PrivKey, psk pnet.PSK) (host.Host, error) {
+	opts := append([]libp2p.Option{libp2p.NoListenAddrs}, privateSwarm(psk)...)
+	if key != nil {
+		opts = append(opts, libp2p.Identity(key))
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client host: %w", err)
 	}
 	return h, nil
 }

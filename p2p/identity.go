@@ -22,11 +22,24 @@ import (
 const identityFile = "identity.key"
 
 // LoadOrCreateIdentity reads the node key from dir, creating an Ed25519
-// key (file mode 0600) on first start.
+// key (file mode 0600) on first start. It refuses a key file that group or
+// others may read: whoever holds the key can pose as the node.
 func LoadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
-	path := filepath.Join(dir, identityFile)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	return LoadOrCreateKey(filepath.Join(dir, identityFile))
+}
+
+// LoadOrCreateKey reads a libp2p private key file, creating an Ed25519 key
+// there (mode 0600) when it does not exist. It refuses a key file that
+// group or others may read.
+func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {
+		if err := checkPrivate(path, "identity key"); err != nil {
+			return nil, err
+		}
 		key, err := crypto.UnmarshalPrivateKey(raw)
 		if err != nil {
 			return nil, fmt.Errorf("read identity %s: %w", path, err)
@@ -43,9 +56,6 @@ func LoadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
 	raw, err = crypto.MarshalPrivateKey(key)
 	if err != nil {
 		return nil, fmt.Errorf("encode identity: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	// Write to a temporary file and rename so a crash never leaves a
 	// truncated key that would give the node a new identity.

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
 	msmux "github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
 
@@ -182,10 +183,12 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 }
 
 // Inbound describes an incoming request: the authenticated peer that
-// sent it and when its stream arrived.
+// sent it, the address its connection comes from, and when its stream
+// arrived.
 type Inbound struct {
-	From     peer.ID
-	Received time.Time
+	From       peer.ID
+	RemoteAddr ma.Multiaddr
+	Received   time.Time
 }
 
 // Handler answers one request of a protocol. ctx ends when the protocol's
@@ -248,7 +251,8 @@ func (s *Streams) serveStream(base context.Context, st network.Stream, l Limits,
 		_ = st.Reset()
 		return
 	}
-	resp := serve(ctx, Inbound{From: st.Conn().RemotePeer(), Received: start}, req)
+	conn := st.Conn()
+	resp := serve(ctx, Inbound{From: conn.RemotePeer(), RemoteAddr: conn.RemoteMultiaddr(), Received: start}, req)
 	if l.WriteTimeout > 0 {
 		_ = st.SetWriteDeadline(time.Now().Add(l.WriteTimeout))
 	}

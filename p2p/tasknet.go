@@ -61,16 +61,17 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, from peer.ID
 		})
 }
 
-// ServeSeeds answers the seed protocol with submit. A request above
-// protocol.MaxSeedURLs is refused whole before submit sees it.
-func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, from peer.ID, urls []string) *pb.SeedResponse) {
+// ServeSeeds answers the seed protocol with submit, which decides whether
+// the sender may seed. A request above protocol.MaxSeedURLs is refused
+// whole before submit sees it.
+func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, in Inbound, urls []string) *pb.SeedResponse) {
 	t.streams.Handle(protocol.SeedID, func() proto.Message { return &pb.SeedRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.SeedRequest)
 			if len(req.Urls) > protocol.MaxSeedURLs {
 				return &pb.SeedResponse{Error: fmt.Sprintf("%d seeds exceed the limit of %d per request", len(req.Urls), protocol.MaxSeedURLs)}
 			}
-			return submit(ctx, in.From, req.Urls)
+			return submit(ctx, in, req.Urls)
 		})
 }
 
@@ -87,6 +88,10 @@ type Rejection struct {
 	URL, Reason string
 }
 
+// ErrNoConnection is SubmitSeeds' error when the member cannot be
+// reached at all.
+var ErrNoConnection = errors.New("cannot connect")
+
 // SubmitSeeds sends seed URLs to the swarm member at addr (a full
 // /p2p/ multiaddr) over the seed protocol, from a short-lived host h, in
 // requests of at most protocol.MaxSeedURLs URLs.
@@ -102,7 +107,7 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 		return SeedResult{}, fmt.Errorf("submit seeds: peer %q: need exactly one /p2p/ address", addr)
 	}
 	if err := h.Connect(ctx, infos[0]); err != nil {
-		return SeedResult{}, fmt.Errorf("submit seeds: connect %s: %w", addr, err)
+		return SeedResult{}, fmt.Errorf("submit seeds: %w: %s: %w", ErrNoConnection, addr, err)
 	}
 	s := NewStreams(h, 0)
 	var total SeedResult

@@ -15,12 +15,14 @@ import (
 const usage = `swarmcrawl: a decentralized web crawler
 
 Usage:
-  swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA] [--config FILE]
-  swarmcrawl seed   --peer MULTIADDR URL...   (or URLs one a line on stdin)
+  swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
+                    [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
+  swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
   swarmcrawl status --api HOST:PORT | --data DIR [--json]
   swarmcrawl dlq    --api HOST:PORT | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
+  swarmcrawl swarm-key [--out FILE]   a new pre-shared key for a private swarm
 
 Run "swarmcrawl COMMAND -h" for a command's options.
 `
@@ -52,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runExport(args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(args[1:], stdout, stderr)
+	case "swarm-key":
+		err = runSwarmKey(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 // nodeOptions are the options of `swarmcrawl node`, shared with the config file.
 type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
+	swarmKey, allowPeers, seedFrom                  string
 	listen, bootstrap, relays                       listFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
@@ -62,6 +64,9 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
+	fs.StringVar(&o.swarmKey, "swarm-key", "", "pre-shared key file (`swarmcrawl swarm-key`) of a private swarm: peers without it cannot connect; TCP and WebSocket only")
+	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
+	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.config, "config", "", "file of `name = value` lines with the same names as these options; flags override it")
 }
@@ -93,6 +98,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if err := n.Start(ctx); err != nil {
 		_ = n.Close()
+		if errors.Is(err, node.ErrNoBootstrap) && o.swarmKey == "" {
+			return fmt.Errorf("%w (if the swarm is private, give its key with --swarm-key)", err)
+		}
 		return err
 	}
 	for _, a := range n.Addrs() {
@@ -124,13 +132,16 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if err := o.checkCounts(); err != nil {
 		return node.Config{}, err
 	}
+	cfg := node.DefaultConfig()
+	if err := o.admission(&cfg); err != nil {
+		return node.Config{}, err
+	}
 	if o.replicas < 1 || o.replicas > 7 {
 		return node.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
 	}
 	if o.failureTimeout < 100*time.Millisecond {
 		return node.Config{}, usageErr("--failure-timeout must be at least 100ms")
 	}
-	cfg := node.DefaultConfig()
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas
 	cfg.Shard.FailureTimeout = o.failureTimeout
@@ -206,6 +217,37 @@ func (o *nodeOptions) checkCounts() error {
 		case f.v == 0 && !f.zero:
 			return usageErr("--%s must be positive", f.name)
 		}
+	}
+	return nil
+}
+
+// admission sets who may connect and who may seed: the swarm key, the
+// allowlist, the seeders.
+func (o *nodeOptions) admission(cfg *node.Config) error {
+	if o.swarmKey != "" {
+		psk, err := p2p.LoadSwarmKey(o.swarmKey)
+		if err != nil {
+			return usageErr("--swarm-key: %v", err)
+		}
+		cfg.Host.SwarmKey = psk
+	}
+	if o.allowPeers != "" {
+		ids, err := p2p.ParsePeerList(o.allowPeers)
+		if err != nil {
+			return usageErr("--allow-peers: %v", err)
+		}
+		cfg.Host.AllowPeers = ids
+	}
+	switch o.seedFrom {
+	case "":
+	case "any":
+		cfg.SeedFromAnyone = true
+	default:
+		ids, err := p2p.ParsePeerList(o.seedFrom)
+		if err != nil {
+			return usageErr("--seed-from: %v", err)
+		}
+		cfg.SeedFrom = ids
 	}
 	return nil
 }

@@ -3,12 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 )
@@ -17,6 +18,8 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("seed", stderr)
 	peerAddr := fs.String("peer", "", "full multiaddr (/ip4/.../tcp/.../p2p/<id>) of any swarm member (required)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	swarmKey := fs.String("swarm-key", "", "pre-shared key file of a private swarm")
+	identity := fs.String("identity", "", "key file giving the client a stable peer ID (created, mode 0600, if missing), for nodes that list their seeders (--seed-from, --allow-peers)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,16 +39,33 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(urls) == 0 {
 		return usageErr("no seed URLs: give them as arguments or one a line on stdin")
 	}
-	// A throwaway identity: the seed client is not a swarm member and
-	// listens nowhere.
-	h, err := libp2p.New(libp2p.NoListenAddrs)
+	var psk []byte
+	if *swarmKey != "" {
+		var err error
+		if psk, err = p2p.LoadSwarmKey(*swarmKey); err != nil {
+			return usageErr("--swarm-key: %v", err)
+		}
+	}
+	// The seed client is not a swarm member and listens nowhere; its
+	// identity is a throwaway one unless the nodes must know it.
+	var key crypto.PrivKey
+	if *identity != "" {
+		var err error
+		if key, err = p2p.LoadOrCreateKey(*identity); err != nil {
+			return usageErr("--identity: %v", err)
+		}
+	}
+	h, err := p2p.NewClientHost(key, psk)
 	if err != nil {
-		return fmt.Errorf("client host: %w", err)
+		return err
 	}
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	res, err := p2p.SubmitSeeds(ctx, h, *peerAddr, urls)
+	if errors.Is(err, p2p.ErrNoConnection) && *swarmKey == "" {
+		return fmt.Errorf("%w (if the swarm is private, give its key with --swarm-key)", err)
+	}
 	if err != nil {
 		return err
 	}

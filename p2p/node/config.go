@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -28,6 +30,13 @@ type Config struct {
 	Bootstrap []string
 	// APIAddr is where the HTTP API listens. Default "127.0.0.1:0".
 	APIAddr string
+	// SeedFrom lists the peers that may submit seeds besides this machine's
+	// own clients (connected over loopback) and the members of
+	// Host.AllowPeers; SeedFromAnyone lets every peer that can connect do
+	// it. By default only the operator seeds: a stranger who knows a
+	// node's address cannot aim the swarm at a host.
+	SeedFrom       []peer.ID
+	SeedFromAnyone bool
 	// DisableDiscovery turns off the Kademlia DHT that finds swarm members
 	// beyond the bootstrap list (on by default).
 	DisableDiscovery bool

@@ -361,8 +361,12 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 		n.ring.Create()
 		return nil
 	}
-	return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
+	return fmt.Errorf("%w: %w", ErrNoBootstrap, errors.Join(errs...))
 }
+
+// ErrNoBootstrap is Start's error when no bootstrap peer could be joined
+// through.
+var ErrNoBootstrap = errors.New("no bootstrap peer reachable")
 
 // found hears of a member the discovery DHT found. A node that is alone on
 // its ring (it started without bootstrap peers, or lost every neighbour)

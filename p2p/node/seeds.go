@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
@@ -26,8 +29,14 @@ func (n *Node) acceptTasks(ctx context.Context, _ peer.ID, tasks []*pb.Task) *pb
 	return out
 }
 
-// submitSeeds answers the seed protocol: it routes a client's seeds.
-func (n *Node) submitSeeds(ctx context.Context, from peer.ID, seeds []string) *pb.SeedResponse {
+// submitSeeds answers the seed protocol: it routes the seeds of a client
+// that may seed (see Config.SeedFrom).
+func (n *Node) submitSeeds(ctx context.Context, in p2p.Inbound, seeds []string) *pb.SeedResponse {
+	from := in.From
+	if !n.maySeed(in) {
+		n.log.Warn("seeds refused: sender may not seed", "from", from.String(), "addr", in.RemoteAddr)
+		return &pb.SeedResponse{Error: fmt.Sprintf("this node does not take seeds from peer %s: seed from the node's machine over a loopback address, or start the node with --seed-from %s", from, from)}
+	}
 	res := n.Seed(ctx, seeds)
 	n.log.Info("seeds submitted", "from", p2p.ShortID(from), "accepted", res.Accepted, "duplicates", res.Duplicates, "pending", res.Pending, "rejected", len(res.Rejected))
 	out := &pb.SeedResponse{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), Pending: uint32(res.Pending)}
@@ -35,6 +44,19 @@ func (n *Node) submitSeeds(ctx context.Context, from peer.ID, seeds []string) *p
 		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.URL, Reason: r.Reason})
 	}
 	return out
+}
+
+// maySeed reports whether the sender of in may submit seeds: a client on
+// this machine (connected over loopback), an allowed member, a listed
+// seeder, or anyone when the node says so.
+func (n *Node) maySeed(in p2p.Inbound) bool {
+	switch {
+	case n.cfg.SeedFromAnyone:
+		return true
+	case in.RemoteAddr != nil && manet.IsIPLoopback(in.RemoteAddr):
+		return true
+	}
+	return slices.Contains(n.cfg.SeedFrom, in.From) || slices.Contains(n.cfg.Host.AllowPeers, in.From)
 }
 
 // Seed routes seed URLs to their owners, as the seed protocol does for
