@@ -7,17 +7,25 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
+
+// apiTokenEnv names the environment variable that may hold a node's API
+// token, for mutating calls through --api without --api-token.
+const apiTokenEnv = "SWARMCRAWL_API_TOKEN"
 
 // runDLQ lists a running node's dead letters — URLs that failed every
 // retry — and can put them back in the queue.
 func runDLQ(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dlq", stderr)
 	api := fs.String("api", "", "HOST:PORT of the node's HTTP API")
-	data := fs.String("data", "", "data directory of a running node (reads its api file)")
+	data := fs.String("data", "", "data directory of a running node (reads its api and api.token files)")
+	tokenFile := fs.String("api-token", "", "file holding the node's API token, needed to requeue (default: DATA/"+node.APITokenFile+" with --data, else $"+apiTokenEnv+")")
 	asJSON := fs.Bool("json", false, "print dead letters as JSON")
 	requeueAll := fs.Bool("requeue-all", false, "put every dead letter back in the queue")
 	var requeue listFlag
@@ -33,9 +41,13 @@ func runDLQ(args []string, stdout, stderr io.Writer) error {
 		if *requeueAll && len(requeue) > 0 {
 			return usageErr("give --requeue or --requeue-all, not both")
 		}
+		token, err := apiToken(*tokenFile, *data)
+		if err != nil {
+			return err
+		}
 		body, _ := json.Marshal(node.RequeueRequest{All: *requeueAll, URLs: requeue})
 		var res node.RequeueResult
-		if err := callAPI(addr, http.MethodPost, "/dlq/requeue", body, &res); err != nil {
+		if err := postAPI(addr, token, "/dlq/requeue", body, &res); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "requeued %d dead letters\n", res.Requeued)
@@ -57,9 +69,41 @@ func runDLQ(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// callAPI sends one request to a node's HTTP API and decodes its JSON
-// answer into out.
+// apiToken finds the node's API token for a call that changes something:
+// in --api-token FILE, else in the data dir given with --data, else in
+// $SWARMCRAWL_API_TOKEN.
+func apiToken(file, data string) (string, error) {
+	if file == "" && data != "" {
+		file = filepath.Join(data, node.APITokenFile)
+	}
+	if file != "" {
+		token, err := node.ReadAPIToken(file)
+		if err != nil {
+			return "", fmt.Errorf("read the node's API token: %w", err)
+		}
+		return token, nil
+	}
+	if token := strings.TrimSpace(os.Getenv(apiTokenEnv)); token != "" {
+		return token, nil
+	}
+	return "", usageErr("changing a node through --api needs its API token: give --api-token FILE (the node's DATA/%s) or set %s", node.APITokenFile, apiTokenEnv)
+}
+
+// callAPI sends one request to a node's HTTP API without the API token,
+// which reads (GET) need not, and decodes its JSON answer into out.
 func callAPI(addr, method, path string, body []byte, out any) error {
+	return sendAPI(addr, method, path, "", body, out)
+}
+
+// postAPI asks a node's HTTP API for a change: it POSTs body as JSON with
+// the API token and decodes the JSON answer into out.
+func postAPI(addr, token, path string, body []byte, out any) error {
+	return sendAPI(addr, http.MethodPost, path, token, body, out)
+}
+
+// sendAPI sends one request to a node's HTTP API, with the token when
+// there is one, and decodes its JSON answer into out.
+func sendAPI(addr, method, path, token string, body []byte, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
@@ -68,6 +112,9 @@ func callAPI(addr, method, path string, body []byte, out any) error {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -28,7 +28,8 @@ type DeadLetterInfo struct {
 }
 
 // RequeueRequest is the body of POST /dlq/requeue: every dead letter, or
-// the listed URLs.
+// the listed URLs. Like every request that changes the node, it is sent
+// as application/json with the API token (see APITokenFile).
 type RequeueRequest struct {
 	All  bool     `json:"all,omitempty"`
 	URLs []string `json:"urls,omitempty"`
