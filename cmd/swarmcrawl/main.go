@@ -18,8 +18,8 @@ Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
                     [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
   swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
-  swarmcrawl status --api HOST:PORT | --data DIR [--json]
-  swarmcrawl dlq    --api HOST:PORT | --data DIR [--json] [--requeue URL,.. | --requeue-all]
+  swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
+  swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
   swarmcrawl swarm-key [--out FILE]   a new pre-shared key for a private swarm

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
@@ -17,8 +18,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	api := fs.String("api", "", "HOST:PORT of the node's HTTP API")
 	data := fs.String("data", "", "data directory of a running node (reads its api file)")
 	asJSON := fs.Bool("json", false, "print the raw JSON status")
+	swarmKey := fs.String("swarm-key", "", "the private swarm's key file, as the node was given it; status reads the node's HTTP API, so the key is only checked, for scripts that pass every command the same flags")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *swarmKey != "" {
+		if _, err := p2p.LoadSwarmKey(*swarmKey); err != nil {
+			return usageErr("--swarm-key: %v", err)
+		}
 	}
 	addr, err := apiAddr(*api, *data)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -20,16 +19,12 @@ import (
 // Config.APIAddr, behind apiGuard. It creates the API token in the data
 // dir on first start.
 func (n *Node) startAPI() error {
-	token, err := LoadOrCreateAPIToken(filepath.Join(n.cfg.DataDir, APITokenFile))
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", n.cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("api listen %s: %w", n.cfg.APIAddr, err)
 	}
 	n.apiAddr = ln.Addr().String()
-	guard := newAPIGuard(token, ln.Addr(), n.log)
+	guard := newAPIGuard(n.apiToken, ln.Addr(), n.log)
 	if guard.anyHost {
 		n.log.Warn("HTTP API listens beyond loopback: anyone who reaches it can read the node's status and dead letters, and it answers to any Host name; changes still need the token in "+APITokenFile,
 			"api", n.apiAddr)

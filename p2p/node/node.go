@@ -80,10 +80,11 @@ type Node struct {
 	router    *router
 	progress  *progress
 
-	disc    *p2p.Discovery
-	started time.Time
-	api     *http.Server
-	apiAddr string
+	disc     *p2p.Discovery
+	started  time.Time
+	apiToken string // guards the API's mutating endpoints (DATA/api.token)
+	api      *http.Server
+	apiAddr  string
 
 	// Loops stop in three stages on Close: the crawler first (no fetch
 	// after the node starts leaving), then the shard manager (no claim
@@ -127,6 +128,11 @@ func (n *Node) openStorage() error {
 	}
 	key, err := p2p.LoadOrCreateIdentity(cfg.DataDir)
 	if err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	// The API token is checked now, not once the node has joined: a node
+	// that would refuse to serve its API refuses to start at all.
+	if n.apiToken, err = LoadOrCreateAPIToken(filepath.Join(cfg.DataDir, APITokenFile)); err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
 	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "store"), cfg.Store); err != nil {
