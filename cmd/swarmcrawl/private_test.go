@@ -124,4 +124,10 @@ func TestPrivateSwarm(t *testing.T) {
 	if v := web.CheckRobots(token); len(v) > 0 {
 		t.Errorf("robots.txt violations: %v", v[0])
 	}
+	if out, err := exec.Command(bin, "status", "--data", first.data, "--swarm-key", keyFile).CombinedOutput(); err != nil {
+		t.Errorf("status with the swarm key: %v\n%s", err, out)
+	}
+	if line := runFails(t, bin, nil, 2, "status", "--data", first.data, "--swarm-key", open); !strings.Contains(line, "chmod 600") {
+		t.Errorf("status with a world-readable key: %q", line)
+	}
 }
