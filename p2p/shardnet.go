@@ -127,7 +127,7 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 				return &pb.WriteReply{Error: err.Error()}
 			}
 			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
-			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected)}
+			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), Error: r.Error}
 		})
 	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 )
@@ -53,17 +54,22 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 			hosts = append(hosts, h)
 		}
 	}
+	reply := &WriteReply{Rejected: rejected}
+	// A write this replica could not store is not acknowledged: the owner
+	// must not believe its URLs survive this node.
 	if len(recs) > 0 {
 		if err := m.st.PutRecords(recs); err != nil {
 			m.log.Error("store replicated records", "from", from, "err", err)
+			reply.Error = fmt.Sprintf("replica cannot store records: %v", err)
 		}
 	}
 	if len(hosts) > 0 {
 		if err := m.st.PutHosts(hosts); err != nil {
 			m.log.Error("store replicated hosts", "from", from, "err", err)
+			reply.Error = fmt.Sprintf("replica cannot store host states: %v", err)
 		}
 	}
-	return &WriteReply{Rejected: rejected}
+	return reply
 }
 
 // HandleHandoff serves one chunk of a push. A merge chunk is stored and

@@ -235,6 +235,18 @@ func TestSyncOnAccept(t *testing.T) {
 	if st := owner.stats(); st.Degraded || st.DegradedWrites != 1 {
 		t.Fatalf("fully acked write after repair: %+v", st)
 	}
+	// A replica that cannot store the write (a full disk) does not
+	// acknowledge it: the write is degraded, as with a replica down.
+	repl := c.byAddr(owner.rn.Successors()[0].Addr)
+	repl.st.FailWrites(errors.New("no space left on device"))
+	rec4 := c.record(c.keyIn(claim.Range))
+	if err := owner.m.Accept(ctx, []Record{rec4}); err != nil {
+		t.Fatalf("Accept with a replica's store failing: %v", err)
+	}
+	if st := owner.stats(); !st.Degraded || st.DegradedWrites != 2 {
+		t.Fatalf("write a replica could not store not degraded: %+v", st)
+	}
+	repl.st.FailWrites(nil)
 	// Keys outside the node's claims are refused outright.
 	out := c.record(uint64(claim.Range.From))
 	if err := owner.m.Accept(ctx, []Record{rec3, out}); !errors.Is(err, ErrNotOwned) {

@@ -35,10 +35,11 @@ type Storage interface {
 // what it is given across a Manager's "crash": make a new Manager on the
 // same MemStorage to model a restart.
 type MemStorage struct {
-	mu     sync.Mutex
-	recs   []Record // sorted by (Key, Hash)
-	hosts  []HostState
-	epochs []byte
+	mu       sync.Mutex
+	failPuts error    // see FailWrites
+	recs     []Record // sorted by (Key, Hash)
+	hosts    []HostState
+	epochs   []byte
 }
 
 var _ Storage = (*MemStorage)(nil)
@@ -53,10 +54,22 @@ func cmpRec(r Record, k struct{ key, hash uint64 }) int {
 	return cmp.Compare(r.Hash, k.hash)
 }
 
+// FailWrites makes PutRecords and PutHosts fail with err, storing nothing,
+// until it is called with nil: a full disk or a broken store, for tests
+// and the simulator.
+func (s *MemStorage) FailWrites(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPuts = err
+}
+
 // PutRecords implements Storage.
 func (s *MemStorage) PutRecords(recs []Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failPuts != nil {
+		return s.failPuts
+	}
 	for _, r := range recs {
 		i, found := slices.BinarySearchFunc(s.recs, struct{ key, hash uint64 }{r.Key, r.Hash}, cmpRec)
 		if found {
@@ -128,6 +141,9 @@ func (s *MemStorage) ScanRecords(r Range, fn func(Record) error) error {
 func (s *MemStorage) PutHosts(hs []HostState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failPuts != nil {
+		return s.failPuts
+	}
 	for _, h := range hs {
 		h.Data = bytes.Clone(h.Data)
 		i, found := slices.BinarySearchFunc(s.hosts, h, cmpHost)

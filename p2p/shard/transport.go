@@ -20,7 +20,13 @@ type WriteRequest struct {
 
 // WriteReply lists the refused claims' conflicting parts, each carrying the
 // higher epoch the replica knows for it.
-type WriteReply struct{ Rejected []Claim }
+type WriteReply struct {
+	Rejected []Claim
+	// Error, when set, says the replica could not store the write (its
+	// disk is full, its store broke): the owner counts the write as
+	// degraded, as if the replica were down.
+	Error string
+}
 
 // HandoffRequest is one chunk of a push of a range to another node.
 //
