@@ -22,7 +22,7 @@ import (
 type handoffCatcher struct{ got chan *shard.HandoffRequest }
 
 func (h handoffCatcher) HandleReplicate(context.Context, ring.Peer, *shard.WriteRequest) *shard.WriteReply {
-	return &shard.WriteReply{}
+	return &shard.WriteReply{StoreError: "no space left on device"}
 }
 
 func (h handoffCatcher) HandleHandoff(_ context.Context, _ ring.Peer, req *shard.HandoffRequest) *shard.HandoffReply {
@@ -79,6 +79,11 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 	req := &shard.HandoffRequest{Range: shard.Range{From: 1, To: 2}, Epoch: shard.Epoch{N: 3, Owner: "x"}, Records: records, Hosts: hosts, Final: true}
 	if _, err := p2p.NewShardTransport(p2p.NewStreams(client, 0)).Handoff(context.Background(), p2p.RingPeer(server.ID()), req); err != nil {
 		t.Fatal(err)
+	}
+	// A replica's failure to store reaches the owner over the wire.
+	wr, err := p2p.NewShardTransport(p2p.NewStreams(client, 0)).Replicate(context.Background(), p2p.RingPeer(server.ID()), &shard.WriteRequest{Records: records})
+	if err != nil || wr.StoreError != "no space left on device" {
+		t.Fatalf("replicate to a replica whose store fails: %+v, %v", wr, err)
 	}
 	got := <-catcher.got
 	if len(got.Records) != 2 || len(got.Hosts) != len(snaps) {

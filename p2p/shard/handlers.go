@@ -60,13 +60,13 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	if len(recs) > 0 {
 		if err := m.st.PutRecords(recs); err != nil {
 			m.log.Error("store replicated records", "from", from, "err", err)
-			reply.Error = fmt.Sprintf("replica cannot store records: %v", err)
+			reply.StoreError = fmt.Sprintf("cannot store records: %v", err)
 		}
 	}
 	if len(hosts) > 0 {
 		if err := m.st.PutHosts(hosts); err != nil {
 			m.log.Error("store replicated hosts", "from", from, "err", err)
-			reply.Error = fmt.Sprintf("replica cannot store host states: %v", err)
+			reply.StoreError = fmt.Sprintf("cannot store host states: %v", err)
 		}
 	}
 	return reply

@@ -303,6 +303,10 @@ func (m *Manager) Accept(ctx context.Context, recs []Record) error {
 			m.log.Debug("replicate on accept failed", "to", r.peer, "err", r.err)
 			continue
 		}
+		if r.reply.StoreError != "" {
+			failed++
+			m.log.Warn("replica could not store accepted URLs", "to", r.peer, "err", r.reply.StoreError)
+		}
 		rejected = append(rejected, r.reply.Rejected...)
 	}
 	if len(rejected) > 0 {

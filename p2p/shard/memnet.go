@@ -72,13 +72,10 @@ func (t *memTransport) Replicate(ctx context.Context, to ring.Peer, req *WriteRe
 	var out *WriteReply
 	err := t.do(ctx, to, func(h Handler) {
 		r := h.HandleReplicate(ctx, t.self, in)
-		out = &WriteReply{Rejected: slices.Clone(r.Rejected), Error: r.Error}
+		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError}
 	})
 	if err != nil {
 		return nil, err
-	}
-	if out.Error != "" {
-		return nil, fmt.Errorf("replicate to %s: %s", to.Addr, out.Error)
 	}
 	return out, nil
 }

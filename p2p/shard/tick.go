@@ -300,6 +300,9 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 			m.log.Debug("heartbeat failed", "to", r.peer, "err", r.err)
 			continue
 		}
+		if r.reply.StoreError != "" {
+			m.log.Warn("replica could not store progress", "to", r.peer, "err", r.reply.StoreError)
+		}
 		rejected = append(rejected, r.reply.Rejected...)
 		if i == 0 && len(r.reply.Rejected) == 0 {
 			m.mu.Lock()

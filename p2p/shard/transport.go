@@ -22,10 +22,11 @@ type WriteRequest struct {
 // higher epoch the replica knows for it.
 type WriteReply struct {
 	Rejected []Claim
-	// Error, when set, says the replica could not store the write (its
-	// disk is full, its store broke): the owner counts the write as
-	// degraded, as if the replica were down.
-	Error string
+	// StoreError, when set, says the replica took the claims but could
+	// not store the records or host states (its disk is full, its store
+	// broke): the owner counts the write as degraded, as if the replica
+	// were down. It still answers for the claims: the lease stands.
+	StoreError string
 }
 
 // HandoffRequest is one chunk of a push of a range to another node.

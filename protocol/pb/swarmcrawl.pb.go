@@ -1558,9 +1558,13 @@ func (x *WriteRequest) GetHosts() []*HostState {
 
 // WriteReply lists the refused claims, each with the higher epoch known.
 type WriteReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Rejected      []*Claim               `protobuf:"bytes,2,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Error    string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Rejected []*Claim               `protobuf:"bytes,2,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	// store_error says the replica took the claims but could not store the
+	// records or host states (a full disk, a broken store): the write is
+	// not acknowledged.
+	StoreError    string `protobuf:"bytes,3,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1611,13 @@ func (x *WriteReply) GetRejected() []*Claim {
 		return x.Rejected
 	}
 	return nil
+}
+
+func (x *WriteReply) GetStoreError() string {
+	if x != nil {
+		return x.StoreError
+	}
+	return ""
 }
 
 // HandoffRequest moves a key range's state to its new owner, on
@@ -2809,11 +2820,13 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"T\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"u\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
-	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\"\xff\x01\n" +
+	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\x12\x1f\n" +
+	"\vstore_error\x18\x03 \x01(\tR\n" +
+	"storeError\"\xff\x01\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
