@@ -1,10 +1,13 @@
 package crawl
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -80,4 +83,82 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	}
 	b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 	b.ReportMetric(float64(mallocs)/float64(pages), "allocs/page")
+}
+
+// hostilePage returns an HTML page of size bytes that is nothing but
+// distinct links, the shape of a page written to exhaust a crawler's parser.
+func hostilePage(size int) []byte {
+	var buf bytes.Buffer
+	buf.Grow(size + 64)
+	buf.WriteString("<!doctype html><html><head><title>links</title></head><body>\n")
+	for i := 0; buf.Len() < size-64; i++ {
+		fmt.Fprintf(&buf, "<a href=\"/l/%d\">%d</a>\n", i, i)
+	}
+	buf.WriteString("</body></html>\n")
+	return buf.Bytes()
+}
+
+// BenchmarkParseHostile parses a 10 MiB link-dense page (about 480,000
+// links), the parse's worst case at the default body cap. Besides time
+// and allocations it reports peak-MiB: the most the heap grew above its
+// level before the parse, sampled while the parse runs.
+func BenchmarkParseHostile(b *testing.B) {
+	body := hostilePage(10 << 20)
+	pageURL, _ := url.Parse("http://hostile.example/")
+	for _, bm := range []struct {
+		name string
+		fn   func()
+	}{
+		{"links", func() {
+			if _, err := ExtractLinks(body, pageURL, "swarmcrawl"); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"text", func() { ExtractText(body, "text/html") }},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var peak uint64
+			for b.Loop() {
+				peak = max(peak, heapGrowth(bm.fn))
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+		})
+	}
+}
+
+// heapGrowth runs fn and returns the most the heap's object bytes grew
+// above their level before it, sampled every 50µs by a goroutine that ends
+// with fn.
+func heapGrowth(fn func()) uint64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := read()
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		var peak uint64
+		t := time.NewTicker(50 * time.Microsecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	peak := <-done
+	if peak < base {
+		return 0
+	}
+	return peak - base
 }
