@@ -102,13 +102,15 @@ type Config struct {
 	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY). NoProxy connects
 	// directly.
 	Proxy func(*http.Request) (*url.URL, error)
-	// Dial configures the DNS cache, the per-IP connection cap and the
-	// refusal of non-public addresses for direct connections (default
+	// Dial configures the DNS cache, the per-IP connection cap of direct
+	// connections, and the address policy, which refuses non-public
+	// targets of every request, direct or proxied (default
 	// DefaultDialConfig(), its ConnectTimeout this Config's). Connections to
-	// a proxy do not go through it.
+	// the proxy itself are the operator's choice and are not checked.
 	Dial DialConfig
 	// Transport, when set, replaces the crawler's own transport, and with it
-	// Proxy, Dial, ConnectTimeout and connection pooling. For tests.
+	// Proxy, Dial (the address policy included), ConnectTimeout and
+	// connection pooling. For tests.
 	Transport http.RoundTripper
 	// Clock returns the current time (default time.Now). It stamps pages and
 	// decides politeness; waits still use real timers, so it must advance
