@@ -54,6 +54,14 @@ type Config struct {
 	// page of depth MaxDepth are dropped, which bounds spider traps. None:
 	// no link is reported at all, only the tasks enqueued are fetched.
 	MaxDepth int
+	// MaxLinksPerPage is the most links taken from one page (default
+	// 5,000): the page's first MaxLinksPerPage distinct link references,
+	// in document order, are kept, and link elements beyond them are
+	// dropped and counted in Stats.LinksCapped. Real pages stay well below
+	// it (the longest list pages carry a few thousand links); a page
+	// written to flood the crawl, 10 MiB of links, holds about 480,000.
+	// None: no cap, the body cap alone bounds a page.
+	MaxLinksPerPage int
 	// MaxRedirects is the longest redirect chain followed (default 5). Each
 	// hop is a task of its own; a URL reached through MaxRedirects hops that
 	// redirects again is recorded as a dead letter of kind
@@ -175,6 +183,7 @@ func DefaultConfig() Config {
 		Timeout:             30 * time.Second,
 		MaxBodyBytes:        10 << 20,
 		MaxDepth:            16,
+		MaxLinksPerPage:     5000,
 		MaxRedirects:        5,
 		MaxRepeatedSegments: 3,
 		MaxPagesPerHost:     f.MaxPagesPerHost,
@@ -207,6 +216,7 @@ func (c Config) WithDefaults() Config {
 	c.Timeout = orDefault(c.Timeout, d.Timeout)
 	c.MaxBodyBytes = orDefault(c.MaxBodyBytes, d.MaxBodyBytes)
 	c.MaxDepth = orDefault(c.MaxDepth, d.MaxDepth)
+	c.MaxLinksPerPage = orDefault(c.MaxLinksPerPage, d.MaxLinksPerPage)
 	c.MaxRedirects = orDefault(c.MaxRedirects, d.MaxRedirects)
 	c.MaxRepeatedSegments = orDefault(c.MaxRepeatedSegments, d.MaxRepeatedSegments)
 	c.MaxPagesPerHost = orDefault(c.MaxPagesPerHost, d.MaxPagesPerHost)
@@ -251,6 +261,7 @@ func (c Config) inEffect() Config {
 	c.Delay, c.MaxCrawlDelay = max(c.Delay, 0), max(c.MaxCrawlDelay, 0)
 	c.MaxRecrawl, c.MaxRetryAfter = max(c.MaxRecrawl, 0), max(c.MaxRetryAfter, 0)
 	c.MaxDepth, c.MaxRedirects = max(c.MaxDepth, 0), max(c.MaxRedirects, 0)
+	c.MaxLinksPerPage = max(c.MaxLinksPerPage, 0)
 	c.MaxRepeatedSegments, c.MaxRetries = max(c.MaxRepeatedSegments, 0), max(c.MaxRetries, 0)
 	c.HotQueue = max(c.HotQueue, 0)
 	return c
