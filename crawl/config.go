@@ -72,9 +72,12 @@ type Config struct {
 	// holds one segment more than this many times (default 3: /a/a/a/a is
 	// refused). None: no URL is refused for it.
 	MaxRepeatedSegments int
-	// MaxPagesPerHost is the page budget of a host (default 0, unlimited):
-	// once that many distinct pages of a host were fetched, its other tasks
-	// are dropped and counted in Stats.BudgetDropped. Recrawls do not count.
+	// MaxPagesPerHost is the page budget of a host (default 100,000): once
+	// that many distinct pages of a host were fetched, its other tasks are
+	// dropped and counted in Stats.BudgetDropped. Recrawls do not count.
+	// The default leaves all but the largest sites whole and bounds a
+	// spider trap to about a day of its host's politeness slot at the
+	// default Delay. None: no budget.
 	MaxPagesPerHost int
 	// MinRecrawl and MaxRecrawl bound the recrawl interval of a URL
 	// (defaults 1h and 30 days). A URL is first recrawled MinRecrawl after
@@ -261,7 +264,7 @@ func (c Config) inEffect() Config {
 	c.Delay, c.MaxCrawlDelay = max(c.Delay, 0), max(c.MaxCrawlDelay, 0)
 	c.MaxRecrawl, c.MaxRetryAfter = max(c.MaxRecrawl, 0), max(c.MaxRetryAfter, 0)
 	c.MaxDepth, c.MaxRedirects = max(c.MaxDepth, 0), max(c.MaxRedirects, 0)
-	c.MaxLinksPerPage = max(c.MaxLinksPerPage, 0)
+	c.MaxLinksPerPage, c.MaxPagesPerHost = max(c.MaxLinksPerPage, 0), max(c.MaxPagesPerHost, 0)
 	c.MaxRepeatedSegments, c.MaxRetries = max(c.MaxRepeatedSegments, 0), max(c.MaxRetries, 0)
 	c.HotQueue = max(c.HotQueue, 0)
 	return c
@@ -286,8 +289,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("timeout must be positive (got %v)", c.Timeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("MaxBodyBytes must be positive (got %d)", c.MaxBodyBytes)
-	case c.MaxPagesPerHost < 0:
-		return fmt.Errorf("MaxPagesPerHost is negative (%d)", c.MaxPagesPerHost)
 	case c.MaxRecrawl > 0 && (c.MinRecrawl <= 0 || c.MinRecrawl > c.MaxRecrawl):
 		return fmt.Errorf("MinRecrawl must be in (0, MaxRecrawl] (got %v, MaxRecrawl %v)", c.MinRecrawl, c.MaxRecrawl)
 	case c.MaxRetries > 0 && c.RetryBase <= 0:
