@@ -125,13 +125,13 @@ type DialStats struct {
 	CacheMisses int64 // dials that had to wait for a lookup
 	Lookups     int64 // lookups sent to the resolver (concurrent misses share one)
 	Blocked     int64 // requests and dials refused by the address policy (see AllowPrivate)
+	Waits       int64 // dials that waited for a per-IP slot
+	Reclaimed   int64 // idle connections closed to free a slot for a waiting dial
+	CacheSize   int   // host names in the cache now
 	// ProxyUnchecked counts proxied requests sent although their name did
-	// not resolve here, so that its addresses could not be checked (the
-	// proxy may still resolve it).
+	// not resolve here, so that its addresses could not be checked; the
+	// proxy resolves it again and may reach it.
 	ProxyUnchecked int64
-	Waits          int64 // dials that waited for a per-IP slot
-	Reclaimed      int64 // idle connections closed to free a slot for a waiting dial
-	CacheSize      int   // host names in the cache now
 }
 
 // ErrBlockedAddress matches (with errors.Is) every request and dial the
