@@ -1,10 +1,13 @@
 package crawl
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -35,7 +38,7 @@ func BenchmarkParse(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ExtractLinks(body, pageURL, "swarmcrawl"); err != nil {
+		if _, _, err := ExtractLinks(body, pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,4 +83,95 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	}
 	b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 	b.ReportMetric(float64(mallocs)/float64(pages), "allocs/page")
+}
+
+// hostilePage returns an HTML page of size bytes that is nothing but
+// distinct links, the shape of a page written to exhaust a crawler's
+// parser. With latin1 it declares windows-1252 and every link text holds
+// a non-ASCII letter, so that its text has to be transcoded.
+func hostilePage(size int, latin1 bool) []byte {
+	var buf bytes.Buffer
+	buf.Grow(size + 64)
+	head, letter := "", ""
+	if latin1 {
+		head, letter = `<meta charset="windows-1252">`, "\xe9"
+	}
+	buf.WriteString("<!doctype html><html><head>" + head + "<title>links</title></head><body>\n")
+	for i := 0; buf.Len() < size-64; i++ {
+		fmt.Fprintf(&buf, "<a href=\"/l/%d\">%s%d</a>\n", i, letter, i)
+	}
+	buf.WriteString("</body></html>\n")
+	return buf.Bytes()
+}
+
+// BenchmarkParseHostile parses a 10 MiB link-dense page (about 480,000
+// links), the parse's worst case at the default body cap: its links, with
+// the default cap and without, and its text, as ASCII and as windows-1252. Besides time
+// and allocations it reports peak-MiB: the most the heap grew above its
+// level before the parse, sampled while the parse runs.
+func BenchmarkParseHostile(b *testing.B) {
+	body, latin1 := hostilePage(10<<20, false), hostilePage(10<<20, true)
+	pageURL, _ := url.Parse("http://hostile.example/")
+	for _, bm := range []struct {
+		name string
+		fn   func()
+	}{
+		{"links", func() {
+			if _, _, err := ExtractLinks(body, pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"links-uncapped", func() {
+			if _, _, err := ExtractLinks(body, pageURL, "swarmcrawl", 0); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"text", func() { ExtractText(body, "text/html") }},
+		{"text-latin1", func() { ExtractText(latin1, "text/html") }},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var peak uint64
+			for b.Loop() {
+				peak = max(peak, heapGrowth(bm.fn))
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+		})
+	}
+}
+
+// heapGrowth runs fn and returns the most the heap's object bytes grew
+// above their level before it, sampled every 50µs by a goroutine that ends
+// with fn.
+func heapGrowth(fn func()) uint64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := read()
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		var peak uint64
+		t := time.NewTicker(50 * time.Microsecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	peak := <-done
+	if peak < base {
+		return 0
+	}
+	return peak - base
 }

@@ -54,6 +54,14 @@ type Config struct {
 	// page of depth MaxDepth are dropped, which bounds spider traps. None:
 	// no link is reported at all, only the tasks enqueued are fetched.
 	MaxDepth int
+	// MaxLinksPerPage is the most links taken from one page (default
+	// 5,000): the page's first MaxLinksPerPage distinct link references,
+	// in document order, are kept, and link elements beyond them are
+	// dropped and counted in Stats.LinksCapped. Real pages stay well below
+	// it (the longest list pages carry a few thousand links); a page
+	// written to flood the crawl, 10 MiB of links, holds about 480,000.
+	// None: no cap, the body cap alone bounds a page.
+	MaxLinksPerPage int
 	// MaxRedirects is the longest redirect chain followed (default 5). Each
 	// hop is a task of its own; a URL reached through MaxRedirects hops that
 	// redirects again is recorded as a dead letter of kind
@@ -64,9 +72,12 @@ type Config struct {
 	// holds one segment more than this many times (default 3: /a/a/a/a is
 	// refused). None: no URL is refused for it.
 	MaxRepeatedSegments int
-	// MaxPagesPerHost is the page budget of a host (default 0, unlimited):
-	// once that many distinct pages of a host were fetched, its other tasks
-	// are dropped and counted in Stats.BudgetDropped. Recrawls do not count.
+	// MaxPagesPerHost is the page budget of a host (default 100,000): once
+	// that many distinct pages of a host were fetched, its other tasks are
+	// dropped and counted in Stats.BudgetDropped. Recrawls do not count.
+	// The default leaves all but the largest sites whole and bounds a
+	// spider trap to about a day of its host's politeness slot at the
+	// default Delay. None: no budget.
 	MaxPagesPerHost int
 	// MinRecrawl and MaxRecrawl bound the recrawl interval of a URL
 	// (defaults 1h and 30 days). A URL is first recrawled MinRecrawl after
@@ -102,13 +113,15 @@ type Config struct {
 	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY). NoProxy connects
 	// directly.
 	Proxy func(*http.Request) (*url.URL, error)
-	// Dial configures the DNS cache, the per-IP connection cap and the
-	// refusal of non-public addresses for direct connections (default
+	// Dial configures the DNS cache, the per-IP connection cap of direct
+	// connections, and the address policy, which refuses non-public
+	// targets of every request, direct or proxied (default
 	// DefaultDialConfig(), its ConnectTimeout this Config's). Connections to
-	// a proxy do not go through it.
+	// the proxy itself are the operator's choice and are not checked.
 	Dial DialConfig
 	// Transport, when set, replaces the crawler's own transport, and with it
-	// Proxy, Dial, ConnectTimeout and connection pooling. For tests.
+	// Proxy, Dial (the address policy included), ConnectTimeout and
+	// connection pooling. For tests.
 	Transport http.RoundTripper
 	// Clock returns the current time (default time.Now). It stamps pages and
 	// decides politeness; waits still use real timers, so it must advance
@@ -173,6 +186,7 @@ func DefaultConfig() Config {
 		Timeout:             30 * time.Second,
 		MaxBodyBytes:        10 << 20,
 		MaxDepth:            16,
+		MaxLinksPerPage:     5000,
 		MaxRedirects:        5,
 		MaxRepeatedSegments: 3,
 		MaxPagesPerHost:     f.MaxPagesPerHost,
@@ -205,6 +219,7 @@ func (c Config) WithDefaults() Config {
 	c.Timeout = orDefault(c.Timeout, d.Timeout)
 	c.MaxBodyBytes = orDefault(c.MaxBodyBytes, d.MaxBodyBytes)
 	c.MaxDepth = orDefault(c.MaxDepth, d.MaxDepth)
+	c.MaxLinksPerPage = orDefault(c.MaxLinksPerPage, d.MaxLinksPerPage)
 	c.MaxRedirects = orDefault(c.MaxRedirects, d.MaxRedirects)
 	c.MaxRepeatedSegments = orDefault(c.MaxRepeatedSegments, d.MaxRepeatedSegments)
 	c.MaxPagesPerHost = orDefault(c.MaxPagesPerHost, d.MaxPagesPerHost)
@@ -249,6 +264,7 @@ func (c Config) inEffect() Config {
 	c.Delay, c.MaxCrawlDelay = max(c.Delay, 0), max(c.MaxCrawlDelay, 0)
 	c.MaxRecrawl, c.MaxRetryAfter = max(c.MaxRecrawl, 0), max(c.MaxRetryAfter, 0)
 	c.MaxDepth, c.MaxRedirects = max(c.MaxDepth, 0), max(c.MaxRedirects, 0)
+	c.MaxLinksPerPage, c.MaxPagesPerHost = max(c.MaxLinksPerPage, 0), max(c.MaxPagesPerHost, 0)
 	c.MaxRepeatedSegments, c.MaxRetries = max(c.MaxRepeatedSegments, 0), max(c.MaxRetries, 0)
 	c.HotQueue = max(c.HotQueue, 0)
 	return c
@@ -273,8 +289,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("timeout must be positive (got %v)", c.Timeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("MaxBodyBytes must be positive (got %d)", c.MaxBodyBytes)
-	case c.MaxPagesPerHost < 0:
-		return fmt.Errorf("MaxPagesPerHost is negative (%d)", c.MaxPagesPerHost)
 	case c.MaxRecrawl > 0 && (c.MinRecrawl <= 0 || c.MinRecrawl > c.MaxRecrawl):
 		return fmt.Errorf("MinRecrawl must be in (0, MaxRecrawl] (got %v, MaxRecrawl %v)", c.MinRecrawl, c.MaxRecrawl)
 	case c.MaxRetries > 0 && c.RetryBase <= 0:

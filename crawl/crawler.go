@@ -107,6 +107,7 @@ type Stats struct {
 	RobotsFetched int64            // robots.txt requests made
 	Redirects     int64            // redirect targets reported as new tasks
 	LinksReported int64            // links handed to the LinkSink, redirect targets included
+	LinksCapped   int64            // link elements dropped beyond Config.MaxLinksPerPage on their page
 	Retries       int64            // failed fetches rescheduled for another attempt
 	DeadLetters   int64            // dead letters in the store
 	NotModified   int64            // 304 answers to conditional requests
@@ -147,7 +148,8 @@ type Crawler struct {
 	inFlight atomic.Int64
 
 	fetched, requests, robotsDenied, robotsFetched atomic.Int64
-	redirects, linksReported, bytesFetched         atomic.Int64
+	redirects, linksReported, linksCapped          atomic.Int64
+	bytesFetched                                   atomic.Int64
 	retries, notModified, recrawls, changed        atomic.Int64
 	nearDups, budgetDropped                        atomic.Int64
 	delegated, helped, delegateFails               atomic.Int64
@@ -342,6 +344,7 @@ func (c *Crawler) Stats() Stats {
 		RobotsFetched: c.robotsFetched.Load(),
 		Redirects:     c.redirects.Load(),
 		LinksReported: c.linksReported.Load(),
+		LinksCapped:   c.linksCapped.Load(),
 		Retries:       c.retries.Load(),
 		DeadLetters:   counts.Dead,
 		NotModified:   c.notModified.Load(),

@@ -48,10 +48,12 @@ type DialConfig struct {
 	// Resolve looks up the addresses of a host name (default
 	// net.DefaultResolver.LookupNetIP with network "ip"). Tests inject it.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// AllowPrivate permits connections to loopback, private (RFC 1918, RFC
-	// 4193), link-local, CGNAT, unspecified, multicast and other non-public
-	// addresses. It is off by default, so that a crawler fed hostile links
-	// or hostile DNS answers is never a weapon against internal networks.
+	// AllowPrivate permits requests to loopback, private (RFC 1918, RFC
+	// 4193), link-local (the cloud metadata service), CGNAT and every other
+	// special-purpose address, and to special-use names such as localhost
+	// and *.internal, direct or through a proxy (see addrpolicy.go). It is
+	// off by default, so that a crawler fed hostile links or hostile DNS
+	// answers is never a weapon against internal networks.
 	AllowPrivate bool
 	// Now is the clock for cache expiry (default time.Now).
 	Now func() time.Time
@@ -122,33 +124,43 @@ type DialStats struct {
 	CacheHits   int64 // lookups answered from the cache, failures included
 	CacheMisses int64 // dials that had to wait for a lookup
 	Lookups     int64 // lookups sent to the resolver (concurrent misses share one)
-	Blocked     int64 // dials refused because every address was blocked
+	Blocked     int64 // requests and dials refused by the address policy (see AllowPrivate)
 	Waits       int64 // dials that waited for a per-IP slot
 	Reclaimed   int64 // idle connections closed to free a slot for a waiting dial
 	CacheSize   int   // host names in the cache now
+	// ProxyUnchecked counts proxied requests sent although their name did
+	// not resolve here, so that its addresses could not be checked; the
+	// proxy resolves it again and may reach it.
+	ProxyUnchecked int64
 }
 
-// ErrBlockedAddress matches (with errors.Is) every dial the Dialer refuses
-// because the target address is not public. Its text is the error kind the
-// crawler counts such failures under.
+// ErrBlockedAddress matches (with errors.Is) every request and dial the
+// address policy refuses because the target is not public. Its text is the
+// error kind the crawler counts such failures under.
 var ErrBlockedAddress = errors.New("blocked_address")
 
-// BlockedAddressError is the error of a dial refused because the host name
-// resolved only to (or the URL named) addresses that are not public.
+// BlockedAddressError is the error of a request or dial refused because
+// its host is not public: a special-use name, or a name that resolved only
+// to (or, for a proxied request, also to) addresses that are not public,
+// or an address that is not.
 type BlockedAddressError struct {
-	Host   string     // the host as dialled: a name or an IP literal
-	Addr   netip.Addr // the first refused address
-	Reason string     // what kind of address it is, such as "loopback"
+	Host   string     // the host as requested or dialled: a name or an IP literal
+	Addr   netip.Addr // the first refused address; invalid when the name itself was refused
+	Reason string     // what kind of address or name it is, such as "loopback"
 }
 
 // Error says what was refused and how to allow it.
 func (e *BlockedAddressError) Error() string {
-	what := "refusing to connect to " + e.Addr.String()
-	if e.Host != e.Addr.String() {
-		what = fmt.Sprintf("refusing to connect to %s: it resolves to %s", e.Host, e.Addr)
+	var what string
+	switch {
+	case !e.Addr.IsValid():
+		what = fmt.Sprintf("refusing to connect to %s (%s name", e.Host, e.Reason)
+	case e.Host == e.Addr.String():
+		what = fmt.Sprintf("refusing to connect to %s (%s address", e.Host, e.Reason)
+	default:
+		what = fmt.Sprintf("refusing to connect to %s: it resolves to %s (%s address", e.Host, e.Addr, e.Reason)
 	}
-	return fmt.Sprintf("%v: %s (%s address; set AllowPrivate to crawl non-public networks)",
-		ErrBlockedAddress, what, e.Reason)
+	return fmt.Sprintf("%v: %s; set AllowPrivate to crawl non-public networks)", ErrBlockedAddress, what)
 }
 
 // Is makes errors.Is(err, ErrBlockedAddress) hold.
@@ -170,6 +182,7 @@ type Dialer struct {
 	ips      map[netip.Addr]*ipSlots
 
 	hits, misses, lookups, blocked, waits, reclaimed atomic.Int64
+	proxyUnchecked                                   atomic.Int64
 }
 
 // dnsEntry is a cached lookup: addresses or the error.
@@ -228,6 +241,8 @@ func (d *Dialer) Stats() DialStats {
 		Waits:       d.waits.Load(),
 		Reclaimed:   d.reclaimed.Load(),
 		CacheSize:   size,
+
+		ProxyUnchecked: d.proxyUnchecked.Load(),
 	}
 }
 
@@ -315,71 +330,6 @@ func forNetwork(network string, addrs []netip.Addr) []netip.Addr {
 		}
 	}
 	return out
-}
-
-// Address ranges refused unless AllowPrivate, beyond what netip classifies.
-var (
-	cgnatPrefix    = netip.MustParsePrefix("100.64.0.0/10")  // RFC 6598 shared address space
-	thisNetPrefix  = netip.MustParsePrefix("0.0.0.0/8")      // "this network"; 0.x reaches the host itself on Linux
-	reservedPrefix = netip.MustParsePrefix("240.0.0.0/4")    // reserved, and the limited broadcast address
-	protoPrefix    = netip.MustParsePrefix("192.0.0.0/24")   // IETF protocol assignments
-	siteLocal6     = netip.MustParsePrefix("fec0::/10")      // deprecated site-local
-	v4Compat6      = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible (also :: and ::1)
-	nat64Prefix    = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052 well-known NAT64 prefix
-	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215 local-use NAT64
-	sixToFour      = netip.MustParsePrefix("2002::/16")      // 6to4, which embeds an IPv4 address
-)
-
-// blockedReason returns why a is not a public address, or "" if it is.
-// IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by
-// that address, so ::ffff:127.0.0.1 is as loopback as 127.0.0.1.
-func blockedReason(a netip.Addr) string {
-	a = a.Unmap()
-	switch {
-	case !a.IsValid():
-		return "invalid"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsPrivate():
-		return "private"
-	case a.IsLinkLocalUnicast():
-		return "link-local"
-	case a.IsMulticast():
-		return "multicast"
-	}
-	if a.Is4() {
-		switch {
-		case cgnatPrefix.Contains(a):
-			return "CGNAT shared"
-		case thisNetPrefix.Contains(a):
-			return "this-network"
-		case reservedPrefix.Contains(a):
-			return "reserved"
-		case protoPrefix.Contains(a):
-			return "IETF protocol"
-		}
-		return ""
-	}
-	b := a.As16()
-	switch {
-	case siteLocal6.Contains(a):
-		return "site-local"
-	case v4Compat6.Contains(a):
-		return "IPv4-compatible"
-	case nat64Local.Contains(a):
-		return "local-use NAT64"
-	case nat64Prefix.Contains(a):
-		if r := blockedReason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
-			return "NAT64 " + r
-		}
-	case sixToFour.Contains(a):
-		if r := blockedReason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
-			return "6to4 " + r
-		}
-	}
-	return ""
 }
 
 // resolve returns host's addresses from the cache, or looks them up. Every

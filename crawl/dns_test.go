@@ -359,7 +359,7 @@ func TestBlockedAddresses(t *testing.T) {
 		{"100.127.255.255", "CGNAT shared"},
 		{"224.0.0.1", "multicast"},
 		{"239.255.255.250", "multicast"},
-		{"255.255.255.255", "reserved"},
+		{"255.255.255.255", "broadcast"},
 		{"240.0.0.1", "reserved"},
 		{"192.0.0.170", "IETF protocol"},
 		{"::1", "loopback"},
@@ -381,6 +381,7 @@ func TestBlockedAddresses(t *testing.T) {
 		{"64:ff9b:1::1", "local-use NAT64"},
 		{"2002:7f00:1::1", "6to4 loopback"},
 		{"2002:c0a8:101::1", "6to4 private"},
+		{"2001:db8::1", "documentation"}, // was public before the IANA registries were applied whole
 		// Public addresses, including neighbours of the blocked ranges.
 		{"8.8.8.8", ""},
 		{"1.1.1.1", ""},
@@ -392,7 +393,6 @@ func TestBlockedAddresses(t *testing.T) {
 		{"11.0.0.1", ""},
 		{"223.255.255.255", ""},
 		{"2606:4700:4700::1111", ""},
-		{"2001:db8::1", ""},
 		{"::ffff:8.8.8.8", ""},
 		{"64:ff9b::808:808", ""},
 		{"2002:808:808::1", ""},

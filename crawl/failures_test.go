@@ -194,6 +194,53 @@ func TestPageBudget(t *testing.T) {
 	}
 }
 
+// TestDefaultPageBudget checks that a crawler with no budget configured
+// has one, DefaultConfig's, and that None turns it off: a host that has
+// had one page fewer than the budget fetched (a trap crawled for a day)
+// gets one more, and its other tasks are dropped.
+func TestDefaultPageBudget(t *testing.T) {
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		fmt.Fprint(w, "page")
+	})
+	host, _ := urls.HostOf(srv.URL + "/")
+	budget := DefaultConfig().MaxPagesPerHost
+	if budget <= 0 {
+		t.Fatalf("DefaultConfig().MaxPagesPerHost = %d, want a budget", budget)
+	}
+	for _, tt := range []struct {
+		name           string
+		max            int
+		pages, dropped int
+	}{
+		{"default", 0, 1, 2},
+		{"None", None, 3, 0},
+	} {
+		cfg := testConfig()
+		cfg.Delay = None
+		cfg.MaxPagesPerHost = tt.max
+		db := openStore(t)
+		if err := db.PutHost(store.HostState{HostKey: urls.HostKey(host), Host: host, Fetched: int64(budget - 1)}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(cfg, db, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(srv.log()) - srv.count("/robots.txt")
+		for i := range 3 {
+			c.Enqueue(frontier.Task{URL: fmt.Sprintf("%s/%s/%d", srv.URL, tt.name, i), Depth: 1})
+		}
+		crawlUntilIdle(t, c, 5*time.Second)
+		pages := len(srv.log()) - srv.count("/robots.txt") - before
+		if pages != tt.pages || c.Stats().BudgetDropped != int64(tt.dropped) {
+			t.Errorf("%s: %d pages fetched, %d dropped; want %d and %d", tt.name, pages, c.Stats().BudgetDropped, tt.pages, tt.dropped)
+		}
+	}
+}
+
 // TestTrapURLsRefused checks the repeated-segment limit on queued and
 // discovered URLs.
 func TestTrapURLsRefused(t *testing.T) {

@@ -25,13 +25,14 @@ import (
 )
 
 // newClient builds the one HTTP client all workers share, so connections
-// (and the proxy's) are pooled across hosts. Direct connections go through
-// a Dialer (DNS cache, per-IP cap, no private addresses); connections to a
-// proxy do not, since the proxy is the operator's choice and usually
-// local. The client never follows redirects (each hop is a task of its
-// own) and never decompresses on its own: the crawler asks for gzip and
-// deflate itself, keeps the body as received for the archive, and decodes
-// it with a size cap.
+// (and the proxy's) are pooled across hosts. Every request passes the
+// address policy before anything is sent (Dialer.checkHost), proxied or
+// not; direct connections go through a Dialer (DNS cache, per-IP cap, no
+// private addresses), connections to a proxy do not, since the proxy is
+// the operator's choice and usually local. The client never follows
+// redirects (each hop is a task of its own) and never decompresses on its
+// own: the crawler asks for gzip and deflate itself, keeps the body as
+// received for the archive, and decodes it with a size cap.
 func newClient(cfg *Config) (*http.Client, *Dialer, error) {
 	rt := cfg.Transport
 	var dialer *Dialer
@@ -46,6 +47,7 @@ func newClient(cfg *Config) (*http.Client, *Dialer, error) {
 			proxy:   cfg.Proxy,
 			proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
 			direct:  direct,
+			policy:  dialer,
 		}
 	}
 	return &http.Client{
@@ -75,17 +77,27 @@ func newTransport(cfg *Config, proxy func(*http.Request) (*url.URL, error),
 	}
 }
 
-// proxyRouter sends a request through the proxied transport when the proxy
-// function picks a proxy for it, and through the direct one otherwise.
+// proxyRouter checks every request against the address policy, then sends
+// it through the proxied transport when the proxy function picks a proxy
+// for it, and through the direct one otherwise.
 type proxyRouter struct {
 	proxy           func(*http.Request) (*url.URL, error)
 	proxied, direct *http.Transport
+	policy          *Dialer
 }
 
 func (p *proxyRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 	u, err := p.proxy(req)
+	if err == nil {
+		err = p.policy.checkHost(req.Context(), req.URL.Hostname(), u != nil)
+	} else {
+		err = fmt.Errorf("choose proxy: %w", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("choose proxy: %w", err)
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
 	}
 	if u != nil {
 		return p.proxied.RoundTrip(req)

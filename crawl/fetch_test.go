@@ -515,7 +515,6 @@ func TestNewValidatesConfig(t *testing.T) {
 		{func(c *Config) { c.Timeout = -time.Second }, "timeout must be positive"},
 		{func(c *Config) { c.ConnectTimeout = -time.Second }, "ConnectTimeout must be positive"},
 		{func(c *Config) { c.MaxBodyBytes = -1 }, "MaxBodyBytes must be positive"},
-		{func(c *Config) { c.MaxPagesPerHost = -1 }, "MaxPagesPerHost is negative"},
 		{func(c *Config) { c.MinRecrawl = 2 * c.MaxRecrawl }, "MinRecrawl must be in"},
 		{func(c *Config) { c.RetryBase = -time.Second }, "RetryBase must be positive"},
 		{func(c *Config) { c.RobotsTTL = -time.Hour }, "RobotsTTL must be positive"},
@@ -543,6 +542,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	off.Delay, off.MaxCrawlDelay, off.MaxDepth, off.MaxRedirects = None, None, None, None
 	off.MaxRepeatedSegments, off.MaxRecrawl, off.MaxRetries, off.MaxRetryAfter = None, None, None, None
 	off.NearDupDistance, off.HotQueue, off.Dial.MaxConnsPerIP, off.Dial.ReclaimIdle = None, None, None, None
+	off.MaxPagesPerHost, off.MaxLinksPerPage = None, None
 	if _, err := New(off, openStore(t), nil, nil); err != nil {
 		t.Errorf("New(DefaultConfig with every None): %v", err)
 	}

@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode"
 
-	"github.com/PuerkitoBio/goquery"
 	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
@@ -27,55 +28,50 @@ func IsHTML(contentType string, body []byte) bool {
 }
 
 // ExtractLinks parses an HTML document fetched from pageURL and returns its
-// followable links, normalised, deduplicated and in document order.
+// followable links, normalised, deduplicated and in document order: at
+// most maxLinks of them (maxLinks < 1: no cap), with the number of link
+// elements dropped beyond the cap.
 //
-// Links come from <a href> and <area href>, and from <frame src> and
-// <iframe src> because framed documents are pages too. They are resolved
-// against <base href> when the document has one. A link is skipped when its
-// rel contains "nofollow", when it is empty (the page itself), when it is not
-// http(s) (mailto:, javascript:, tel:, data: ...) or when it does not
-// normalise; every link is skipped when a <meta name="robots"> or
-// <meta name="uaToken"> says nofollow or none.
+// Links come from <a href> and <area href> (xlink:href in SVG), and from
+// <frame src> and <iframe src> because framed documents are pages too. They
+// are resolved against <base href> when the document has one. A link is
+// skipped when its rel contains "nofollow", when it is empty (the page
+// itself), when it is not http(s) (mailto:, javascript:, tel:, data: ...)
+// or when it does not normalise; every link is skipped when a
+// <meta name="robots"> or <meta name="uaToken"> says nofollow or none.
 //
-// Malformed HTML never panics and never fails: the HTML5 parser recovers
-// from anything but nesting deeper than 512 elements, and such documents
-// are scanned with the tokenizer instead.
-func ExtractLinks(body []byte, pageURL *url.URL, uaToken string) (links []string, err error) {
+// The cap counts distinct references as written: the page's first
+// maxLinks distinct hrefs (after the rel and scheme filters) are kept, and
+// each later link element whose href is not among them counts as capped.
+// The scan goes on to the end of the document for <base> and <meta>, which
+// apply to every link wherever they are, but keeps nothing else.
+//
+// The document is read in one pass of the HTML tokeniser and no tree is
+// built, so memory does not grow with the number of elements: the parse
+// holds the token being read (the longest tag or run of text, at most the
+// body), the references kept and the links returned. It finds what the
+// HTML5 tree parser finds (raw-text elements such as script, textarea and
+// noscript hold no links; the first of two attributes of a name wins),
+// except that a <frame> outside a <frameset>, and links after a
+// </frameset>, which the tree drops, are links here. Malformed HTML never
+// panics and never fails.
+func ExtractLinks(body []byte, pageURL *url.URL, uaToken string, maxLinks int) (links []string, capped int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			links, err = nil, fmt.Errorf("parse html: panic: %v", r)
+			links, capped, err = nil, 0, fmt.Errorf("parse html: panic: %v", r)
 		}
 	}()
-	var refs []rawLink
-	var base string
-	var hasBase, nofollow bool
-	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
-	if err == nil {
-		nofollow = metaNofollow(doc, uaToken)
-		base, hasBase = doc.Find("base[href]").First().Attr("href")
-		doc.Find("a[href], area[href], frame[src], iframe[src]").Each(func(_ int, s *goquery.Selection) {
-			ref, ok := s.Attr("href")
-			if !ok {
-				ref = s.AttrOr("src", "")
-			}
-			refs = append(refs, rawLink{ref: ref, rel: s.AttrOr("rel", "")})
-		})
-	} else {
-		refs, base, hasBase, nofollow = tokenizeLinks(body, uaToken)
-	}
-	if nofollow {
-		return nil, nil
+	s := scanLinks(body, uaToken, maxLinks)
+	if s.nofollow {
+		return nil, 0, nil
 	}
 	resolveAgainst := pageURL
-	if hasBase {
-		resolveAgainst = resolveBase(base, pageURL)
+	if s.hasBase {
+		resolveAgainst = resolveBase(s.base, pageURL)
 	}
-	seen := make(map[string]struct{}, len(refs))
-	for _, r := range refs {
-		if strings.TrimSpace(r.ref) == "" || relNofollow(r.rel) || skipScheme(r.ref) {
-			continue
-		}
-		n, err := urls.Normalize(resolveAgainst, r.ref)
+	seen := make(map[string]struct{}, len(s.refs))
+	for _, ref := range s.refs {
+		n, err := urls.Normalize(resolveAgainst, ref)
 		if err != nil {
 			continue // unusable links are normal on the web, not errors
 		}
@@ -85,70 +81,128 @@ func ExtractLinks(body []byte, pageURL *url.URL, uaToken string) (links []string
 		seen[n] = struct{}{}
 		links = append(links, n)
 	}
-	return links, nil
+	return links, s.capped, nil
 }
 
-// rawLink is a link as written in the document.
-type rawLink struct {
-	ref string
-	rel string
+// maxRefBytes is the longest href worth keeping: urls.Normalize refuses
+// anything longer before looking at it.
+const maxRefBytes = 8 * urls.MaxURLLength
+
+// linkScan is what one pass over a document finds.
+type linkScan struct {
+	refs     []string            // distinct followable references, in document order
+	kept     map[string]struct{} // refs, as a set
+	max      int                 // cap on refs; 0: none
+	capped   int                 // link elements dropped beyond the cap
+	base     string              // the first <base href>
+	hasBase  bool
+	nofollow bool // a <meta> forbids following the page's links
 }
 
-// tokenizeLinks is the fallback for documents the tree parser refuses:
-// a single pass over the tokens, which has no nesting limit. It finds the
-// same elements and attributes as the goquery path.
-func tokenizeLinks(body []byte, uaToken string) (refs []rawLink, base string, hasBase, nofollow bool) {
+// scanLinks reads the tokens of a document once and collects its link
+// references, its first <base href> and its robots <meta>, in the way the
+// HTML5 tree parser would see them: the contents of script, style,
+// textarea, title, noscript and the other raw-text elements are text, and
+// an element's first attribute of a name wins over later ones.
+func scanLinks(body []byte, uaToken string, maxLinks int) *linkScan {
+	s := &linkScan{kept: make(map[string]struct{}), max: max(maxLinks, 0)}
 	z := html.NewTokenizer(bytes.NewReader(body))
 	for {
-		tt := z.Next()
-		if tt == html.ErrorToken {
-			return refs, base, hasBase, nofollow
-		}
-		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+		switch z.Next() {
+		case html.ErrorToken:
+			return s
+		case html.StartTagToken, html.SelfClosingTagToken:
+		default:
 			continue
 		}
-		name, hasAttr := z.TagName()
-		if !hasAttr {
-			continue
-		}
-		attrs := map[string]string{}
-		for more := true; more; {
-			var k, v []byte
-			k, v, more = z.TagAttr()
-			if _, dup := attrs[string(k)]; !dup { // the first one wins, as in the tree parser
-				attrs[string(k)] = string(v)
+		// The tokeniser's TagName and TagAttr copy what they return; the
+		// tag is told from its raw bytes, and only the attributes of the
+		// few tags that matter are read.
+		switch a := tagAtom(z.Raw()); a {
+		case atom.A, atom.Area, atom.Frame, atom.Iframe:
+			s.link(a, readAttrs(z))
+		case atom.Base:
+			if attr := readAttrs(z); attr.has&hasHref != 0 && !s.hasBase {
+				s.base, s.hasBase = string(attr.href), true
 			}
-		}
-		switch string(name) {
-		case "a", "area":
-			if href, ok := attrs["href"]; ok {
-				refs = append(refs, rawLink{ref: href, rel: attrs["rel"]})
-			}
-		case "frame", "iframe":
-			if src, ok := attrs["src"]; ok {
-				refs = append(refs, rawLink{ref: src})
-			}
-		case "base":
-			if href, ok := attrs["href"]; ok && !hasBase {
-				base, hasBase = href, true
-			}
-		case "meta":
-			if metaSaysNofollow(attrs["name"], attrs["content"], uaToken) {
-				nofollow = true
+		case atom.Meta:
+			if attr := readAttrs(z); metaSaysNofollow(string(attr.name), string(attr.content), uaToken) {
+				s.nofollow = true
 			}
 		}
 	}
 }
 
-// metaNofollow reports whether the page forbids following its links, for
-// all robots or for ours by name.
-func metaNofollow(doc *goquery.Document, uaToken string) bool {
-	nofollow := false
-	doc.Find("meta[name]").EachWithBreak(func(_ int, s *goquery.Selection) bool {
-		nofollow = metaSaysNofollow(s.AttrOr("name", ""), s.AttrOr("content", ""), uaToken)
-		return !nofollow
-	})
-	return nofollow
+// link takes the reference of a link element (<a> and <area> href, or
+// xlink:href in SVG; <frame> and <iframe> src), unless it has none, or its
+// rel says nofollow, or the reference is not followable or already kept;
+// past the cap it only counts it.
+func (s *linkScan) link(a atom.Atom, attr tagAttrs) {
+	var ref []byte
+	switch {
+	case a == atom.Frame || a == atom.Iframe:
+		if attr.has&hasSrc == 0 {
+			return
+		}
+		ref = attr.src
+	case attr.has&hasHref != 0:
+		ref = attr.href
+	case attr.has&hasXlinkHref != 0:
+		ref = attr.xlinkHref
+	default:
+		return
+	}
+	if len(bytes.TrimSpace(ref)) == 0 || relNofollow(attr.rel) || skipScheme(ref) || len(ref) > maxRefBytes {
+		return
+	}
+	if _, dup := s.kept[string(ref)]; dup {
+		return
+	}
+	if s.max > 0 && len(s.refs) >= s.max {
+		s.capped++
+		return
+	}
+	r := string(ref)
+	s.kept[r] = struct{}{}
+	s.refs = append(s.refs, r)
+}
+
+// tagAttrs are the attributes of a tag the scan looks at; has says which
+// are present. The values are valid until the next token is read.
+type tagAttrs struct {
+	href, xlinkHref, src, rel, name, content []byte
+	has                                      uint8
+}
+
+// Bits of tagAttrs.has.
+const (
+	hasHref = 1 << iota
+	hasXlinkHref
+	hasSrc
+)
+
+// readAttrs reads the current tag's attributes. The tokeniser keeps only
+// the first attribute of each name, as the tree parser does.
+func readAttrs(z *html.Tokenizer) (a tagAttrs) {
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		switch string(k) {
+		case "href":
+			a.href, a.has = v, a.has|hasHref
+		case "xlink:href":
+			a.xlinkHref, a.has = v, a.has|hasXlinkHref
+		case "src":
+			a.src, a.has = v, a.has|hasSrc
+		case "rel":
+			a.rel = v
+		case "name":
+			a.name = v
+		case "content":
+			a.content = v
+		}
+	}
+	return a
 }
 
 // metaSaysNofollow reports whether one <meta name content> addresses us
@@ -184,27 +238,34 @@ func resolveBase(href string, pageURL *url.URL) *url.URL {
 }
 
 // relNofollow reports whether a rel attribute contains the nofollow token.
-func relNofollow(rel string) bool {
-	if rel == "" {
-		return false
-	}
-	for _, t := range strings.Fields(rel) {
-		if strings.EqualFold(t, "nofollow") {
+func relNofollow(rel []byte) bool {
+	for len(rel) > 0 {
+		i := bytes.IndexFunc(rel, func(r rune) bool { return !unicode.IsSpace(r) })
+		if i < 0 {
+			return false
+		}
+		rel = rel[i:]
+		j := bytes.IndexFunc(rel, unicode.IsSpace)
+		if j < 0 {
+			j = len(rel)
+		}
+		if bytes.EqualFold(rel[:j], []byte("nofollow")) {
 			return true
 		}
+		rel = rel[j:]
 	}
 	return false
 }
 
 // skipScheme filters the non-web schemes that are common in hrefs before
 // they reach Normalize, where they would only produce errors to discard.
-func skipScheme(ref string) bool {
-	ref = strings.TrimLeft(ref, " \t\r\n")
+func skipScheme(ref []byte) bool {
+	ref = bytes.TrimLeft(ref, " \t\r\n")
 	if len(ref) < 4 {
 		return false
 	}
 	for _, p := range [...]string{"mailto:", "javascript:", "tel:", "data:"} {
-		if len(ref) >= len(p) && strings.EqualFold(ref[:len(p)], p) {
+		if len(ref) >= len(p) && strings.EqualFold(string(ref[:len(p)]), p) {
 			return true
 		}
 	}

@@ -1,10 +1,18 @@
 package crawl
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 func TestExtractLinks(t *testing.T) {
@@ -104,6 +112,18 @@ func TestExtractLinks(t *testing.T) {
 				"http://example.com/four", "http://example.com/five"},
 		},
 		{
+			name: "svg links",
+			html: `<svg><a xlink:href="/svg-x">x</a><a href="/svg-h">h</a></svg>`,
+			want: []string{"http://example.com/svg-x", "http://example.com/svg-h"},
+		},
+		{
+			// The tree parser drops both; a token scan cannot tell, and a
+			// framed document is a page either way.
+			name: "frame outside a frameset, link after one",
+			html: `<body><frame src="/stray"></body><frameset></frameset><a href="/after">`,
+			want: []string{"http://example.com/stray", "http://example.com/after"},
+		},
+		{
 			name: "html entities in href",
 			html: `<a href="/q?a=1&amp;b=2">q</a>`,
 			want: []string{"http://example.com/q?a=1&b=2"},
@@ -111,7 +131,7 @@ func TestExtractLinks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ExtractLinks([]byte(tt.html), page, "swarmcrawl")
+			got, _, err := ExtractLinks([]byte(tt.html), page, "swarmcrawl", 0)
 			if err != nil {
 				t.Fatalf("ExtractLinks: %v", err)
 			}
@@ -122,9 +142,8 @@ func TestExtractLinks(t *testing.T) {
 	}
 }
 
-// TestExtractLinksDeepNesting covers documents the tree parser rejects
-// (nesting beyond 512 elements): the tokenizer fallback must still apply
-// every rule.
+// TestExtractLinksDeepNesting covers documents the HTML5 tree parser
+// rejects (nesting beyond 512 elements): every rule still applies.
 func TestExtractLinksDeepNesting(t *testing.T) {
 	page, _ := url.Parse("http://example.com/dir/")
 	deep := strings.Repeat("<div>", 600)
@@ -138,7 +157,7 @@ func TestExtractLinksDeepNesting(t *testing.T) {
 		{"meta nofollow", `<meta name="robots" content="nofollow">` + deep + `<a href="/x">x</a>`, nil},
 	}
 	for _, tt := range tests {
-		got, err := ExtractLinks([]byte(tt.html), page, "swarmcrawl")
+		got, _, err := ExtractLinks([]byte(tt.html), page, "swarmcrawl", 0)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -159,7 +178,7 @@ func TestExtractLinksGarbage(t *testing.T) {
 		[]byte("<!-- <a href='/commented'> -->"),
 	}
 	for _, in := range inputs {
-		if _, err := ExtractLinks(in, page, "swarmcrawl"); err != nil {
+		if _, _, err := ExtractLinks(in, page, "swarmcrawl", 0); err != nil {
 			t.Errorf("ExtractLinks(%.20q): %v", in, err)
 		}
 	}
@@ -185,6 +204,107 @@ func TestIsHTML(t *testing.T) {
 	for _, tt := range tests {
 		if got := IsHTML(tt.ctype, []byte(tt.body)); got != tt.want {
 			t.Errorf("IsHTML(%q, %.10q) = %v, want %v", tt.ctype, tt.body, got, tt.want)
+		}
+	}
+}
+
+// treeLinks is the reference for ExtractLinks: the links the HTML5 tree
+// parser (through goquery) finds with the same rules, as the crawler
+// extracted them before it switched to one tokeniser pass.
+func treeLinks(t *testing.T, body []byte, pageURL *url.URL, uaToken string) []string {
+	t.Helper()
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("goquery: %v", err)
+	}
+	nofollow := false
+	doc.Find("meta[name]").EachWithBreak(func(_ int, s *goquery.Selection) bool {
+		nofollow = metaSaysNofollow(s.AttrOr("name", ""), s.AttrOr("content", ""), uaToken)
+		return !nofollow
+	})
+	if nofollow {
+		return nil
+	}
+	base := pageURL
+	if href, ok := doc.Find("base[href]").First().Attr("href"); ok {
+		base = resolveBase(href, pageURL)
+	}
+	var links []string
+	seen := map[string]bool{}
+	doc.Find("a[href], area[href], frame[src], iframe[src]").Each(func(_ int, s *goquery.Selection) {
+		ref, ok := s.Attr("href")
+		if !ok || goquery.NodeName(s) == "frame" || goquery.NodeName(s) == "iframe" {
+			ref = s.AttrOr("src", "")
+		}
+		if strings.TrimSpace(ref) == "" || relNofollow([]byte(s.AttrOr("rel", ""))) || skipScheme([]byte(ref)) {
+			return
+		}
+		if n, err := urls.Normalize(base, ref); err == nil && !seen[n] {
+			seen[n] = true
+			links = append(links, n)
+		}
+	})
+	return links
+}
+
+// TestExtractLinksMatchesTreeParser compares ExtractLinks with the tree
+// parser on every HTML page of two synthetic webs and on documents shaped
+// to tell a token scan from a tree: they find the same links in the same
+// order.
+func TestExtractLinksMatchesTreeParser(t *testing.T) {
+	page, _ := url.Parse("http://example.com/dir/page.html")
+	docs := map[string]string{
+		"late base":          `<a href="x">x</a><base href="/late/"><a href="y">y</a>`,
+		"meta in body":       `<body><a href="/a">a</a><meta name="robots" content="nofollow"></body>`,
+		"uppercase":          `<A HREF="/A" REL="NOFOLLOW">a</A><A HREF="/B">b</A><IFRAME SRC="/f"></IFRAME>`,
+		"unquoted":           `<a href=/u1>u</a><a href=u2 rel=nofollow>u</a>`,
+		"duplicate attrs":    `<a href="/first" href="/second" rel="x" rel="nofollow">d</a>`,
+		"entities":           `<a href="/e?a=1&amp;b=2&lt;">e</a><a href="&#x2f;hex">h</a>`,
+		"raw text":           `<script>var s = '<a href="/in-script">';</script><style>a[href="/in-style"]{}</style><textarea><a href="/in-textarea"></textarea><title><a href="/in-title"></title><a href="/after">a</a>`,
+		"noscript":           `<head><noscript><a href="/ns-head"></noscript></head><body><noscript><a href="/ns-body"></a></noscript></body>`,
+		"comments":           `<!-- <a href="/c1"> --><a href="/real">r</a><!--<a href="/c2">-->`,
+		"template":           `<template><a href="/in-template">t</a></template>`,
+		"iframe with href":   `<iframe href="/h" src="/s"></iframe>`,
+		"whitespace":         "<a href=\"\n /w \t\">w</a><a href=\"\t\">empty</a>",
+		"nested and broken":  `<p><a href="/1"><div><a href="/2"></div></a><table><a href="/3"><tr><td><a href="/4">`,
+		"schemes":            `<a href=" JAVASCRIPT:x">j</a><a href="data:,x">d</a><a href="https://secure.example/">s</a>`,
+		"meta for our token": `<meta name="swarmcrawl" content="noindex,nofollow"><a href="/x">x</a>`,
+	}
+	var names []string
+	for n := range docs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		body := []byte(docs[name])
+		got, _, err := ExtractLinks(body, page, "swarmcrawl", 0)
+		if want := treeLinks(t, body, page, "swarmcrawl"); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: links %q (err %v)\ntree parser    %q", name, got, err, want)
+		}
+	}
+
+	for _, cfg := range []synthweb.Config{{Seed: 1, Hosts: 20}, {Seed: 3, Hosts: 5, Cases: true}} {
+		w, err := synthweb.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := 0
+		for _, u := range w.Pages() {
+			rec := httptest.NewRecorder()
+			w.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, u, nil))
+			body := rec.Body.Bytes()
+			if rec.Code != http.StatusOK || !IsHTML(rec.Header().Get("Content-Type"), body) || rec.Header().Get("Content-Encoding") != "" {
+				continue
+			}
+			pages++
+			pu, _ := url.Parse(u)
+			got, _, err := ExtractLinks(body, pu, "swarmcrawl", 0)
+			if want := treeLinks(t, body, pu, "swarmcrawl"); err != nil || !slices.Equal(got, want) {
+				t.Errorf("%s: links %q (err %v)\ntree parser %q", u, got, err, want)
+			}
+		}
+		if pages < 20 {
+			t.Errorf("synthetic web %+v: only %d HTML pages compared", cfg, pages)
 		}
 	}
 }

@@ -216,16 +216,18 @@ func hasWords(text string, n int) bool {
 	return false
 }
 
-// pageLinks extracts the followable links of an HTML page, unless the page
-// is as deep as links are followed, and leaves out traps.
+// pageLinks extracts the followable links of an HTML page, at most
+// MaxLinksPerPage of them, unless the page is as deep as links are
+// followed, and leaves out traps.
 func (c *Crawler) pageLinks(t frontier.Task, p *Page, r *response) []frontier.Task {
 	if t.Depth >= c.cfg.MaxDepth || !IsHTML(p.ContentType, r.body) {
 		return nil
 	}
-	found, err := ExtractLinks(r.body, mustParse(t.URL), c.token)
+	found, capped, err := ExtractLinks(r.body, mustParse(t.URL), c.token, c.cfg.MaxLinksPerPage)
 	if err != nil {
 		c.countError("parse")
 	}
+	c.linksCapped.Add(int64(capped))
 	tasks := make([]frontier.Task, 0, len(found))
 	for _, u := range found {
 		if c.isTrap(u) {

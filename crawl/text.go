@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"bytes"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -45,7 +46,7 @@ const maxTitleBytes = 1024
 func ExtractText(body []byte, contentType string) (title, text string) {
 	switch textKind(contentType, body) {
 	case kindHTML:
-		return extractHTML(toUTF8(body, contentType))
+		return extractHTML(utf8Reader(body, contentType))
 	case kindPlain:
 		// Two bytes per character are enough input for the cap in any
 		// charset a server would send.
@@ -92,12 +93,7 @@ func textKind(contentType string, body []byte) int {
 // builder replaces.
 func toUTF8(body []byte, contentType string) []byte {
 	enc, name, _ := charset.DetermineEncoding(body, contentType)
-	if name == "utf-8" || enc == nil {
-		return body
-	}
-	// Every charset but UTF-16 agrees with ASCII on ASCII bytes, and most
-	// pages without a declaration are ASCII: skip the copy for them.
-	if !strings.HasPrefix(name, "utf-16") && isASCII(body) {
+	if enc == nil || !transcodes(name, body) {
 		return body
 	}
 	out, err := enc.NewDecoder().Bytes(body)
@@ -105,6 +101,25 @@ func toUTF8(body []byte, contentType string) []byte {
 		return body
 	}
 	return out
+}
+
+// utf8Reader reads body as UTF-8 (see toUTF8), transcoding it on the fly
+// as the tokeniser asks for more: a page is never copied whole, and the
+// tokeniser stops reading once the text is full.
+func utf8Reader(body []byte, contentType string) io.Reader {
+	enc, name, _ := charset.DetermineEncoding(body, contentType)
+	if enc == nil || !transcodes(name, body) {
+		return bytes.NewReader(body)
+	}
+	return enc.NewDecoder().Reader(bytes.NewReader(body))
+}
+
+// transcodes reports whether a body in the charset named needs converting
+// to UTF-8: not when it is UTF-8, nor when the charset agrees with ASCII
+// on ASCII bytes (all but UTF-16 do) and the body is all ASCII, as most
+// pages without a declaration are.
+func transcodes(name string, body []byte) bool {
+	return name != "utf-8" && (strings.HasPrefix(name, "utf-16") || !isASCII(body))
 }
 
 func isASCII(b []byte) bool {
@@ -176,8 +191,11 @@ func blockElement(a atom.Atom) bool {
 }
 
 // extractHTML tokenises an HTML document once and collects its title and
-// visible text.
-func extractHTML(body []byte) (title, text string) {
+// visible text, and stops reading once the text is full. Memory stays
+// bounded whatever the page: the tokeniser holds the token being read (at
+// most the body), the builders at most MaxTextBytes and maxTitleBytes,
+// and nothing is kept per element.
+func extractHTML(body io.Reader) (title, text string) {
 	textBuf := textBuilder{limit: MaxTextBytes}
 	titleBuf := textBuilder{limit: maxTitleBytes}
 	defer func() {
@@ -187,7 +205,7 @@ func extractHTML(body []byte) (title, text string) {
 			title, text = titleBuf.String(), textBuf.String()
 		}
 	}()
-	z := html.NewTokenizer(bytes.NewReader(body))
+	z := html.NewTokenizer(body)
 	var (
 		open      [16]int // open skipped elements, by slot
 		skipping  int     // sum of open

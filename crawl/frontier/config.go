@@ -2,7 +2,6 @@ package frontier
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
@@ -25,9 +24,13 @@ type Config struct {
 	// so one robots.txt cannot park a host for hours. None (any negative
 	// value): Crawl-delay is not honoured, only Delay.
 	MaxCrawlDelay time.Duration
-	// MaxPagesPerHost is the page budget of a host (default 0, unlimited):
-	// once that many distinct pages of a host were reserved (see
-	// Lease.Reserve), its other tasks are dropped. Recrawls do not count.
+	// MaxPagesPerHost is the page budget of a host (default 100,000): once
+	// that many distinct pages of a host were reserved (see Lease.Reserve),
+	// its other tasks are dropped. Recrawls do not count. The default
+	// leaves all but the largest sites whole, and bounds what a spider
+	// trap (an endless calendar, generated URLs) can cost: at the default
+	// delay, about a day of its host's politeness slot and 100,000 page
+	// records. None (any negative value): no budget.
 	MaxPagesPerHost int
 	// KeyMode is how ring keys are computed for the per-URL tables of the
 	// store (default urls.KeyHost); it must be the node's.
@@ -41,13 +44,14 @@ type Config struct {
 
 // DefaultConfig returns the configuration of a polite crawler: one
 // request per host and second at most, a Crawl-delay honoured up to a
-// minute, no page budget, host keys.
+// minute, 100,000 pages per host, host keys.
 func DefaultConfig() Config {
 	return Config{
-		Delay:         time.Second,
-		MaxCrawlDelay: time.Minute,
-		KeyMode:       urls.KeyHost,
-		Clock:         time.Now,
+		Delay:           time.Second,
+		MaxCrawlDelay:   time.Minute,
+		MaxPagesPerHost: 100_000,
+		KeyMode:         urls.KeyHost,
+		Clock:           time.Now,
 	}
 }
 
@@ -72,10 +76,7 @@ func (c Config) withDefaults() Config {
 
 // validate reports the first problem with c as one readable line.
 func (c *Config) validate() error {
-	switch {
-	case c.MaxPagesPerHost < 0:
-		return fmt.Errorf("MaxPagesPerHost is negative (%d)", c.MaxPagesPerHost)
-	case c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL:
+	if c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL {
 		return errors.New("unknown " + c.KeyMode.String())
 	}
 	return nil

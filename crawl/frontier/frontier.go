@@ -154,7 +154,7 @@ func New(db *store.DB, cfg Config) (*Frontier, error) {
 		maxCrawlDelay: off(cfg.MaxCrawlDelay),
 		now:           cfg.Clock,
 		keyMode:       cfg.KeyMode,
-		budget:        int64(cfg.MaxPagesPerHost),
+		budget:        int64(max(cfg.MaxPagesPerHost, 0)),
 		hosts:         make(map[string]*hostQueue),
 		parked:        make(map[string]*hostQueue),
 		orphans:       make(map[string]uint64),
