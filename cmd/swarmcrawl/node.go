@@ -168,7 +168,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Crawl.MaxRecrawl = zeroIsNone(o.maxRecrawl)
 	cfg.Crawl.MaxRetries = zeroIsNone(o.maxRetries)
 	cfg.Crawl.RetryBase = o.retryBase
-	cfg.Crawl.MaxPagesPerHost = o.maxPagesPerHost
+	cfg.Crawl.MaxPagesPerHost = zeroIsNone(o.maxPagesPerHost)
 	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
 	cfg.Crawl.Dial.MaxConnsPerIP = zeroIsNone(o.maxConnsPerIP)
 	cfg.Crawl.Dial.DNSTTL = o.dnsTTL
