@@ -66,18 +66,27 @@ func delegatingPair(t *testing.T, w *synthweb.Web, delay time.Duration, d *direc
 	base.Proxy = w.Proxy()
 	ring = &ringStandIn{seen: map[uint64]bool{}}
 
-	hcfg := base
-	hcfg.UserAgent = "swarmcrawl/0.1 (helper)"
-	helper = newTestCrawler(t, hcfg, nil, ring)
-
 	ocfg := base
 	ocfg.UserAgent = "swarmcrawl/0.1 (owner)"
 	ocfg.HotQueue = 10
 	ocfg.DelegateBatch = 8
-	d.helper = helper
 	ocfg.Delegate = d
 	owner = newTestCrawler(t, ocfg, nil, ring)
 	ring.c = owner
+
+	// The helper is the owner's replica: it holds a copy of each host's
+	// state, robots.txt included, as the owner replicates it.
+	hcfg := base
+	hcfg.UserAgent = "swarmcrawl/0.1 (helper)"
+	hcfg.RobotsCopy = func(host string) (HostSnapshot, bool) {
+		snaps := owner.Snapshots(func(k uint64) bool { return k == urls.HostKey(host) })
+		if len(snaps) != 1 {
+			return HostSnapshot{}, false
+		}
+		return snaps[0], true
+	}
+	helper = newTestCrawler(t, hcfg, nil, ring)
+	d.helper = helper
 	return owner, helper, ring
 }
 
@@ -108,7 +117,8 @@ func checkCrawl(t *testing.T, w *synthweb.Web, delay time.Duration, maxDups int)
 // TestDelegateHotHosts crawls a web of large hosts with an owner that
 // delegates: the helper fetches most pages, yet each host sees one request
 // at a time with the delay between them, robots.txt only comes from the
-// owner, and the owner holds every fetched URL's metadata.
+// owner (the helper checks every URL against its replica copy), and the
+// owner holds every fetched URL's metadata.
 func TestDelegateHotHosts(t *testing.T) {
 	w := hotHostWeb(t)
 	const delay = 20 * time.Millisecond
@@ -222,18 +232,24 @@ func TestFetchBatchGapBudgetRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At a 40ms gap, 12 requests need at least 440ms: the 200ms budget
-	// stops the batch after at most 6 (fewer on a slow machine).
-	hits := srv.log()
-	if len(res.Results) != len(hits) || len(hits) == 0 || len(hits) > 6 {
-		t.Fatalf("%d outcomes, %d requests: want 1 to 6 within a %v budget at a %v gap", len(res.Results), len(hits), budget, gap)
+	// The helper has no copy of the host's robots.txt: it fetches it
+	// first, under the batch's gap. At a 40ms gap, 12 pages need at least
+	// 480ms after it: the 200ms budget stops the batch after at most 5
+	// pages (fewer on a slow machine).
+	all := srv.log()
+	if len(all) == 0 || all[0].path != "/robots.txt" || srv.count("/robots.txt") != 1 {
+		t.Fatalf("requests %v: want robots.txt once, first", all)
 	}
-	for i, g := range gaps(hits) {
+	hits := all[1:]
+	if len(res.Results) != len(hits) || len(hits) == 0 || len(hits) > 5 {
+		t.Fatalf("%d outcomes, %d page requests: want 1 to 5 within a %v budget at a %v gap", len(res.Results), len(hits), budget, gap)
+	}
+	for i, g := range gaps(all) {
 		if g < gap {
 			t.Errorf("requests %d and %d %v apart, under the %v gap", i, i+1, g, gap)
 		}
 	}
-	if late := hits[len(hits)-1].at.Sub(hits[0].at); late > budget+50*time.Millisecond {
+	if late := all[len(all)-1].at.Sub(all[0].at); late > budget+50*time.Millisecond {
 		t.Errorf("the last request came %v after the first, past the %v budget", late, budget)
 	}
 	for i, r := range res.Results {
@@ -348,5 +364,69 @@ func TestRebuildOutcome(t *testing.T) {
 		t.Errorf("recrawl adopted as %+v", o.Reschedule)
 	case o.At.After(now.Add(c.cfg.MaxRecrawl + time.Minute)):
 		t.Errorf("recrawl at %v, beyond MaxRecrawl", o.At)
+	}
+}
+
+// TestFetchBatchObeysRobotsAndOwnGap is the attack of a planted owner: a
+// batch of 20 URLs of a host whose robots.txt says "Disallow: /", with a
+// zero gap. The helper fetches robots.txt itself (it has no copy), makes
+// no page request, and reports the tasks dropped. On a host that allows
+// everything, a zero gap in the batch still gets the helper's own delay
+// between requests.
+func TestFetchBatchObeysRobotsAndOwnGap(t *testing.T) {
+	disallowAll := true
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			if disallowAll {
+				fmt.Fprint(w, "User-agent: *\nDisallow: /\n")
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>hello</p>")
+	})
+	host, _ := urls.HostOf(srv.URL + "/")
+	batch := func() *Batch {
+		b := &Batch{Host: host, Gap: 0, Budget: 3 * time.Second, Wait: 10 * time.Second}
+		for i := range 20 {
+			b.Tasks = append(b.Tasks, BatchTask{Task: frontier.Task{URL: fmt.Sprintf("%s/p/%d", srv.URL, i)}})
+		}
+		return b
+	}
+
+	c := newTestCrawler(t, testConfig(), nil, nil)
+	res, err := c.FetchBatch(context.Background(), batch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.log(); len(got) != 1 || got[0].path != "/robots.txt" {
+		t.Fatalf("requests to a host that disallows everything: %v, want robots.txt alone", got)
+	}
+	if len(res.Results) != 20 {
+		t.Fatalf("%d results, want all 20 tasks reported dropped", len(res.Results))
+	}
+	for i, r := range res.Results {
+		if !r.Finished || r.Outcome.Meta != nil || r.Outcome.Reschedule != nil || r.Outcome.Dead != nil {
+			t.Errorf("result %d: %+v, want dropped", i, r)
+		}
+	}
+
+	disallowAll = false
+	cfg := testConfig()
+	cfg.Delay = 30 * time.Millisecond
+	c = newTestCrawler(t, cfg, nil, nil)
+	b := batch()
+	b.Tasks = b.Tasks[:5]
+	if _, err := c.FetchBatch(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	hits := srv.log()[1:] // after the first helper's robots.txt
+	if len(hits) != 6 {
+		t.Fatalf("%d requests, want robots.txt and 5 pages", len(hits))
+	}
+	for i, g := range gaps(hits) {
+		if g < cfg.Delay {
+			t.Errorf("requests %d and %d %v apart: the helper went under its own %v delay", i, i+1, g, cfg.Delay)
+		}
 	}
 }

@@ -12,13 +12,17 @@ import (
 // The helper side of delegation: fetching a batch another owner sent.
 
 // FetchBatch fetches a batch for another owner: the helper side of
-// delegation. It keeps b.Gap between the end of one request and the start
-// of the next, starts none later than b.Budget after it began, and cuts
-// any request still running shortly before b.Wait. Pages go to this
-// crawler's PageSink and links to its LinkSink; its own frontier is not
-// touched. At most Config.Workers batches run at once; past that it
-// returns ErrBusy at once. A malformed batch is refused with an error
-// before any request.
+// delegation. The helper answers for its own politeness too: it checks
+// every URL against the host's robots.txt (its cached copy, or a fetch of
+// its own under the batch's pacing) and drops what robots.txt disallows,
+// and it keeps between the end of one request and the start of the next
+// the larger of b.Gap and its own gap for the host (its Delay, or the
+// host's Crawl-delay). It starts no request later than b.Budget after it
+// began, and cuts any request still running shortly before b.Wait. Pages
+// go to this crawler's PageSink and links to its LinkSink; its own
+// frontier is not touched. At most Config.Workers batches run at once;
+// past that it returns ErrBusy at once. A malformed batch is refused with
+// an error before any request.
 func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error) {
 	if err := c.checkBatch(b); err != nil {
 		return nil, fmt.Errorf("fetch batch: %w", err)
@@ -33,38 +37,124 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 	margin := min(time.Second, (b.Wait-b.Budget)/2)
 	ctx, cancel := context.WithTimeout(ctx, b.Wait-margin)
 	defer cancel()
+	p := &batchPace{c: c, host: b.Host, floor: b.Gap}
 	res := &BatchResult{}
-	var last time.Time
 	for _, bt := range b.Tasks {
-		if !last.IsZero() && !sleepCtx(ctx, last.Add(b.Gap).Sub(c.now())) {
-			break
-		}
-		if c.now().Sub(start) > b.Budget {
+		if !p.mayStart(start, b.Budget) {
 			break
 		}
 		t := bt.Task
+		origin, pathQuery := urls.SplitOrigin(t.URL)
+		rules := c.batchRobots(b.Host, origin)
+		if rules == nil {
+			var err error
+			if rules, err = c.fetchRobots(ctx, p, nil, origin); err != nil {
+				break // cut short: the owner fetches the rest again
+			}
+		}
+		p.RaiseCrawlDelay(rules.crawlDelay)
+		if rules.unavailable && rules.attempt < maxRobotsAttempts || !p.retryAfter.IsZero() {
+			break // robots.txt unavailable for now, or the host asked for a pause
+		}
+		if !rules.allowed(pathQuery) {
+			// The owner's robots.txt said otherwise, or it is stale: this
+			// node does not make the request.
+			c.robotsDenied.Add(1)
+			res.Results = append(res.Results, TaskResult{Finished: true})
+			continue
+		}
+		if !p.mayStart(start, b.Budget) {
+			break
+		}
 		f := fetch{task: t, meta: bt.Meta, hasMeta: bt.HasMeta}
 		f.ringKey, f.urlHash = c.keys(t.URL)
-		f.resp, f.err = c.get(ctx, t.URL, c.cfg.MaxBodyBytes, conditional(bt.Meta, bt.HasMeta), nil)
-		last, res.Contacted = c.now(), true
+		f.resp, f.err = c.request(ctx, p, nil, t.URL, c.cfg.MaxBodyBytes, conditional(bt.Meta, bt.HasMeta))
 		if f.err != nil && ctx.Err() != nil {
 			break // cut short: the owner fetches it again
 		}
 		if d := c.retryAfter(f.resp, c.now()); d > 0 {
 			f.notBefore = c.now().Add(d)
+			p.SlowUntil(f.notBefore)
 			res.RetryAfter = d
 		}
 		o, finished := c.process(ctx, &f)
 		res.Results = append(res.Results, TaskResult{Outcome: o, Finished: finished})
 		c.helped.Add(1)
-		if res.RetryAfter > 0 {
+		if !p.retryAfter.IsZero() {
 			break // the host asked for a pause: the owner keeps it
 		}
 	}
-	if res.Contacted {
+	if last := p.Last(); !last.IsZero() {
+		res.Contacted = true
 		res.SinceLast = c.now().Sub(last)
+		if res.RetryAfter == 0 && !p.retryAfter.IsZero() {
+			// A Retry-After on robots.txt: how long after the last request.
+			res.RetryAfter = max(p.retryAfter.Sub(last), 0)
+		}
 	}
 	return res, nil
+}
+
+// batchRobots returns the cached robots.txt rules of origin, taking them
+// from the replica copy of the host's state (Config.RobotsCopy) when the
+// cache has none; nil when neither has them.
+func (c *Crawler) batchRobots(host, origin string) *robotsRules {
+	now := c.now()
+	if r := c.robots.get(origin, now); r != nil || c.cfg.RobotsCopy == nil {
+		return r
+	}
+	s, ok := c.cfg.RobotsCopy(host)
+	if !ok || s.Check() != nil || s.Host != host || s.Origin != origin {
+		return nil
+	}
+	if s.RobotsFetched.After(now) {
+		s.RobotsFetched = now
+	}
+	c.restoreRobots(s, now)
+	return c.robots.get(origin, now)
+}
+
+// batchPace paces the requests of one batch to its host: the gap after
+// each is the larger of the owner's (floor) and this crawler's own for the
+// host, and a Retry-After ends the batch.
+type batchPace struct {
+	c          *Crawler
+	host       string
+	floor      time.Duration
+	last       time.Time
+	crawlDelay time.Duration
+	retryAfter time.Time
+}
+
+var _ pace = (*batchPace)(nil)
+
+func (p *batchPace) Host() string                    { return p.host }
+func (p *batchPace) Last() time.Time                 { return p.last }
+func (p *batchPace) Contacted(at time.Time)          { p.last = at }
+func (p *batchPace) RaiseCrawlDelay(d time.Duration) { p.crawlDelay = max(p.crawlDelay, d) }
+func (p *batchPace) SlowUntil(t time.Time)           { p.retryAfter = t }
+
+// Gap is the pause after each request of the batch.
+func (p *batchPace) Gap() time.Duration {
+	return max(p.floor, p.c.frontier.Gap(p.crawlDelay))
+}
+
+// mayStart reports whether the next request, which waits the gap after the
+// last one, would still start within budget of start.
+func (p *batchPace) mayStart(start time.Time, budget time.Duration) bool {
+	next := p.c.now()
+	if !p.last.IsZero() {
+		next = latest(next, p.last.Add(p.Gap()))
+	}
+	return next.Sub(start) <= budget
+}
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // maxBatchWait bounds Batch.Wait, so a hostile owner cannot hold a

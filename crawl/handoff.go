@@ -139,20 +139,27 @@ func (c *Crawler) Restore(hosts []HostSnapshot) {
 			s.NotBefore = latest
 		}
 		valid = append(valid, frontier.HostNotBefore{Host: s.Host, NotBefore: s.NotBefore})
-		if s.RobotsStatus == 0 {
-			continue
-		}
-		r := robotsFromResponse(s.RobotsStatus, s.Robots, c.token, s.RobotsFetched, c.cfg.RobotsTTL, c.robotsRetry)
-		r.status, r.fetched = s.RobotsStatus, s.RobotsFetched
-		if s.RobotsStatus >= 200 && s.RobotsStatus < 300 {
-			r.packed = packRobots(s.Robots)
-		}
-		if now.Before(r.expires) {
-			c.robots.restore(s.Origin, r, now)
-		}
+		c.restoreRobots(s, now)
 	}
 	if err := c.frontier.Restore(valid); err != nil {
 		c.countError("store")
+	}
+}
+
+// restoreRobots caches the robots.txt of a checked snapshot (whose
+// RobotsFetched is not ahead of now), unless it has expired or this
+// crawler has one for the origin fetched at the same time or later.
+func (c *Crawler) restoreRobots(s HostSnapshot, now time.Time) {
+	if s.RobotsStatus == 0 {
+		return
+	}
+	r := robotsFromResponse(s.RobotsStatus, s.Robots, c.token, s.RobotsFetched, c.cfg.RobotsTTL, c.robotsRetry)
+	r.status, r.fetched = s.RobotsStatus, s.RobotsFetched
+	if s.RobotsStatus >= 200 && s.RobotsStatus < 300 {
+		r.packed = packRobots(s.Robots)
+	}
+	if now.Before(r.expires) {
+		c.robots.restore(s.Origin, r, now)
 	}
 }
 

@@ -55,11 +55,25 @@ func (c *Crawler) handle(ctx context.Context, l *frontier.Lease) {
 	c.record(t, o, finished)
 }
 
-// request waits until the lease's host may be contacted again, then GETs
+// pace is a run of requests to one host and what each must keep: the gap
+// after the last one, a Crawl-delay, a Retry-After. A frontier lease is the
+// crawl loop's; a helper's batch has its own (batchPace).
+type pace interface {
+	Host() string
+	Last() time.Time
+	Contacted(at time.Time)
+	Gap() time.Duration
+	RaiseCrawlDelay(d time.Duration)
+	SlowUntil(t time.Time)
+}
+
+var _ pace = (*frontier.Lease)(nil)
+
+// request waits until the host may be contacted again under l, then GETs
 // rawURL, asking gate (see get) right before the request is written. The
 // first request of a lease does not wait: the frontier only hands out
 // hosts that are ready.
-func (c *Crawler) request(ctx context.Context, l *frontier.Lease, gate func() bool, rawURL string, limit int64, extra http.Header) (*response, error) {
+func (c *Crawler) request(ctx context.Context, l pace, gate func() bool, rawURL string, limit int64, extra http.Header) (*response, error) {
 	if last := l.Last(); !last.IsZero() {
 		if d := last.Add(l.Gap()).Sub(c.now()); d > 0 && !sleepCtx(ctx, d) {
 			return nil, ctx.Err()
@@ -173,11 +187,11 @@ func conditional(m store.URLMeta, ok bool) http.Header {
 	return h
 }
 
-// fetchRobots fetches and caches the robots.txt of origin under lease l,
-// asking gate before each request. It returns an error only when ctx
-// ended or the gate closed (errNotOwned); every other failure becomes
-// rules (see robotsFromResponse).
-func (c *Crawler) fetchRobots(ctx context.Context, l *frontier.Lease, gate func() bool, origin string) (*robotsRules, error) {
+// fetchRobots fetches and caches the robots.txt of origin under l, asking
+// gate before each request. It returns an error only when ctx ended or the
+// gate closed (errNotOwned); every other failure becomes rules (see
+// robotsFromResponse).
+func (c *Crawler) fetchRobots(ctx context.Context, l pace, gate func() bool, origin string) (*robotsRules, error) {
 	u := origin + "/robots.txt"
 	var rules *robotsRules
 	for hop := 0; rules == nil; hop++ {
