@@ -73,6 +73,7 @@ type Node struct {
 	crawler   *crawl.Crawler
 	intake    *intake
 	shardTr   *p2p.ShardTransport
+	peerState peerState // checks the state peers hand over
 	shard     *shard.Manager
 	owner     *owner
 	tasks     *p2p.TaskTransport
@@ -222,18 +223,22 @@ func (n *Node) build() error {
 
 	n.intake = &intake{db: n.db, crawler: n.crawler, log: n.log}
 	n.shardTr = p2p.NewShardTransport(n.streams)
+	// The owner refuses tasks deeper than the crawler follows links
+	// (MaxDepth None: seeds only), and state from peers is held to the
+	// same rules.
+	maxDepth := max(crawlCfg.MaxDepth, 0)
+	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
 	}
-	n.shard, err = shard.New(n.own, n.shardTr, shardStorage{db: n.db}, n.intake, shardCfg)
+	tr := checkedTransport{Transport: n.shardTr, check: n.peerState, log: n.log}
+	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db}, n.intake, shardCfg)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	// The owner refuses tasks deeper than the crawler follows links
-	// (MaxDepth None: seeds only).
-	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: max(crawlCfg.MaxDepth, 0)}
+	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth}
 	n.tasks = p2p.NewTaskTransport(n.streams)
 	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
@@ -262,7 +267,7 @@ func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []frontier.Tas
 func (n *Node) Start(ctx context.Context) error {
 	n.started = time.Now()
 	n.ringTr.Serve(n.ring)
-	n.shardTr.Serve(n.shard)
+	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
 

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -324,5 +325,45 @@ func TestNodeServesFetchWhateverItsHotQueue(t *testing.T) {
 		if served != c.serve {
 			t.Errorf("%s, HotQueue None: fetch protocol served %v, want %v", c.name, served, c.serve)
 		}
+	}
+}
+
+// TestMergeFromStrangerCannotInjectURLs is the attack of a peer that hands
+// a node "merged" records of its own making: an unnormalised URL, and a
+// URL filed under a ring key the node owns although its host hashes
+// elsewhere. Neither reaches the node's seen set or queue; a well-formed
+// record of the node's own range still merges.
+func TestMergeFromStrangerCannotInjectURLs(t *testing.T) {
+	s := startSwarm(t, 3)
+	target := s.Nodes[0]
+	self := target.Ring().Self().ID
+	key := uint64(self) // the node owns its own point of the ring
+	var mine string
+	for i := 0; mine == ""; i++ {
+		u := fmt.Sprintf("http://own%d.test/", i)
+		if k, _ := urls.TaskKey(u, urls.KeyHost); target.Ring().Owns(ring.ID(k)) {
+			mine = u
+		}
+	}
+	mineKey, _ := urls.TaskKey(mine, urls.KeyHost)
+	forged := []*pb.ShardRecord{
+		{Key: key, Hash: urls.URLHash("http://victim.test/x"), Url: "http://victim.test/x"}, // key of another host
+		{Key: key, Hash: 1, Url: "HTTP://Victim.test:80/a/../b"},                            // not normalised
+		{Key: mineKey, Hash: urls.URLHash(mine), Url: mine, Depth: 1 << 20},                 // depth unbounded
+		{Key: mineKey, Hash: urls.URLHash(mine) + 1, Url: mine},                             // hash not the URL's
+	}
+	good := &pb.ShardRecord{Key: mineKey, Hash: urls.URLHash(mine), Url: mine, Depth: 1}
+	before := target.Status().Seen
+	client := newClient(t)
+	id := connect(t, client, target)
+	for _, rec := range append(forged, good) {
+		req := &pb.HandoffRequest{Range: &pb.ShardRange{From: rec.Key - 1, To: rec.Key}, Epoch: &pb.Epoch{N: 1, Owner: client.ID().String()},
+			Records: []*pb.ShardRecord{rec}, Merge: true, Final: true}
+		if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.HandoffID, req, &pb.HandoffReply{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := target.Status().Seen; got != before+1 {
+		t.Fatalf("seen set went from %d to %d after the merges: want only the well-formed record (+1)", before, got)
 	}
 }

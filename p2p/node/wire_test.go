@@ -145,3 +145,49 @@ func TestHostStateDecodeRefusesMalformed(t *testing.T) {
 		}
 	}
 }
+
+// State from peers is held to the crawler's rules: a record's URL
+// normalised, its key and hash the URL's, its depth within the crawl's and
+// its metadata its own; a host state's key the host's and its politeness
+// state consistent. What is malformed is dropped, the rest kept.
+func TestPeerStateChecks(t *testing.T) {
+	c := peerState{keyMode: urls.KeyHost, maxDepth: 16}
+	u := "http://a.test/p"
+	key, _ := urls.TaskKey(u, urls.KeyHost)
+	meta, version, err := recordState(store.URLMeta{URL: u, LastFetch: time.Unix(5, 0), Status: 200, Fetches: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherMeta, otherVersion, _ := recordState(store.URLMeta{URL: "http://a.test/q", LastFetch: time.Unix(5, 0), Status: 200, Fetches: 1})
+	good := shard.Record{Key: key, Hash: urls.URLHash(u), URL: u, Depth: 3, Redirects: 1, Done: true, Meta: meta, MetaVersion: version}
+	if err := c.record(good); err != nil {
+		t.Fatalf("a good record: %v", err)
+	}
+	for name, mutate := range map[string]func(r *shard.Record){
+		"not normalised":      func(r *shard.Record) { r.URL = "HTTP://A.test:80/p" },
+		"not a URL":           func(r *shard.Record) { r.URL = "mailto:x@a.test" },
+		"key of another host": func(r *shard.Record) { r.Key++ },
+		"hash of another URL": func(r *shard.Record) { r.Hash++ },
+		"too deep":            func(r *shard.Record) { r.Depth = 17 },
+		"negative depth":      func(r *shard.Record) { r.Depth = -1 },
+		"endless redirects":   func(r *shard.Record) { r.Redirects = maxRedirects + 1 },
+		"metadata garbage":    func(r *shard.Record) { r.Meta = []byte{0xff, 0xff} },
+		"metadata of another": func(r *shard.Record) { r.Meta, r.MetaVersion = otherMeta, otherVersion },
+	} {
+		r := good
+		mutate(&r)
+		if err := c.record(r); err == nil {
+			t.Errorf("%s: accepted %+v", name, r)
+		}
+	}
+	hosts, err := hostStates([]crawl.HostSnapshot{{Host: "a.test", Key: urls.HostKey("a.test"), Origin: "http://a.test", RobotsStatus: 404, RobotsFetched: time.Unix(5, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := hosts[0]
+	bad.Key++
+	recs, kept, err := c.filter([]shard.Record{good, {URL: "junk"}}, []shard.HostState{hosts[0], bad})
+	if err == nil || len(recs) != 1 || recs[0].URL != u || len(kept) != 1 || kept[0].Key != urls.HostKey("a.test") {
+		t.Fatalf("filter kept %v and %v (%v): want the good record and host state only, with an error", recs, kept, err)
+	}
+}
