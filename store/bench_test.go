@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"strconv"
 	"testing"
@@ -196,5 +197,38 @@ func BenchmarkSeenHeap(b *testing.B) {
 			b.ReportMetric(float64(r.bloomBytes)*perM, "bloomB/1Murls")
 			b.ReportMetric(float64(r.heapBytes-r.bloomBytes), "otherB")
 		})
+	}
+}
+
+// BenchmarkPutShardRecords measures what the sync of the write that
+// acknowledges new URLs costs: compare the synced and unsynced runs of a
+// batch of 1 new record (a lone seed) and of 100 (a busy owner's accept
+// batch). Run with a fixed -benchtime (e.g. 3000x) so both runs write to
+// a database of the same size.
+func BenchmarkPutShardRecords(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		for _, synced := range []bool{true, false} {
+			name := fmt.Sprintf("batch=%d/synced", batch)
+			if !synced {
+				name = fmt.Sprintf("batch=%d/unsynced", batch)
+			}
+			b.Run(name, func(b *testing.B) {
+				opts := testOptions(SeenExact)
+				opts.noSync = !synced
+				db := openTest(b, b.TempDir(), opts)
+				recs := make([]ShardRecord, batch)
+				next := uint64(1)
+				for b.Loop() {
+					for i := range recs {
+						k := splitmix64(next)
+						next++
+						recs[i] = ShardRecord{Key: k, URLHash: k >> 7, URL: "http://h.example/p", Depth: 1}
+					}
+					if err := db.PutShardRecords(recs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

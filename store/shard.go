@@ -76,7 +76,8 @@ type ShardHost struct {
 // PutShardRecords merges records into the shard table. The merge is
 // idempotent and commutative: Done wins, the smaller depth is kept, and so
 // is the meta of the higher MetaVersion, so replicas that receive the same
-// records in any order and any number of times agree.
+// records in any order and any number of times agree. The write is synced
+// to disk before PutShardRecords returns.
 func (db *DB) PutShardRecords(recs []ShardRecord) error {
 	if db.closed.Load() {
 		return ErrClosed
@@ -121,7 +122,10 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := db.ldb.Write(b, nil); err != nil {
+	// Synced: this write is what makes an owner's (or a replica's)
+	// acknowledgement of a new URL survive a power loss (doc.go,
+	// "Durability").
+	if err := db.ldb.Write(b, db.syncWrite); err != nil {
 		return ldbErr(err, "put %d shard records", b.Len())
 	}
 	return nil

@@ -12,8 +12,10 @@ import (
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/syndtr/goleveldb/leveldb"
+	lerrors "github.com/syndtr/goleveldb/leveldb/errors"
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
+	"github.com/syndtr/goleveldb/leveldb/storage"
 )
 
 // Errors returned by the store, always wrapped with context; test them with
@@ -23,8 +25,13 @@ var (
 	// not exist.
 	ErrNotFound = errors.New("store: not found")
 	// ErrCorrupt is wrapped by every error about a record, key or file that
-	// cannot be decoded.
+	// cannot be decoded, and by Open's error when the database fails its
+	// checks at start (a damaged journal, manifest or table): Repair
+	// recovers such a store.
 	ErrCorrupt = errors.New("store: corrupt data")
+	// ErrLocked is wrapped by Open's and Repair's error when another
+	// process (a running node) holds the database.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrClosed is returned by operations on a closed DB.
 	ErrClosed = errors.New("store: database closed")
 	// ErrBloomOnly is returned by operations that need the exact seen set
@@ -80,11 +87,26 @@ type Options struct {
 	SeenMode SeenMode
 	// CacheBytes is the size of the leveldb block cache. Default 8 MiB.
 	CacheBytes int
+	// MinFreeBytes is the free space on the store's filesystem below
+	// which DiskSpace reports the disk low (a node then accepts no new
+	// URLs). Default 1 GiB; negative: never low.
+	MinFreeBytes int64
+	// FreeSpace, if set, replaces DiskSpace's reading of the bytes free
+	// for the store in dir. It is called on every check, so it must be
+	// cheap. Default (nil): statfs of the store's directory, at most once
+	// a second.
+	FreeSpace func(dir string) (uint64, error)
 
 	// journalLimit is the number of journal entries (SeenBloomOnly mode)
 	// after which MarkSeen writes a checkpoint of the filter. Default
 	// defaultJournalLimit; tests lower it.
 	journalLimit int
+	// openStorage, if set, replaces the leveldb file storage of
+	// <dir>/leveldb; tests use it to cut the power.
+	openStorage func(path string) (storage.Storage, error)
+	// noSync leaves shard record writes unsynced; the benchmark that
+	// measures what syncing costs sets it.
+	noSync bool
 }
 
 const defaultJournalLimit = 1 << 20
@@ -96,6 +118,7 @@ func DefaultOptions() Options {
 		BloomFPRate:   0.001,
 		SeenMode:      SeenExact,
 		CacheBytes:    8 << 20,
+		MinFreeBytes:  1 << 30,
 		journalLimit:  defaultJournalLimit,
 	}
 }
@@ -121,6 +144,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CacheBytes < 0 {
 		return o, fmt.Errorf("store: negative CacheBytes %d", o.CacheBytes)
 	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = d.MinFreeBytes
+	}
 	if o.journalLimit <= 0 {
 		o.journalLimit = d.journalLimit
 	}
@@ -132,7 +158,14 @@ type DB struct {
 	dir       string
 	bloomPath string
 	opts      Options
+	stor      storage.Storage // leveldb's files; closed after ldb
 	ldb       *leveldb.DB
+	// syncWrite is the write option of the writes that acknowledge a URL
+	// (see "Durability" in doc.go).
+	syncWrite *opt.WriteOptions
+	// tailTrimmed is what Open cut off the end of the journal or
+	// manifest: a write a crash interrupted (JournalTailTrimmed).
+	tailTrimmed int64
 
 	// mu guards the seen set: the Bloom filter, the seen table or journal,
 	// the seen counter record and journalLen. MarkSeen holds it for writing
@@ -158,11 +191,21 @@ type DB struct {
 	// seenReads counts leveldb reads of the seen table; tests use it to
 	// prove that the Bloom filter saves reads.
 	seenReads atomic.Int64
+
+	disk diskCache // see disk.go
 }
 
 // Open opens the store in dir, creating dir and the database if needed. In
 // SeenExact mode it rebuilds the Bloom filter from the seen table; in
 // SeenBloomOnly mode it loads <dir>/seen.bloom and replays the journal.
+//
+// Open checks leveldb's journal and manifest strictly: a record that fails
+// its checksum fails Open with an error wrapping ErrCorrupt, where leveldb
+// would drop the rest of its block and open without a word. Only a write
+// a crash cut short at the very end of the journal or manifest (it was
+// never acknowledged) is cut off and opened past; JournalTailTrimmed says
+// how many bytes that was. A database another process holds fails with an
+// error wrapping ErrLocked.
 func Open(dir string, opts Options) (*DB, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -172,28 +215,74 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
 	ldbPath := filepath.Join(dir, "leveldb")
-	ldb, err := leveldb.OpenFile(ldbPath, &opt.Options{
+	stor, trimmed, err := openLevelStorage(ldbPath, opts)
+	if err != nil {
+		return nil, err
+	}
+	ldb, err := leveldb.Open(stor, &opt.Options{
 		BlockCacheCapacity: opts.CacheBytes,
 		// leveldb's own per-table filter saves block reads for keys that
 		// are absent, i.e. for our Bloom filter's false positives.
 		Filter: filter.NewBloomFilter(10),
+		// Setting any flag replaces leveldb's defaults, so they are
+		// repeated. Without StrictJournal a damaged journal block is
+		// dropped in silence at open; without StrictManifest a damaged
+		// manifest record is, and with it the tables it names.
+		Strict: opt.DefaultStrict | opt.StrictJournal | opt.StrictManifest,
 	})
 	if err != nil {
+		stor.Close()
+		if lerrors.IsCorrupted(err) {
+			return nil, fmt.Errorf("%w: leveldb in %s: %v", ErrCorrupt, ldbPath, err)
+		}
 		return nil, fmt.Errorf("store: open leveldb %s: %w", ldbPath, err)
 	}
 	db := &DB{
-		dir:       dir,
-		bloomPath: filepath.Join(dir, "seen.bloom"),
-		opts:      opts,
-		ldb:       ldb,
-		batch:     new(leveldb.Batch),
+		dir:         dir,
+		bloomPath:   filepath.Join(dir, "seen.bloom"),
+		opts:        opts,
+		stor:        stor,
+		ldb:         ldb,
+		syncWrite:   &opt.WriteOptions{Sync: !opts.noSync},
+		tailTrimmed: trimmed,
+		batch:       new(leveldb.Batch),
 	}
+	db.disk.init()
 	if err := db.init(); err != nil {
 		ldb.Close()
+		stor.Close()
 		return nil, err
 	}
 	return db, nil
 }
+
+// openLevelStorage opens (and locks) leveldb's files in path, and cuts off
+// a write a crash interrupted at the end of the journal or manifest. It
+// returns how many bytes it cut.
+func openLevelStorage(path string, opts Options) (storage.Storage, int64, error) {
+	if opts.openStorage != nil {
+		stor, err := opts.openStorage(path)
+		return stor, 0, err
+	}
+	stor, err := storage.OpenFile(path, false)
+	if err != nil {
+		if isLocked(err) {
+			return nil, 0, fmt.Errorf("%w: %s is locked (is a node running on this data dir?)", ErrLocked, path)
+		}
+		return nil, 0, fmt.Errorf("store: open leveldb %s: %w", path, err)
+	}
+	trimmed, err := trimTornTails(path, stor)
+	if err != nil {
+		stor.Close()
+		return nil, 0, err
+	}
+	return stor, trimmed, nil
+}
+
+// JournalTailTrimmed returns the number of bytes Open cut off the end of
+// leveldb's journal or manifest: a write that a crash interrupted, which
+// therefore was never acknowledged. 0 after a clean shutdown.
+func (db *DB) JournalTailTrimmed() int64 { return db.tailTrimmed }
 
 // init checks or records the schema and mode, loads the counters and builds
 // the Bloom filter.
@@ -246,7 +335,7 @@ func (db *DB) readCounter(name string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: read %s: %w", name, err)
+		return 0, ldbErr(err, "read %s", name)
 	}
 	if len(v) != 8 {
 		return 0, fmt.Errorf("store: meta %s: %w: %d bytes, want 8", name, ErrCorrupt, len(v))
@@ -274,7 +363,7 @@ func (db *DB) rebuildBloom(persisted uint64) error {
 		count++
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("store: rebuild bloom filter: %w", err)
+		return ldbErr(err, "rebuild bloom filter")
 	}
 	if count != persisted {
 		if err := db.ldb.Put(metaKey(metaSeenCount), binary.BigEndian.AppendUint64(nil, count), nil); err != nil {
@@ -307,7 +396,7 @@ func (db *DB) loadBloomOnly() error {
 		db.journalLen++
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("store: replay journal: %w", err)
+		return ldbErr(err, "replay journal")
 	}
 	return nil
 }
@@ -360,6 +449,9 @@ func (db *DB) Close() error {
 	if err := db.ldb.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: close leveldb: %w", err))
 	}
+	if err := db.stor.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close leveldb files: %w", err))
+	}
 	db.bloom = nil
 	return errors.Join(errs...)
 }
@@ -372,6 +464,8 @@ func ldbErr(err error, format string, args ...any) error {
 		err = ErrClosed
 	case errors.Is(err, leveldb.ErrNotFound):
 		err = ErrNotFound
+	case lerrors.IsCorrupted(err):
+		err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
 }

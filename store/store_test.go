@@ -328,6 +328,9 @@ func crash(t *testing.T, db *DB) {
 	if err := db.ldb.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.stor.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestBloomOnlyCrashReplaysJournal(t *testing.T) {
