@@ -140,4 +140,37 @@
 //
 // The Bloom filter hashes the 16 bytes ring key (BE) | URL hash (BE) with the
 // hashing of github.com/bits-and-blooms/bloom/v3.
+//
+// # Durability
+//
+// Every write reaches leveldb's journal (the operating system's page
+// cache) before the method returns, so all of the store survives the
+// crash of the process. Only [DB.PutShardRecords] is synced (fsync) before
+// it returns: the shard records are what an owner and its replicas store
+// before a new URL is acknowledged, so an acknowledged URL survives a
+// power loss (or kernel crash) of the machine as well. A sync covers every
+// earlier write to the same journal file, but the other tables (seen set,
+// queue, schedule, pages, URL metadata, outbox, meta) make no promise of
+// their own about a power loss: a node rebuilds its seen set and queue
+// from the shard records when it takes a range over. seen.bloom is
+// written to a temporary file, synced and renamed.
+//
+// # Damage and repair
+//
+// Open checks leveldb's journal and manifest strictly
+// (opt.StrictJournal, opt.StrictManifest): a record that fails its
+// checksum makes Open fail with an error wrapping [ErrCorrupt], where
+// leveldb would drop the rest of its 32 KiB block and open without a word.
+// Only a write cut short at the very end of the newest journal or of the
+// manifest (a crash during a write, which therefore was never
+// acknowledged; or the zeros a power loss leaves where unsynced bytes
+// were) is cut off, and counted in [DB.JournalTailTrimmed]. [Repair]
+// recovers a damaged store, losing only the damaged records, and reports
+// what was lost.
+//
+// # Free space
+//
+// [DB.DiskSpace] compares the free space of the store's filesystem with
+// [Options.MinFreeBytes]; a node stops accepting new URLs below it, so that
+// the space left serves what it already accepted.
 package store

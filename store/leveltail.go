@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/syndtr/goleveldb/leveldb/storage"
 	"github.com/syndtr/goleveldb/leveldb/util"
@@ -179,4 +180,134 @@ func levelFileName(fd storage.FileDesc) string {
 	default:
 		return fmt.Sprintf("%06d.tmp", fd.Num)
 	}
+}
+
+// chunkAt checks the chunk whose header starts at off, which leaves room
+// for a header in its block. It returns the chunk's type and end, or why
+// it is not a chunk.
+func chunkAt(data []byte, off int) (typ byte, end int, reason string) {
+	blockEnd := (off/levelBlockSize + 1) * levelBlockSize
+	h := data[off : off+levelHeaderSize]
+	typ = h[6]
+	end = off + levelHeaderSize + int(binary.LittleEndian.Uint16(h[4:6]))
+	switch {
+	case allZero(h):
+		return 0, 0, "zeros where a record should be"
+	case typ < chunkFull || typ > chunkLast:
+		return 0, 0, "bad chunk type"
+	case end > blockEnd:
+		return 0, 0, "chunk length past its block"
+	case end > len(data):
+		return 0, 0, "record cut short"
+	case binary.LittleEndian.Uint32(h[0:4]) != util.NewCRC(data[off+6:end]).Value():
+		return 0, 0, "checksum mismatch"
+	}
+	return typ, end, ""
+}
+
+// journalSalvage is what salvageJournal could read of a damaged journal
+// or manifest.
+type journalSalvage struct {
+	// records are the records whose every chunk is intact, in order.
+	records [][]byte
+	// dropped counts the bytes of the chunks that could not be used;
+	// reasons says why, once per reason.
+	dropped int
+	reasons []string
+	// tailDamaged is set when no record could be read after the last
+	// damage.
+	tailDamaged bool
+}
+
+// salvageJournal reads every intact record of a journal or manifest.
+// leveldb's own reader gives up on the rest of a block at its first bad
+// chunk, so that 8 damaged bytes can cost up to 32 KiB of records; this
+// one drops only the record whose chunk is damaged, and finds the next
+// chunk by its checksum, so it also reads on past a damaged header.
+func salvageJournal(data []byte) journalSalvage {
+	var s journalSalvage
+	var cur []byte
+	inRecord, recStart := false, 0
+	lastDamage, lastRecord := -1, -1
+	damage := func(at int, reason string) {
+		lastDamage = at
+		if !slices.Contains(s.reasons, reason) {
+			s.reasons = append(s.reasons, reason)
+		}
+		if inRecord { // the chunks read of this record are lost with it
+			s.dropped += at - recStart
+			inRecord, cur = false, nil
+		}
+	}
+	off := 0
+	for off < len(data) {
+		blockEnd := (off/levelBlockSize + 1) * levelBlockSize
+		if blockEnd-off < levelHeaderSize {
+			off = min(blockEnd, len(data)) // the zero trailer of a block
+			continue
+		}
+		if off+levelHeaderSize > len(data) {
+			damage(off, "record cut short")
+			s.dropped += len(data) - off
+			break
+		}
+		typ, end, reason := chunkAt(data, off)
+		if reason != "" {
+			damage(off, reason)
+			next := resyncJournal(data, off+1)
+			s.dropped += next - off
+			off = next
+			continue
+		}
+		payload := data[off+levelHeaderSize : end]
+		switch typ {
+		case chunkFull, chunkFirst:
+			if inRecord {
+				damage(off, "record without its last chunk")
+			}
+			if typ == chunkFull {
+				s.records = append(s.records, slices.Clone(payload))
+				lastRecord = off
+			} else {
+				cur, inRecord, recStart = slices.Clone(payload), true, off
+			}
+		case chunkMiddle, chunkLast:
+			if !inRecord {
+				damage(off, "chunk without its record's first chunk")
+				s.dropped += end - off
+				break
+			}
+			cur = append(cur, payload...)
+			if typ == chunkLast {
+				s.records = append(s.records, cur)
+				lastRecord = off
+				cur, inRecord = nil, false
+			}
+		}
+		off = end
+	}
+	if inRecord {
+		damage(len(data), "record cut short")
+	}
+	s.tailDamaged = lastDamage > lastRecord
+	return s
+}
+
+// resyncJournal returns the offset of the first intact chunk at or after
+// from, or len(data).
+func resyncJournal(data []byte, from int) int {
+	for p := from; p+levelHeaderSize <= len(data); p++ {
+		blockEnd := (p/levelBlockSize + 1) * levelBlockSize
+		if blockEnd-p < levelHeaderSize {
+			p = blockEnd - 1
+			continue
+		}
+		if typ := data[p+6]; typ < chunkFull || typ > chunkLast {
+			continue
+		}
+		if _, _, reason := chunkAt(data, p); reason == "" {
+			return p
+		}
+	}
+	return len(data)
 }

@@ -190,3 +190,53 @@ func TestOpenLocked(t *testing.T) {
 		t.Fatalf("second Open: %v, want an error wrapping ErrLocked", err)
 	}
 }
+
+// salvageJournal drops only the records with a damaged chunk, whether
+// the damage hits a payload, a header (the next chunk is found by its
+// checksum) or one block of a record spanning several; leveldb's reader
+// would drop the rest of the block each time.
+func TestSalvageJournal(t *testing.T) {
+	sizes := []int{100, 200, 300, 80_000, 50}
+	data := journalOf(t, sizes...)
+	// starts[i] is the offset of record i's first header.
+	starts := []int{0, 107, 107 + 207, 107 + 207 + 307}
+	last := len(data) - 50 - 7
+	garbage := func(at int) []byte {
+		b := slices.Clone(data)
+		copy(b[at:], "GARBAGE!")
+		return b
+	}
+	cases := []struct {
+		name string
+		data []byte
+		kept []int // indexes of the records kept
+		tail bool
+	}{
+		{"clean", data, []int{0, 1, 2, 3, 4}, false},
+		{"payload of record 1", garbage(starts[1] + 50), []int{0, 2, 3, 4}, false},
+		{"header of record 1", garbage(starts[1]), []int{0, 2, 3, 4}, false},
+		{"second block of the long record", garbage(40_000), []int{0, 1, 2, 4}, false},
+		{"last record", garbage(last + 10), []int{0, 1, 2, 3}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := salvageJournal(c.data)
+			var kept []int
+			for _, rec := range s.records {
+				i := int(rec[0] - 'a')
+				if len(rec) != sizes[i] || !allSame(rec) {
+					t.Fatalf("salvaged a damaged record %d (%d bytes)", i, len(rec))
+				}
+				kept = append(kept, i)
+			}
+			if !slices.Equal(kept, c.kept) || s.tailDamaged != c.tail {
+				t.Fatalf("kept %v (tail damaged %v), want %v (%v); reasons %v", kept, s.tailDamaged, c.kept, c.tail, s.reasons)
+			}
+			if damaged := len(c.kept) < len(sizes); damaged != (s.dropped > 0 && len(s.reasons) > 0) {
+				t.Fatalf("dropped %d bytes (%v) for damaged=%v", s.dropped, s.reasons, damaged)
+			}
+		})
+	}
+}
+
+func allSame(b []byte) bool { return len(bytes.Trim(b, string(b[:1]))) == 0 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,8 +29,12 @@ type RepairReport struct {
 	// Mode is the store's seen mode, as recorded in it (or, if that
 	// record was lost, as its files show).
 	Mode SeenMode
+	// TornTail counts the bytes of a write a crash cut short at the end
+	// of the newest journal or manifest, which the repair cut off (as Open
+	// does): such a write was never acknowledged.
+	TornTail int64
 	// Journals lists the leveldb journal files with records that could
-	// not be read; leveldb's recovery dropped those records.
+	// not be read; the repair dropped those records and kept the rest.
 	Journals []JournalDamage
 	// Saved is the directory the damaged journal files were copied to
 	// before the repair, for a closer look; "" when none was damaged.
@@ -65,7 +68,7 @@ type JournalDamage struct {
 	// File is the journal's file name.
 	File string
 	// DroppedBytes counts the bytes that could not be read, Reasons says
-	// why (leveldb's words: "checksum mismatch", ...).
+	// why ("checksum mismatch", ...).
 	DroppedBytes int
 	Reasons      []string
 	// LostWrites counts the writes (puts and deletes, in any table) lost
@@ -117,11 +120,13 @@ func (r *RepairReport) Damaged() bool {
 
 // Repair recovers the store in dir, which no process may have open (it
 // fails with an error wrapping ErrLocked otherwise), and reports what it
-// found and what was lost. It reads every leveldb journal and notes the
-// records it cannot read, keeps a copy of the damaged journals, then lets
-// leveldb rebuild its manifest from the table files (rebuilding tables
-// with unreadable blocks from the rest) and replay the readable journal
-// records. It then counts every table, deletes malformed entries, rewrites
+// found and what was lost. It cuts off a write a crash left unfinished
+// at the end of the newest journal (as Open does), reads every leveldb
+// journal chunk by chunk, keeps a copy of each damaged one and rewrites it
+// with every record that is intact (only the damaged records are lost,
+// counted by the gaps in their sequence numbers), then lets leveldb
+// rebuild its manifest from the table files (rebuilding tables with
+// unreadable blocks from the rest) and replay the journals. It then counts every table, deletes malformed entries, rewrites
 // the store's counters to match the tables and, in SeenBloomOnly mode,
 // rebuilds a missing or damaged seen.bloom from the seen journal and the
 // shard records. Only opts' Bloom filter sizing is used. A store Repair
@@ -144,13 +149,11 @@ func Repair(dir string, opts Options) (*RepairReport, error) {
 	}
 	defer stor.Close()
 	rep := &RepairReport{Dir: dir}
-	if rep.Journals, err = inspectJournals(stor); err != nil {
+	if rep.TornTail, err = trimTornTails(ldbPath, stor); err != nil {
 		return nil, err
 	}
-	if len(rep.Journals) > 0 {
-		if rep.Saved, err = saveJournals(dir, ldbPath, rep.Journals); err != nil {
-			return nil, err
-		}
+	if rep.Journals, rep.Saved, err = salvageJournals(dir, ldbPath, stor); err != nil {
+		return nil, err
 	}
 	logs := &recoveryLog{Storage: stor}
 	ldb, err := leveldb.Recover(logs, &opt.Options{
@@ -191,44 +194,81 @@ func (unshortenedBytewise) Name() string                      { return comparer.
 func (unshortenedBytewise) Separator(dst, a, b []byte) []byte { return nil }
 func (unshortenedBytewise) Successor(dst, b []byte) []byte    { return nil }
 
-// inspectJournals reads every journal in stor as leveldb's recovery will,
-// and reports those with records it could not read.
-func inspectJournals(stor storage.Storage) ([]JournalDamage, error) {
+// salvageJournals reads every journal in stor (in ldbPath) chunk by chunk,
+// and rewrites each damaged one with the records it could read, after a
+// copy of it was saved in a new directory of dir (returned). leveldb's
+// recovery then replays them, having lost only the damaged records, where
+// its own reader would drop the rest of every damaged 32 KiB block.
+func salvageJournals(dir, ldbPath string, stor storage.Storage) ([]JournalDamage, string, error) {
 	fds, err := stor.List(storage.TypeJournal)
 	if err != nil {
-		return nil, fmt.Errorf("store: list leveldb journals: %w", err)
+		return nil, "", fmt.Errorf("store: list leveldb journals: %w", err)
 	}
 	slices.SortFunc(fds, func(a, b storage.FileDesc) int { return cmp.Compare(a.Num, b.Num) })
 	var out []JournalDamage
+	var fixed [][][]byte // the records of out[i]'s journal
+	var fixedFD []storage.FileDesc
+	var prevEnd uint64 // the sequence number after the previous journal's last write
+	prevTail := -1     // index in out of the previous journal, if its tail was lost
 	for _, fd := range fds {
-		d, err := inspectJournal(stor, fd)
+		name := levelFileName(fd)
+		data, err := os.ReadFile(filepath.Join(ldbPath, name))
 		if err != nil {
-			return nil, err
+			return nil, "", fmt.Errorf("store: read journal %s: %w", name, err)
 		}
-		if d.DroppedBytes > 0 || len(d.Reasons) > 0 {
-			out = append(out, d)
+		sv := salvageJournal(data)
+		d := JournalDamage{File: name, DroppedBytes: sv.dropped, Reasons: sv.reasons, TailLost: sv.tailDamaged}
+		recs := sv.records[:0:0]
+		have := false
+		var next uint64
+		for _, rec := range sv.records {
+			if len(rec) < batchHeaderLen {
+				d.DroppedBytes += len(rec)
+				if !slices.Contains(d.Reasons, "record too short for a write batch") {
+					d.Reasons = append(d.Reasons, "record too short for a write batch")
+				}
+				continue
+			}
+			seq := binary.LittleEndian.Uint64(rec)
+			n := uint64(binary.LittleEndian.Uint32(rec[8:]))
+			if !have && prevTail >= 0 && seq > prevEnd {
+				// The writes lost at the end of the previous journal
+				// are counted by where this one starts.
+				out[prevTail].LostWrites += seq - prevEnd
+				out[prevTail].TailLost = false
+			}
+			if have && seq > next {
+				d.LostWrites += seq - next
+			}
+			next, have = seq+n, true
+			recs = append(recs, rec)
+		}
+		if have {
+			prevEnd, prevTail = next, -1
+		}
+		if d.DroppedBytes == 0 && len(d.Reasons) == 0 {
+			continue
+		}
+		out = append(out, d)
+		fixed = append(fixed, recs)
+		fixedFD = append(fixedFD, fd)
+		if d.TailLost {
+			prevTail = len(out) - 1
 		}
 	}
-	return out, nil
-}
-
-// journalDropper collects what a journal reader could not read.
-type journalDropper struct {
-	d         *JournalDamage
-	sinceLast int // drops since the last record read
-}
-
-func (j *journalDropper) Drop(err error) {
-	j.sinceLast++
-	reason := err.Error()
-	var ce *journal.ErrCorrupted
-	if errors.As(err, &ce) {
-		j.d.DroppedBytes += ce.Size
-		reason = ce.Reason
+	if len(out) == 0 {
+		return nil, "", nil
 	}
-	if !slices.Contains(j.d.Reasons, reason) {
-		j.d.Reasons = append(j.d.Reasons, reason)
+	saved, err := saveJournals(dir, ldbPath, out)
+	if err != nil {
+		return nil, "", err
 	}
+	for i, fd := range fixedFD {
+		if err := rewriteJournal(stor, fd, fixed[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, saved, nil
 }
 
 // batchHeaderLen is the header of a leveldb write batch in the journal:
@@ -236,50 +276,40 @@ func (j *journalDropper) Drop(err error) {
 // LE). The writes of a batch take consecutive sequence numbers.
 const batchHeaderLen = 12
 
-func inspectJournal(stor storage.Storage, fd storage.FileDesc) (JournalDamage, error) {
-	d := JournalDamage{File: levelFileName(fd)}
-	f, err := stor.Open(fd)
+// rewriteJournal replaces the journal fd with records, synced.
+func rewriteJournal(stor storage.Storage, fd storage.FileDesc, records [][]byte) error {
+	name := levelFileName(fd)
+	w, err := stor.Create(fd)
 	if err != nil {
-		return d, fmt.Errorf("store: open journal %s: %w", d.File, err)
+		return fmt.Errorf("store: rewrite journal %s: %w", name, err)
 	}
-	defer f.Close()
-	drop := &journalDropper{d: &d}
-	jr := journal.NewReader(f, drop, false, true)
-	var next uint64
-	have := false
-	for {
-		rec, err := jr.Next()
-		if err == io.EOF {
-			break
+	jw := journal.NewWriter(w)
+	for _, rec := range records {
+		rw, err := jw.Next()
+		if err == nil {
+			_, err = rw.Write(rec)
 		}
 		if err != nil {
-			return d, fmt.Errorf("store: read journal %s: %w", d.File, err)
+			w.Close()
+			return fmt.Errorf("store: rewrite journal %s: %w", name, err)
 		}
-		data, err := io.ReadAll(rec)
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			continue // a damaged record, dropped
-		}
-		if err != nil {
-			return d, fmt.Errorf("store: read journal %s: %w", d.File, err)
-		}
-		if len(data) < batchHeaderLen {
-			drop.Drop(&journal.ErrCorrupted{Size: len(data), Reason: "record too short for a write batch"})
-			continue
-		}
-		seq := binary.LittleEndian.Uint64(data)
-		n := uint64(binary.LittleEndian.Uint32(data[8:]))
-		if have && seq > next {
-			d.LostWrites += seq - next
-		}
-		next, have = seq+n, true
-		drop.sinceLast = 0
 	}
-	d.TailLost = drop.sinceLast > 0
-	return d, nil
+	err = jw.Close()
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: rewrite journal %s: %w", name, err)
+	}
+	return nil
 }
 
 // saveJournals copies the damaged journals into a new directory of dir
-// and returns its path: leveldb's recovery deletes them.
+// and returns its path: the repair rewrites them, and leveldb's recovery
+// deletes them.
 func saveJournals(dir, ldbPath string, damaged []JournalDamage) (string, error) {
 	saved := filepath.Join(dir, "damaged-"+time.Now().UTC().Format("20060102T150405Z"))
 	if err := os.MkdirAll(saved, 0o755); err != nil {
