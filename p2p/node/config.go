@@ -47,7 +47,9 @@ type Config struct {
 	// only; crawl.None never). The node sets its Owns, OnFinished and
 	// Delegate.
 	Crawl crawl.Config
-	// Store configures the durable state.
+	// Store configures the durable state. Its MinFreeBytes is also the
+	// free space on the store's disk below which the node accepts no new
+	// URLs (see Status.Disk); its FreeSpace replaces the reading of it.
 	Store store.Options
 	// WARC configures the archive of fetched pages in DataDir/warc.
 	WARC warc.Options

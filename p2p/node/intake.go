@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -28,6 +30,10 @@ type intake struct {
 	db      *store.DB
 	crawler *crawl.Crawler
 	log     *slog.Logger
+	// diskLow is the last reading of Admit's free-space check, under mu;
+	// diskRefused counts the new URLs it refused for want of space.
+	diskLow     bool
+	diskRefused atomic.Int64
 }
 
 var _ shard.App = (*intake)(nil)
@@ -48,6 +54,12 @@ func inRange(r shard.Range) func(uint64) bool {
 // a crash in between, since the sender's retry would find them seen and
 // they would never be crawled; this one at worst queues a URL twice after
 // a crash.
+//
+// While the store's disk is below its free-space threshold
+// (store.Options.MinFreeBytes) Admit takes no new URL: it returns the new
+// tasks with an error wrapping errDiskLow, and the sender keeps them.
+// Duplicates are still answered, and the URLs already accepted are still
+// crawled.
 func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, replicate func([]frontier.Task, []store.SeenEntry) error) (fresh []frontier.Task, duplicates int, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -70,6 +82,9 @@ func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, repli
 	if len(fresh) == 0 {
 		return nil, duplicates, nil
 	}
+	if err := in.checkDisk(len(fresh)); err != nil {
+		return fresh, duplicates, err
+	}
 	if err := replicate(fresh, freshEntries); err != nil {
 		return fresh, duplicates, err
 	}
@@ -78,6 +93,29 @@ func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, repli
 		return fresh, duplicates, err
 	}
 	return fresh, duplicates, nil
+}
+
+// errDiskLow is wrapped by Admit's error while the store's disk is below
+// its free-space threshold.
+var errDiskLow = errors.New("not accepting new URLs: disk space low")
+
+// checkDisk refuses n new URLs while the store's disk is low, and logs
+// when the disk becomes low and when it recovers. Callers hold in.mu.
+func (in *intake) checkDisk(n int) error {
+	d := in.db.DiskSpace()
+	if d.Low != in.diskLow {
+		in.diskLow = d.Low
+		if d.Low {
+			in.log.Warn("disk space low: refusing new URLs until space is freed", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
+		} else {
+			in.log.Info("disk space recovered: accepting new URLs again", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
+		}
+	}
+	if !d.Low {
+		return nil
+	}
+	in.diskRefused.Add(int64(n))
+	return fmt.Errorf("%w: %d bytes free for the store, below the node's threshold of %d (--min-free-disk)", errDiskLow, d.Free, d.MinFree)
 }
 
 // Activate takes over a range: whatever the local queue held for it (from

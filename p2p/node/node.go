@@ -46,6 +46,9 @@ const (
 	APIFile = "api"
 	// WARCDir holds the node's WARC files: every fetch, with its extracted text.
 	WARCDir = "warc"
+	// StoreDir holds the node's store (package store), which `swarmcrawl
+	// repair` recovers.
+	StoreDir = "store"
 )
 
 // Node is one swarm peer: a libp2p host, a ring member, the owner of an
@@ -136,7 +139,7 @@ func (n *Node) openStorage() error {
 	if n.apiToken, err = LoadOrCreateAPIToken(filepath.Join(cfg.DataDir, APITokenFile)); err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
-	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "store"), cfg.Store); err != nil {
+	if n.db, err = store.Open(filepath.Join(cfg.DataDir, StoreDir), cfg.Store); err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
 	if n.archive, err = warc.NewWriter(filepath.Join(cfg.DataDir, WARCDir), cfg.WARC); err != nil {

@@ -37,6 +37,38 @@ type Status struct {
 	// Delegation counts the fetches of hot hosts handed to helpers and
 	// done for other owners.
 	Delegation DelegationStatus `json:"delegation"`
+	// Disk is the free space of the store's disk; while it is low the
+	// node accepts no new URLs.
+	Disk DiskStatus `json:"disk"`
+}
+
+// DiskStatus reports the free space of the disk that holds the store,
+// against the threshold below which the node accepts no new URLs
+// (Config.Store.MinFreeBytes, --min-free-disk).
+type DiskStatus struct {
+	// FreeBytes is the space the store may still use; MinFreeBytes the
+	// threshold (0: the check is off).
+	FreeBytes    uint64 `json:"free_bytes"`
+	MinFreeBytes uint64 `json:"min_free_bytes"`
+	// Low is set while FreeBytes is below MinFreeBytes: the node refuses
+	// new URLs (their senders keep them and retry), and still answers
+	// duplicates, crawls what it accepted and stores replicas.
+	Low bool `json:"low"`
+	// Refused counts new URLs refused for want of space (a URL its sender
+	// retries counts again).
+	Refused int64 `json:"refused"`
+	// Error is why the free space could not be read; the node then
+	// accepts as if the check were off.
+	Error string `json:"error,omitempty"`
+}
+
+func (n *Node) diskStatus() DiskStatus {
+	d := n.db.DiskSpace()
+	s := DiskStatus{FreeBytes: d.Free, MinFreeBytes: d.MinFree, Low: d.Low, Refused: n.intake.diskRefused.Load()}
+	if d.Err != nil {
+		s.Error = d.Err.Error()
+	}
+	return s
 }
 
 // DelegationStatus reports fetch delegation of hot hosts: tasks and
@@ -176,6 +208,7 @@ func (n *Node) Status() Status {
 		Lookups: n.router.lookups.Load(),
 		Crawl:   n.crawler.Stats(),
 		Shard:   n.shardStatus(),
+		Disk:    n.diskStatus(),
 	}
 	s.SendErrors = n.router.sendErrors.Load()
 	s.Delegation = n.delegationStatus(s.Crawl)
