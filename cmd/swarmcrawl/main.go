@@ -1,5 +1,6 @@
 // Command swarmcrawl runs a peer of a decentralized web crawler, submits
-// seeds to a swarm, shows a node's status and runs a local demo.
+// seeds to a swarm, shows a node's status, repairs a damaged store and
+// runs a local demo.
 package main
 
 import (
@@ -21,6 +22,7 @@ Usage:
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
+  swarmcrawl repair --data DIR    recover a stopped node's damaged store and report what was lost
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
   swarmcrawl swarm-key [--out FILE]   a new pre-shared key for a private swarm
 
@@ -52,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runDLQ(args[1:], stdout, stderr)
 	case "export":
 		err = runExport(args[1:], stdout, stderr)
+	case "repair":
+		err = runRepair(args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(args[1:], stdout, stderr)
 	case "swarm-key":

@@ -16,6 +16,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // nodeOptions are the options of `swarmcrawl node`, shared with the config file.
@@ -29,6 +30,7 @@ type nodeOptions struct {
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
+	minFreeDisk                                     sizeFlag
 	nat, discovery, allowPrivate                    bool
 }
 
@@ -58,6 +60,8 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", def.Dial.MaxConnsPerIP, "concurrent connections to one IP address across all its hostnames (0 = unlimited)")
 	fs.DurationVar(&o.dnsTTL, "dns-ttl", def.Dial.DNSTTL, "how long resolved addresses are cached")
 	fs.Int64Var(&o.warcMaxBytes, "warc-max-bytes", nd.WARC.MaxFileBytes, "WARC files are rotated past this size")
+	o.minFreeDisk = sizeFlag(nd.Store.MinFreeBytes)
+	fs.Var(&o.minFreeDisk, "min-free-disk", "`size` of the free space on the data dir's disk below which the node accepts no new URLs (e.g. 500MiB, 2GB; 0 = no check)")
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
@@ -91,6 +95,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	n, err := node.New(cfg)
+	if errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("the store in %s is damaged, not starting (%w); run `swarmcrawl repair --data %s` to recover what can be recovered and see what was lost", o.data, err, o.data)
+	}
 	if err != nil {
 		return err
 	}
@@ -173,6 +180,10 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Crawl.Dial.MaxConnsPerIP = zeroIsNone(o.maxConnsPerIP)
 	cfg.Crawl.Dial.DNSTTL = o.dnsTTL
 	cfg.WARC.MaxFileBytes = o.warcMaxBytes
+	cfg.Store.MinFreeBytes = int64(o.minFreeDisk)
+	if o.minFreeDisk == 0 {
+		cfg.Store.MinFreeBytes = -1 // the store's "never low"
+	}
 	cfg.Logger = log
 	return cfg, nil
 }
@@ -209,6 +220,7 @@ func (o *nodeOptions) checkCounts() error {
 		{"max-conns-per-ip", int64(o.maxConnsPerIP), true},
 		{"dns-ttl", int64(o.dnsTTL), false},
 		{"warc-max-bytes", o.warcMaxBytes, false},
+		{"min-free-disk", int64(o.minFreeDisk), true},
 		{"hot-queue", int64(o.hotQueue), true},
 	} {
 		switch {

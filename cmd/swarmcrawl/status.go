@@ -84,7 +84,29 @@ func printStatus(w io.Writer, st *node.Status) {
 		fmt.Fprintf(w, "hot hosts   %d tasks fetched by helpers (%d batches, %d failed), %d fetched for other owners\n",
 			d.Delegated, d.BatchesSent, d.DelegateFails, d.Helped)
 	}
+	switch d := st.Disk; {
+	case d.Error != "":
+		fmt.Fprintf(w, "disk        free space unknown (%s): new URLs accepted\n", d.Error)
+	case d.Low:
+		fmt.Fprintf(w, "disk        LOW: %s free, below %s: not accepting new URLs (%d refused)\n", formatBytes(d.FreeBytes), formatBytes(d.MinFreeBytes), d.Refused)
+	case d.MinFreeBytes > 0:
+		fmt.Fprintf(w, "disk        %s free (new URLs refused below %s)\n", formatBytes(d.FreeBytes), formatBytes(d.MinFreeBytes))
+	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
 	}
+}
+
+// formatBytes writes a byte count for a person: 512 B, 3.2 MiB, 1.0 GiB.
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
