@@ -43,12 +43,12 @@ func NewRingTransport(h host.Host, s *Streams) *RingTransport {
 func (t *RingTransport) Serve(h ring.Handler) {
 	t.streams.Handle(protocol.RingID,
 		func() proto.Message { return &pb.RingRequest{} },
-		func(_ context.Context, _ Inbound, m proto.Message) proto.Message {
-			return t.serve(h, m.(*pb.RingRequest))
+		func(_ context.Context, in Inbound, m proto.Message) proto.Message {
+			return t.serve(h, in.From.String(), m.(*pb.RingRequest))
 		})
 }
 
-func (t *RingTransport) serve(h ring.Handler, req *pb.RingRequest) *pb.RingResponse {
+func (t *RingTransport) serve(h ring.Handler, from string, req *pb.RingRequest) *pb.RingResponse {
 	fail := func(err error) *pb.RingResponse { return &pb.RingResponse{Error: err.Error()} }
 	ack := &pb.RingResponse{Body: &pb.RingResponse_Ack{Ack: &pb.Ack{}}}
 	switch b := req.Body.(type) {
@@ -70,7 +70,9 @@ func (t *RingTransport) serve(h ring.Handler, req *pb.RingRequest) *pb.RingRespo
 		if err != nil || cand.IsZero() {
 			return fail(fmt.Errorf("notify: bad candidate: %v", err))
 		}
-		h.HandleNotify(cand)
+		if err := h.HandleNotify(from, cand); err != nil {
+			return fail(err)
+		}
 		return ack
 	case *pb.RingRequest_Ping:
 		h.HandlePing()
@@ -80,7 +82,9 @@ func (t *RingTransport) serve(h ring.Handler, req *pb.RingRequest) *pb.RingRespo
 		if err != nil {
 			return fail(err)
 		}
-		h.HandleLeave(notice)
+		if err := h.HandleLeave(from, notice); err != nil {
+			return fail(err)
+		}
 		return ack
 	default:
 		return fail(errors.New("unknown ring request"))

@@ -50,7 +50,7 @@ func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard
 	if err != nil {
 		return nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
-	return &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError}, nil
+	return &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError, Refused: resp.Refused}, nil
 }
 
 // Handoff sends one chunk of a range's state to its new owner.
@@ -127,7 +127,7 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 				return &pb.WriteReply{Error: err.Error()}
 			}
 			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
-			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError}
+			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
 		})
 	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {

@@ -214,3 +214,15 @@ func pick(rng *rand.Rand, candidates []*Node, k int) []*Node {
 	rng.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
 	return c[:k]
 }
+
+// byAddr returns the cluster's node at addr.
+func (c *cluster) byAddr(addr string) *Node {
+	c.tb.Helper()
+	for _, n := range c.nodes {
+		if n.Self().Addr == addr {
+			return n
+		}
+	}
+	c.tb.Fatalf("no node %s", addr)
+	return nil
+}

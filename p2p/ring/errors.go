@@ -17,4 +17,9 @@ var (
 	// ErrRunning is returned by Run when the node's maintenance loops are
 	// already running.
 	ErrRunning = errors.New("ring: node already running")
+	// ErrNotSender is returned by HandleNotify and HandleLeave for a
+	// message about a peer that the peer did not send itself: one node
+	// cannot make another adopt a third as predecessor, or forget a live
+	// neighbour.
+	ErrNotSender = errors.New("ring: message names a peer other than its sender")
 )

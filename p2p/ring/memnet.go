@@ -269,7 +269,11 @@ func (t *memTransport) Neighbours(ctx context.Context, to Peer) (Neighbours, err
 
 // Notify implements Transport.
 func (t *memTransport) Notify(ctx context.Context, to Peer, candidate Peer) error {
-	return t.do(ctx, to, func(h Handler) { h.HandleNotify(candidate) })
+	var herr error
+	if err := t.do(ctx, to, func(h Handler) { herr = h.HandleNotify(t.from, candidate) }); err != nil {
+		return err
+	}
+	return herr
 }
 
 // Ping implements Transport.
@@ -279,5 +283,9 @@ func (t *memTransport) Ping(ctx context.Context, to Peer) error {
 
 // Leave implements Transport.
 func (t *memTransport) Leave(ctx context.Context, to Peer, notice LeaveNotice) error {
-	return t.do(ctx, to, func(h Handler) { h.HandleLeave(notice) })
+	var herr error
+	if err := t.do(ctx, to, func(h Handler) { herr = h.HandleLeave(t.from, notice) }); err != nil {
+		return err
+	}
+	return herr
 }

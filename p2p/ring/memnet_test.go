@@ -10,11 +10,11 @@ import (
 // countingHandler records how often it is pinged.
 type countingHandler struct{ pings int }
 
-func (h *countingHandler) HandleFindSuccessorStep(ID) Step { return Step{} }
-func (h *countingHandler) HandleNeighbours() Neighbours    { return Neighbours{} }
-func (h *countingHandler) HandleNotify(Peer)               {}
-func (h *countingHandler) HandlePing()                     { h.pings++ }
-func (h *countingHandler) HandleLeave(LeaveNotice)         {}
+func (h *countingHandler) HandleFindSuccessorStep(ID) Step       { return Step{} }
+func (h *countingHandler) HandleNeighbours() Neighbours          { return Neighbours{} }
+func (h *countingHandler) HandleNotify(string, Peer) error       { return nil }
+func (h *countingHandler) HandlePing()                           { h.pings++ }
+func (h *countingHandler) HandleLeave(string, LeaveNotice) error { return nil }
 
 func TestMemNetFaults(t *testing.T) {
 	ctx := context.Background()

@@ -165,7 +165,9 @@ func (n *Node) HandleNeighbours() Neighbours {
 }
 
 // HandleNotify adopts candidate as predecessor if there is none, if it lies
-// between the current one and self, or if the current one is suspect.
+// between the current one and self, or if the current one is suspect. Only
+// the candidate itself may propose itself: a notify naming another peer
+// (from is not candidate.Addr) is refused with ErrNotSender.
 //
 // A candidate that lies between self and our successor also becomes our
 // successor: it is alive (it just called) and our successor pointer skips
@@ -173,9 +175,12 @@ func (n *Node) HandleNeighbours() Neighbours {
 // through it takes its predecessor as successor, skips every newcomer and
 // answers almost every lookup with that one peer; the ring then unwinds
 // one node per stabilize round.
-func (n *Node) HandleNotify(candidate Peer) {
+func (n *Node) HandleNotify(from string, candidate Peer) error {
+	if candidate.Addr != from {
+		return fmt.Errorf("notify from %s names %s: %w", from, candidate, ErrNotSender)
+	}
 	if candidate.IsZero() || candidate == n.self {
-		return
+		return nil
 	}
 	n.mu.Lock()
 	w := n.watchLocked()
@@ -188,6 +193,7 @@ func (n *Node) HandleNotify(candidate Peer) {
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
+	return nil
 }
 
 // HandlePing answers a liveness check; reaching it is the whole answer.
@@ -196,11 +202,16 @@ func (n *Node) HandlePing() {}
 // HandleLeave repairs pointers around a gracefully departing peer: as its
 // successor, adopt its predecessor; as its predecessor (or anyone listing
 // it), splice its successor list in where it stood. The leaver is forgotten
-// rather than suspected, since re-probing it would be wasted.
-func (n *Node) HandleLeave(notice LeaveNotice) {
+// rather than suspected, since re-probing it would be wasted. Only the
+// leaver may announce its departure: a notice from another peer is refused
+// with ErrNotSender.
+func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 	gone := notice.Leaving
+	if gone.Addr != from {
+		return fmt.Errorf("leave notice from %s names %s: %w", from, gone, ErrNotSender)
+	}
 	if gone.IsZero() || gone == n.self {
-		return
+		return nil
 	}
 	n.mu.Lock()
 	w := n.watchLocked()
@@ -230,6 +241,7 @@ func (n *Node) HandleLeave(notice LeaveNotice) {
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
+	return nil
 }
 
 // offerSuccessorLocked makes p the first successor if it lies between self

@@ -350,3 +350,47 @@ func TestOnChangeVersions(t *testing.T) {
 		t.Fatal("versions not increasing in a single-threaded run")
 	}
 }
+
+// TestForgedMembershipNoticesRefused: a peer cannot announce another's
+// departure (the attack made node 0 adopt the attacker as
+// successor) nor propose another as a node's predecessor. The notices are
+// refused with ErrNotSender and the ring is untouched; the same notices
+// from the peer they name are taken.
+func TestForgedMembershipNoticesRefused(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4, 21, nil)
+	c.joinAll(ctx, 1, false)
+	c.converge(ctx, 10, true)
+	victim := c.nodes[0]
+	succ, pred := victim.Successors()[0], victim.Predecessor()
+	attacker := Peer{ID: succ.ID - 1, Addr: "attacker"}
+	c.net.Register(attacker, newCluster(t, 1, 99, nil).nodes[0])
+	tr := c.net.Transport(attacker)
+
+	// A forged leave of the victim's successor, naming the attacker as
+	// the successor to splice in.
+	err := tr.Leave(ctx, victim.Self(), LeaveNotice{Leaving: succ, Predecessor: victim.Self(), Successors: []Peer{attacker}})
+	if !errors.Is(err, ErrNotSender) {
+		t.Fatalf("forged leave: err = %v, want ErrNotSender", err)
+	}
+	// A forged notify proposing a third peer as predecessor.
+	third := Peer{ID: victim.Self().ID - 1, Addr: "third"}
+	if err := tr.Notify(ctx, victim.Self(), third); !errors.Is(err, ErrNotSender) {
+		t.Fatalf("forged notify: err = %v, want ErrNotSender", err)
+	}
+	if got := victim.Successors()[0]; got != succ {
+		t.Fatalf("successor changed from %s to %s after forged notices", succ, got)
+	}
+	if got := victim.Predecessor(); got != pred {
+		t.Fatalf("predecessor changed from %s to %s after forged notices", pred, got)
+	}
+
+	// The genuine article: the successor announces its own departure.
+	succNode := c.byAddr(succ.Addr)
+	if err := succNode.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := victim.Successors()[0]; got == succ {
+		t.Fatalf("successor %s still listed after its own leave notice", succ)
+	}
+}

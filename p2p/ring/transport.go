@@ -52,16 +52,20 @@ type Transport interface {
 }
 
 // Handler serves ring RPCs arriving for a local node; *Node implements it.
-// Transports call these methods from any goroutine.
+// Transports call these methods from any goroutine. from is the address of
+// the authenticated sender (Peer.Addr): a message about a peer's own
+// membership (Notify, Leave) is refused unless that peer sent it.
 type Handler interface {
 	// HandleFindSuccessorStep answers one lookup step for key.
 	HandleFindSuccessorStep(key ID) Step
 	// HandleNeighbours reports the node's predecessor and successors.
 	HandleNeighbours() Neighbours
-	// HandleNotify considers candidate as the node's predecessor.
-	HandleNotify(candidate Peer)
+	// HandleNotify considers candidate, the sender, as the node's
+	// predecessor; it refuses a candidate other than from.
+	HandleNotify(from string, candidate Peer) error
 	// HandlePing answers a liveness check.
 	HandlePing()
-	// HandleLeave repairs pointers around a departing neighbour.
-	HandleLeave(notice LeaveNotice)
+	// HandleLeave repairs pointers around a departing neighbour, the
+	// sender; it refuses a notice whose Leaving is not from.
+	HandleLeave(from string, notice LeaveNotice) error
 }

@@ -21,7 +21,8 @@
 //
 // A node works on a key only under a [Claim]: a [Range] of the ring and an
 // [Epoch] {N, Owner}. Every new claim takes N one above the highest epoch
-// the node's epoch table knows anywhere in the range. The epoch table is
+// the node's epoch table knows anywhere in the range, and at least the
+// node's clock in milliseconds, so epochs follow the clock and never wrap. The epoch table is
 // durable (Storage.SaveEpochs on every change) and maps every ring point
 // to the highest epoch seen there, from the node's own claims and from
 // every claim it accepted as a replica; it never goes down, across
@@ -38,6 +39,14 @@
 // a claim above one of its own claims is stale for the overlap the same
 // way. Stale owners thus find out at their next write, at the latest one
 // HeartbeatInterval later.
+//
+// Before any claim, write, handoff or merge changes its state, a node
+// checks who sent it against its own view of the ring: the epoch must name
+// the sender, the sender must be a plausible owner of the range, and the
+// epoch may not run ahead of the receiver's clock by more than
+// MaxClockSkew (see "Who may claim what" in plausible.go). A stranger
+// cannot fence nodes out of their ranges, and a table poisoned with
+// epochs from the future loses them when the node starts.
 //
 // An owner also needs a lease: Owns is true only while the first
 // successor acknowledged a heartbeat without refusal within Lease (always,

@@ -14,15 +14,33 @@ import (
 // above one of this node's own active claims makes that part stale here.
 func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *WriteRequest) *WriteReply {
 	now := m.clock.Now()
-	m.mu.Lock()
-	m.lastHeard[from.Addr] = now
-	var rejected []Claim
-	var accepted spanSet
-	changed := false
+	var admitted []Claim
+	var refused []error
 	for _, c := range req.Claims {
 		if c.Epoch.IsZero() {
 			continue
 		}
+		if err := m.admitClaim(from, c, now, true); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		admitted = append(admitted, c)
+	}
+	m.mu.Lock()
+	if len(refused) > 0 {
+		m.stats.Implausible += int64(len(refused))
+		m.log.Debug("refused claims", "from", from, "first", refused[0], "count", len(refused))
+	}
+	if len(admitted) > 0 {
+		// Only a sender that may own what it claims counts as heard: a
+		// stranger's writes cannot keep a dead owner's range from being
+		// promoted.
+		m.lastHeard[from.Addr] = now
+	}
+	var rejected []Claim
+	var accepted spanSet
+	changed := false
+	for _, c := range admitted {
 		if h := m.table.higher(c.Range, c.Epoch); len(h) > 0 {
 			rejected = append(rejected, h...)
 			continue
@@ -55,6 +73,9 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 		}
 	}
 	reply := &WriteReply{Rejected: rejected}
+	if len(refused) > 0 {
+		reply.Refused = refusal(refused)
+	}
 	// A write this replica could not store is not acknowledged: the owner
 	// must not believe its URLs survive this node.
 	if len(recs) > 0 {
@@ -81,11 +102,19 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *HandoffRequest) *HandoffReply {
 	actx := context.WithoutCancel(ctx)
 	now := m.clock.Now()
+	reply := &HandoffReply{}
+	err := m.admitGiver(from, req, now)
 	m.mu.Lock()
+	if err != nil {
+		m.stats.Implausible++
+		m.mu.Unlock()
+		m.log.Debug("refused handoff", "from", from, "merge", req.Merge, "err", err)
+		reply.Reason = err.Error()
+		return reply
+	}
 	m.lastHeard[from.Addr] = now
 	leaving := m.own.leaving
 	m.mu.Unlock()
-	reply := &HandoffReply{}
 	if leaving {
 		reply.Reason = "leaving"
 		return reply
@@ -178,11 +207,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		reply.Accepted = true
 		return reply
 	}
-	base := m.table.max(req.Range)
-	if base.Less(req.Epoch) {
-		base = req.Epoch
-	}
-	e := Epoch{N: base.N + 1, Owner: m.self.Addr}
+	e := m.newEpochLocked(req.Range, req.Epoch, now)
 	m.setClaimLocked(req.Range, e)
 	m.saveTableLocked()
 	m.stats.HandoffsIn++
@@ -197,9 +222,6 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 
 // HandleDigest summarises the records held over the range.
 func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestRequest) *DigestReply {
-	m.mu.Lock()
-	m.lastHeard[from.Addr] = m.clock.Now()
-	m.mu.Unlock()
 	n := req.Buckets
 	if n <= 0 || n > maxDigestBuckets {
 		n = DigestBuckets
@@ -218,7 +240,6 @@ func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestR
 func (m *Manager) HandlePull(ctx context.Context, from ring.Peer, req *PullRequest) *PullReply {
 	rs := spansOf(req.Range)
 	m.mu.Lock()
-	m.lastHeard[from.Addr] = m.clock.Now()
 	owner := overlaps(rs, m.own.claims.domain()) || overlaps(rs, m.releasing.domain())
 	epochs := m.table.entries(req.Range)
 	m.mu.Unlock()
@@ -251,4 +272,13 @@ func (m *Manager) HandlePull(ctx context.Context, from ring.Peer, req *PullReque
 		return &PullReply{Owner: true}
 	}
 	return reply
+}
+
+// refusal sums refused claims up for a reply: the first reason and how
+// many more there were.
+func refusal(errs []error) string {
+	if len(errs) == 1 {
+		return errs[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more)", errs[0], len(errs)-1)
 }

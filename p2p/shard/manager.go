@@ -58,6 +58,12 @@ type Config struct {
 	// ChunkRecords is how many records go in one handoff chunk, pull page
 	// or anti-entropy write. Default 1000.
 	ChunkRecords int
+	// MaxClockSkew is how far ahead of this node's clock another node's
+	// may run. A new claim's epoch is at least its claimer's clock in
+	// milliseconds, and an epoch further ahead than this is refused as
+	// forged; a node whose clock runs further ahead has its claims
+	// refused. Default 1h.
+	MaxClockSkew time.Duration
 	// Logger receives transitions (claims, promotions, handoffs, stale
 	// drops). Default: discard.
 	Logger *slog.Logger
@@ -73,6 +79,7 @@ func DefaultConfig() Config {
 		AckTimeout:     2 * time.Second,
 		SyncInterval:   10 * time.Second,
 		ChunkRecords:   1000,
+		MaxClockSkew:   time.Hour,
 	}
 }
 
@@ -110,6 +117,9 @@ func (c Config) Effective() (Config, error) {
 	if c.ChunkRecords <= 0 {
 		c.ChunkRecords = d.ChunkRecords
 	}
+	if c.MaxClockSkew <= 0 {
+		c.MaxClockSkew = d.MaxClockSkew
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,9 +141,12 @@ type Stats struct {
 	// dropped it; RejectedWrites the writes this node refused as a
 	// replica; Promotions the ranges taken over from a silent owner;
 	// HandoffsOut/HandoffsIn completed ownership pushes; MergesIn merge
-	// pushes received; Pulls completed pulls.
+	// pushes received; Pulls completed pulls; Implausible the claims,
+	// handoffs and merges refused because their sender could not own the
+	// range (see "Who may claim what"), and FutureEpochs the epochs
+	// refused or dropped for being ahead of the clock.
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
-	HandoffsOut, HandoffsIn, MergesIn, Pulls int64
+	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs int64
 }
 
 // Manager keeps one node's shard state: which ranges it claims and under
@@ -228,6 +241,12 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 			return nil, fmt.Errorf("shard: load epoch table: %w", err)
 		}
 	}
+	if n := m.table.dropFuture(m.epochLimit(m.clock.Now())); n > 0 {
+		m.log.Warn("epoch table: dropped entries from the future (forged, or the clock went back)",
+			"entries", n, "max_clock_skew", cfg.MaxClockSkew)
+		m.stats.FutureEpochs += int64(n)
+		m.saveTableLocked()
+	}
 	return m, nil
 }
 
@@ -298,20 +317,25 @@ func (m *Manager) Accept(ctx context.Context, recs []Record) error {
 	var rejected []Claim
 	failed := 0
 	for _, r := range res {
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			failed++
 			m.log.Debug("replicate on accept failed", "to", r.peer, "err", r.err)
 			continue
-		}
-		if r.reply.StoreError != "" {
+		case r.reply.Refused != "":
+			failed++
+			m.log.Warn("replica refused this node's claim", "to", r.peer, "reason", r.reply.Refused)
+		case r.reply.StoreError != "":
 			failed++
 			m.log.Warn("replica could not store accepted URLs", "to", r.peer, "err", r.reply.StoreError)
 		}
 		rejected = append(rejected, r.reply.Rejected...)
 	}
 	if len(rejected) > 0 {
-		m.handleRejected(rejected)
-		return fmt.Errorf("shard: accept: %s refused by a replica: %w", rangesOf(covering), ErrStale)
+		if m.handleRejected(rejected) > 0 {
+			return fmt.Errorf("shard: accept: %s refused by a replica: %w", rangesOf(covering), ErrStale)
+		}
+		failed++
 	}
 	m.mu.Lock()
 	if failed > 0 {
@@ -490,12 +514,18 @@ func fanout[T any](m *Manager, ctx context.Context, peers []ring.Peer, call func
 	return out
 }
 
-// handleRejected takes in the higher epochs a replica reported and drops
-// whatever of our claims they beat.
-func (m *Manager) handleRejected(rejected []Claim) {
+// handleRejected takes in the higher epochs a replica reported, except
+// those from the future, drops whatever of our claims they beat, and
+// returns how many it took in.
+func (m *Manager) handleRejected(rejected []Claim) int {
 	now := m.clock.Now()
+	rejected, future := m.splitFuture(rejected, now)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(future) > 0 {
+		m.stats.FutureEpochs += int64(len(future))
+		m.log.Warn("a replica reported epochs from the future; ignored", "claims", future)
+	}
 	changed := false
 	for _, c := range rejected {
 		if m.table.raise(c.Range, c.Epoch) {
@@ -506,6 +536,7 @@ func (m *Manager) handleRejected(rejected []Claim) {
 		m.saveTableLocked()
 	}
 	m.dropStaleLocked(now)
+	return len(rejected)
 }
 
 // dropStaleLocked drops every part of an active claim that the epoch
@@ -572,8 +603,9 @@ func (m *Manager) claim(ctx context.Context, s spanSet, promotion bool) {
 	}
 	s = subtract(s, m.own.claims.domain())
 	var got []Claim
+	now := m.clock.Now()
 	for _, r := range s.ranges() {
-		e := Epoch{N: m.table.max(r).N + 1, Owner: m.self.Addr}
+		e := m.newEpochLocked(r, Epoch{}, now)
 		m.setClaimLocked(r, e)
 		got = append(got, Claim{r, e})
 	}

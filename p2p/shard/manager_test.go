@@ -33,8 +33,9 @@ func (c *cluster) successor(n *testNode) *testNode {
 func TestReplicaRejectsLowerEpoch(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2)
-	rep := c.add(0) // alone, never ticked: claims nothing, empty table
-	a, b := ring.Peer{ID: 1, Addr: "a"}, ring.Peer{ID: 2, Addr: "b"}
+	rep := c.add(1 << 40) // alone, never ticked: claims nothing, empty table
+	// Each sender sits at the end of what it claims, as an owner does.
+	a, b := ring.Peer{ID: 2000, Addr: "a"}, ring.Peer{ID: 6000, Addr: "b"}
 
 	high := Epoch{5, "a"}
 	reply := rep.m.HandleReplicate(ctx, a, &WriteRequest{
@@ -70,7 +71,7 @@ func TestReplicaRejectsLowerEpoch(t *testing.T) {
 		t.Fatal("record of the accepted disjoint claim not stored")
 	}
 	// Same N, lower owner name: still lower.
-	reply = rep.m.HandleReplicate(ctx, a, &WriteRequest{Claims: []Claim{{Range{1000, 2000}, Epoch{5, "0"}}}})
+	reply = rep.m.HandleReplicate(ctx, ring.Peer{ID: 2000, Addr: "0"}, &WriteRequest{Claims: []Claim{{Range{1000, 2000}, Epoch{5, "0"}}}})
 	if len(reply.Rejected) != 1 {
 		t.Fatalf("equal N with a lower owner accepted")
 	}
@@ -87,9 +88,10 @@ func TestReplicaRejectsLowerEpoch(t *testing.T) {
 // injectHigher makes rep believe someone claimed r at epoch e.
 func injectHigher(t *testing.T, rep *testNode, r Range, e Epoch) {
 	t.Helper()
-	reply := rep.m.HandleReplicate(context.Background(), ring.Peer{ID: 42, Addr: e.Owner}, &WriteRequest{Claims: []Claim{{r, e}}})
-	if len(reply.Rejected) != 0 {
-		t.Fatalf("injection refused: %v", reply.Rejected)
+	// The claimer sits at the range's end, where its owner would.
+	reply := rep.m.HandleReplicate(context.Background(), ring.Peer{ID: r.To, Addr: e.Owner}, &WriteRequest{Claims: []Claim{{r, e}}})
+	if len(reply.Rejected) != 0 || reply.Refused != "" {
+		t.Fatalf("injection refused: %v %s", reply.Rejected, reply.Refused)
 	}
 }
 

@@ -182,9 +182,14 @@ func (m *Manager) pullFrom(ctx context.Context, p ring.Peer, r Range, filter fun
 			}
 		}
 		now := m.clock.Now()
+		epochs, future := m.splitFuture(reply.Epochs, now)
 		m.mu.Lock()
+		if len(future) > 0 {
+			m.stats.FutureEpochs += int64(len(future))
+			m.log.Warn("pulled epochs from the future; ignored", "from", p, "claims", future)
+		}
 		changed := false
-		for _, c := range reply.Epochs {
+		for _, c := range epochs {
 			for _, x := range intersect(spansOf(c.Range), rs).ranges() {
 				if m.table.raise(x, c.Epoch) {
 					changed = true

@@ -303,8 +303,11 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		if r.reply.StoreError != "" {
 			m.log.Warn("replica could not store progress", "to", r.peer, "err", r.reply.StoreError)
 		}
+		if r.reply.Refused != "" {
+			m.log.Warn("replica refused this node's claims", "to", r.peer, "reason", r.reply.Refused)
+		}
 		rejected = append(rejected, r.reply.Rejected...)
-		if i == 0 && len(r.reply.Rejected) == 0 {
+		if i == 0 && len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
 			m.mu.Lock()
 			if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
 				m.own.mu.Lock()

@@ -27,6 +27,10 @@ type WriteReply struct {
 	// broke): the owner counts the write as degraded, as if the replica
 	// were down. It still answers for the claims: the lease stands.
 	StoreError string
+	// Refused, when set, says why the replica refused claims because of
+	// who sent them (see "Who may claim what" in plausible.go): the owner
+	// counts the write as degraded, and its lease is not renewed.
+	Refused string
 }
 
 // HandoffRequest is one chunk of a push of a range to another node.

@@ -1564,7 +1564,12 @@ type WriteReply struct {
 	// store_error says the replica took the claims but could not store the
 	// records or host states (a full disk, a broken store): the write is
 	// not acknowledged.
-	StoreError    string `protobuf:"bytes,3,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`
+	StoreError string `protobuf:"bytes,3,opt,name=store_error,json=storeError,proto3" json:"store_error,omitempty"`
+	// refused says why the replica refused claims because of who sent them:
+	// the epoch names another owner, is too far ahead of the replica's
+	// clock, or the sender cannot own the range in the replica's view of
+	// the ring. The write is not acknowledged.
+	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1616,6 +1621,13 @@ func (x *WriteReply) GetRejected() []*Claim {
 func (x *WriteReply) GetStoreError() string {
 	if x != nil {
 		return x.StoreError
+	}
+	return ""
+}
+
+func (x *WriteReply) GetRefused() string {
+	if x != nil {
+		return x.Refused
 	}
 	return ""
 }
@@ -2820,13 +2832,14 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"u\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"\x8f\x01\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
 	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\x12\x1f\n" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
-	"storeError\"\xff\x01\n" +
+	"storeError\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\"\xff\x01\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +

@@ -1,0 +1,181 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// Who may claim what.
+//
+// Every claim a node takes in (a replica write, a handoff, a merge) comes
+// from an authenticated sender, and the node judges it against its own
+// view of the ring before it changes anything:
+//
+//   - The claim's epoch names the sender as its owner.
+//   - The sender is a plausible owner of the range: it does not lie inside
+//     the range it claims (an owner's arc ends at the owner), and between
+//     the range's start and the sender lie at most K (Config.Replicas) of
+//     the nodes this node knows, none of which it heard from within Lease,
+//     and, for a replica write, not this node itself. Those K are the
+//     slack for neighbours that crashed and whose arcs the sender took
+//     over before everyone noticed.
+//   - The epoch is not ahead of this node's clock by more than
+//     MaxClockSkew. A new claim's epoch is one above the highest the
+//     claimer's table knows for the range, and at least the claimer's
+//     clock in milliseconds, so honest epochs follow the clock and advance
+//     by bounded steps, and none comes near 2^64: a forged epoch cannot be
+//     made unbeatable, and one that slipped in is overtaken by honest
+//     claims within MaxClockSkew.
+//
+// A replica whose table names an owner it never hears from takes the
+// range back after FailureTimeout (promotion), so a forged claim that got
+// past these checks costs a range at most that long. A table loaded with
+// entries from the future (poisoned by an older version, or a clock set
+// back by more than MaxClockSkew) loses them when the node starts.
+
+// errImplausible marks a claim this node refused because of who sent it.
+var errImplausible = errors.New("not a plausible owner")
+
+// clockEpoch is the epoch number of time t: its Unix time in milliseconds.
+func clockEpoch(t time.Time) uint64 {
+	if ms := t.UnixMilli(); ms > 0 {
+		return uint64(ms)
+	}
+	return 0
+}
+
+// epochLimit is the highest epoch number this node takes from others at
+// now.
+func (m *Manager) epochLimit(now time.Time) uint64 {
+	return clockEpoch(now.Add(m.cfg.MaxClockSkew))
+}
+
+// newEpochLocked returns the epoch of a claim of r by this node: above the
+// table's highest over r and above floor, and not below the clock.
+// Callers hold m.mu.
+func (m *Manager) newEpochLocked(r Range, floor Epoch, now time.Time) Epoch {
+	base := m.table.max(r)
+	if base.Less(floor) {
+		base = floor
+	}
+	n := max(base.N+1, clockEpoch(now))
+	return Epoch{N: n, Owner: m.self.Addr}
+}
+
+// admitClaim reports why the claim c, sent by from, may not change this
+// node's state, or nil. replica is true for a replica write (this node
+// must lie outside the claim); a handoff or merge into this node's own
+// arc may cover it.
+func (m *Manager) admitClaim(from ring.Peer, c Claim, now time.Time, replica bool) error {
+	if c.Epoch.Owner != from.Addr {
+		return fmt.Errorf("claim %s from %s names another owner: %w", c, from, errImplausible)
+	}
+	if limit := m.epochLimit(now); c.Epoch.N > limit {
+		return fmt.Errorf("claim %s from %s: epoch more than %v ahead of this node's clock: %w",
+			c, from, m.cfg.MaxClockSkew, errImplausible)
+	}
+	return m.plausible(from, c.Range, now, replica, true)
+}
+
+// admitGiver reports why the handoff or merge req, sent by from, may not
+// change this node's state, or nil. Either gives this node state of a
+// range its sender held: the sender may be one of this node's successors
+// (a joining node gets its arc from the next node, and a stale owner
+// returns what it accepted to the nodes before it), or otherwise a
+// plausible owner of the range (a leaving node hands its arc to its
+// successor). A handoff's epoch must be the sender's and within the clock
+// bound.
+func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time) error {
+	if !req.Merge {
+		if req.Epoch.Owner != from.Addr {
+			return fmt.Errorf("handoff of %s from %s at epoch %s names another owner: %w", req.Range, from, req.Epoch, errImplausible)
+		}
+		if req.Epoch.N > m.epochLimit(now) {
+			return fmt.Errorf("handoff of %s from %s: epoch %s more than %v ahead of this node's clock: %w",
+				req.Range, from, req.Epoch, m.cfg.MaxClockSkew, errImplausible)
+		}
+	}
+	if slices.Contains(m.ring.Successors(), from) {
+		return nil
+	}
+	return m.plausible(from, req.Range, now, false, false)
+}
+
+// plausible reports why from cannot own r in this node's view of the
+// ring, or nil (see "Who may claim what"). replica: this node may not lie
+// between r's start and from. live: nor may a node heard from within
+// Lease.
+func (m *Manager) plausible(from ring.Peer, r Range, now time.Time, replica, live bool) error {
+	if from.ID != r.To && r.Contains(from.ID) {
+		return fmt.Errorf("%s lies inside the range %s it claims: %w", from, r, errImplausible)
+	}
+	// between: the open arc from r's start to the sender; with r.From ==
+	// from.ID (the whole ring) everything but the sender.
+	between := func(id ring.ID) bool { return id != from.ID && id.Between(r.From, from.ID) }
+	st := m.ring.State()
+	suspect := make(map[string]bool, len(st.Suspects))
+	for _, p := range st.Suspects {
+		suspect[p.Addr] = true
+	}
+	known := append(append([]ring.Peer{m.self, st.Predecessor}, st.Successors...), st.Fingers...)
+	seen := map[string]bool{from.Addr: true}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	others := 0
+	for _, p := range known {
+		if p.IsZero() || seen[p.Addr] || !between(p.ID) {
+			continue
+		}
+		seen[p.Addr] = true
+		switch {
+		case p == m.self:
+			if replica {
+				return fmt.Errorf("range %s from %s covers this node: %w", r, from, errImplausible)
+			}
+		case suspect[p.Addr]:
+		case live && now.Sub(m.lastHeard[p.Addr]) < m.cfg.Lease:
+			return fmt.Errorf("range %s from %s passes over %s, which is alive: %w", r, from, p, errImplausible)
+		default:
+			others++
+		}
+	}
+	if others > m.cfg.Replicas {
+		return fmt.Errorf("range %s from %s passes over %d known nodes, more than %d: %w",
+			r, from, others, m.cfg.Replicas, errImplausible)
+	}
+	return nil
+}
+
+// splitFuture returns the claims among cs whose epoch is within what this
+// node takes from others at now, and those beyond it.
+func (m *Manager) splitFuture(cs []Claim, now time.Time) (ok, future []Claim) {
+	limit := m.epochLimit(now)
+	for _, c := range cs {
+		if c.Epoch.N > limit {
+			future = append(future, c)
+		} else {
+			ok = append(ok, c)
+		}
+	}
+	return ok, future
+}
+
+// dropFuture removes from the table every entry whose epoch is above
+// limit, and reports how many it removed.
+func (t *epochTable) dropFuture(limit uint64) int {
+	var keep segMap
+	n := 0
+	for _, g := range t.m {
+		if g.e.N > limit {
+			n++
+			continue
+		}
+		keep = append(keep, g)
+	}
+	t.m = keep
+	return n
+}
