@@ -85,6 +85,56 @@ func BenchmarkCrawlSynthetic(b *testing.B) {
 	b.ReportMetric(float64(mallocs)/float64(pages), "allocs/page")
 }
 
+// trapWeb is the 1,000-host synthetic web of issue 10's acceptance: ten
+// hot hosts of 500 to 2,300 reachable pages, 91 hosts with a Crawl-delay
+// and 20 trap hosts (calendar, pagination, deep, facets and session).
+var trapWeb = synthweb.Config{Seed: 1, Hosts: 1000, HotHosts: 10, HotPages: 1600, TrapHosts: 20, CrawlDelayHosts: 91}
+
+// BenchmarkCrawlTrapWeb crawls trapWeb with the default configuration and
+// a 20 ms delay, as an operator would run it, and reports what the crawl
+// got right: coverage of the reachable pages (the share fetched, and how
+// many were missed), pages fetched twice, and the fetches wasted on traps
+// (and their share of all page fetches).
+func BenchmarkCrawlTrapWeb(b *testing.B) {
+	w := startSynthWeb(b, trapWeb)
+	token := ProductToken(DefaultConfig().UserAgent)
+	truth := w.GroundTruth(token)
+	var elapsed time.Duration
+	var missing, dups, trap, pages int
+	for b.Loop() {
+		w.ResetLog()
+		cfg := DefaultConfig()
+		cfg.Delay = 20 * time.Millisecond
+		cfg.Proxy = w.Proxy()
+		ring := &ringStandIn{seen: map[uint64]bool{}}
+		c, err := New(cfg, openStore(b), nil, ring)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ring.c = c
+		start := time.Now()
+		ring.seed(w.Seeds())
+		crawlUntilIdle(b, c, 20*time.Minute)
+		elapsed += time.Since(start)
+		m := w.Missing(token)
+		missing += len(m)
+		dups += len(w.Duplicates())
+		tr, pg := w.TrapRequests()
+		trap, pages = trap+tr, pages+pg
+		if len(m) > 0 {
+			b.Logf("missing %d of %d, such as %q", len(m), len(truth), m[:min(len(m), 5)])
+		}
+		b.Logf("stats %+v", c.Stats())
+	}
+	runs := float64(b.N)
+	b.ReportMetric(100*(1-float64(missing)/runs/float64(len(truth))), "%coverage")
+	b.ReportMetric(float64(missing)/runs, "missing")
+	b.ReportMetric(float64(dups)/runs, "duplicates")
+	b.ReportMetric(float64(trap)/runs, "trap-fetches")
+	b.ReportMetric(100*float64(trap)/float64(pages), "%trap")
+	b.ReportMetric(elapsed.Seconds()/runs, "s/crawl")
+}
+
 // hostilePage returns an HTML page of size bytes that is nothing but
 // distinct links, the shape of a page written to exhaust a crawler's
 // parser. With latin1 it declares windows-1252 and every link text holds

@@ -176,6 +176,9 @@ func (w *Web) isRobots(r Request) bool {
 // nevertheless what a correct crawler requests: a page of an unbounded trap
 // host, a dead URL or a slow URL.
 func (w *Web) notExpected(r Request) bool {
+	if w.IsTrapURL(r.URL) {
+		return false
+	}
 	if w.cases == nil {
 		return true
 	}

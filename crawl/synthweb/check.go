@@ -187,7 +187,7 @@ func (w *Web) Missing(token string) []string {
 // disallowed or unreachable pages, guessed paths and requests to hosts
 // outside the synthetic web. Requests a correct crawler makes although
 // their URLs are outside the ground truth are left out: DeadURLs, SlowURLs
-// and pages of the calendar and deep traps (check those with RequestsTo).
+// and trap URLs (IsTrapURL; count those with TrapRequests or RequestsTo).
 func (w *Web) Unexpected(token string) []string {
 	want := map[string]bool{}
 	for _, u := range w.GroundTruth(token) {

@@ -30,7 +30,8 @@ func pageRand(seed int64, url string) *rand.Rand {
 	return rand.New(rand.NewPCG(h.Sum64(), 0x0bad5eed))
 }
 
-// renderHTML produces the HTML of page p, about cfg.PageBytes long.
+// renderHTML produces the HTML of page p, about cfg.PageBytes long. The
+// links of a session trap host carry a fresh session id each time.
 func (g *graph) renderHTML(p *page) []byte {
 	r := pageRand(g.cfg.Seed, p.url)
 	var b bytes.Buffer
@@ -50,6 +51,9 @@ func (g *graph) renderHTML(p *page) []byte {
 	anchors := make([]string, len(p.links))
 	linkBytes := 0
 	for i, l := range p.links {
+		if g.traps[p.host] == TrapSession {
+			l.href = g.withSession(p, l)
+		}
 		anchors[i] = anchor(r, l)
 		linkBytes += len(anchors[i])
 	}

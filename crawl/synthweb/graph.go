@@ -81,6 +81,8 @@ type host struct {
 // graph is the whole generated web.
 type graph struct {
 	cfg   Config
+	hot   map[int]bool     // host index -> hot (Config.HotHosts)
+	traps map[int]TrapKind // host index -> its trap section (Config.TrapHosts)
 	hosts []*host
 	pages []*page
 	byURL map[string]int // canonical URL -> page id (broken pages included)
@@ -107,6 +109,7 @@ func buildGraph(cfg Config) (*graph, error) {
 	g := &graph{cfg: cfg, byURL: map[string]int{}, index: map[string]int{}}
 	gen := &generator{g: g, r: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5917e7eb))}
 	gen.hostsAndRobots()
+	g.chooseHotAndTrapHosts()
 	for h := range g.hosts {
 		gen.hostPages(h)
 	}
@@ -138,6 +141,7 @@ func buildGraph(cfg Config) (*graph, error) {
 			}
 		}
 	}
+	g.linkTraps()
 	return g, nil
 }
 
@@ -220,7 +224,10 @@ func (gen *generator) addPage(h int, kind pageKind, path string, acc access) *pa
 func (gen *generator) hostPages(h int) {
 	r, mean := gen.r, gen.g.cfg.PagesPerHost
 	n := 1
-	if mean > 1 {
+	switch hot := gen.g.cfg.HotPages; {
+	case gen.g.hot[h]:
+		n = max(hot/2, 1) + r.IntN(max(2*hot-hot/2, 1))
+	case mean > 1:
 		n = 1 + r.IntN(2*mean-1)
 	}
 	gen.addPage(h, kindRoot, "/", accessSpine)
@@ -402,7 +409,7 @@ func (gen *generator) fill(id int) {
 		p.links = append(p.links, link{target: id, href: "#top"})
 	}
 	if r.Float64() < 0.1 {
-		p.links = append(p.links, link{target: -1, href: externalHrefs[r.IntN(len(externalHrefs))]})
+		p.links = append(p.links, link{target: externalTarget, href: externalHrefs[r.IntN(len(externalHrefs))]})
 	}
 	if r.Float64() < 0.04 {
 		bh := h

@@ -79,6 +79,22 @@ type Config struct {
 	CrawlDelayHosts int
 	// Latency delays every response (default 0). Close interrupts the wait.
 	Latency time.Duration
+	// HotHosts is the number of generated hosts, chosen among those after
+	// the seeds and without a Crawl-delay, that have about HotPages pages
+	// instead of PagesPerHost (default 0): the hosts that dominate a
+	// crawl's duration at a fixed per-host delay.
+	HotHosts int
+	// HotPages is the mean number of pages of a hot host (default 1200);
+	// each has between HotPages/2 and 2*HotPages.
+	HotPages int
+	// TrapHosts is the number of generated hosts, chosen among those after
+	// the seeds and not hot, whose root also links an endless trap section
+	// (default 0). Their kinds rotate through calendar, pagination, deep,
+	// facets and session; see TrapKind. The trap sections are outside
+	// GroundTruth (TrapRequests counts the requests to them); the hosts'
+	// ordinary pages are in it. With HotHosts and TrapHosts zero the web is
+	// exactly what it was before they existed.
+	TrapHosts int
 	// Cases adds special hosts, one per behaviour a production crawler must
 	// get right, all served by the same server (so they share one IP). With
 	// Cases false (the default) nothing below exists and the web is exactly
@@ -178,6 +194,7 @@ func DefaultConfig() Config {
 		CrossHostFraction: 0.3,
 		PageBytes:         12 * 1024,
 		Seeds:             3,
+		HotPages:          1200,
 	}
 }
 
@@ -204,9 +221,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Seeds == 0 {
 		c.Seeds = d.Seeds
 	}
+	if c.HotPages == 0 {
+		c.HotPages = d.HotPages
+	}
 	switch {
 	case c.Hosts < 0, c.PagesPerHost < 0, c.LinksPerPage < 0, c.PageBytes < 0, c.Seeds < 0,
-		c.CrawlDelayHosts < 0, c.Latency < 0, c.ChangePeriod < 0:
+		c.CrawlDelayHosts < 0, c.Latency < 0, c.ChangePeriod < 0, c.HotHosts < 0, c.HotPages < 0, c.TrapHosts < 0:
 		return c, fmt.Errorf("synthweb: negative value in config %+v", c)
 	case c.CrossHostFraction > 1:
 		return c, fmt.Errorf("synthweb: CrossHostFraction %v > 1", c.CrossHostFraction)
@@ -511,38 +531,62 @@ func (w *Web) GroundTruth(token string) []string {
 }
 
 func (w *Web) groundTruth(token string) []string {
-	g := w.g
-	seen := make([]bool, len(g.pages))
-	var queue []int
-	visit := func(id int) {
-		p := g.pages[id]
-		if !seen[id] && g.hosts[p.host].robots.allowed(token, p.path) {
-			seen[id] = true
-			queue = append(queue, id)
-		}
-	}
-	for _, id := range g.seeds {
-		visit(id)
-	}
 	var out []string
-	for len(queue) > 0 {
-		p := g.pages[queue[0]]
-		queue = queue[1:]
-		out = append(out, p.url)
-		if p.broken || !p.kind.html() || p.metaNofollow != "" {
-			continue
-		}
-		for _, l := range p.links {
-			if l.target >= 0 && !l.nofollow {
-				visit(l.target)
-			}
-		}
+	for _, id := range w.g.walk(token, -1) {
+		out = append(out, w.g.pages[id].url)
 	}
 	if w.cases != nil {
 		out = append(out, w.cases.truth(token)...)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Within returns, sorted, the URLs of the generated hosts that a correct
+// crawler using robots token `token` and following links at most maxDepth
+// hops from the seeds fetches: those of GroundTruth (case hosts left out)
+// whose shortest followable path from a seed has at most maxDepth links.
+func (w *Web) Within(token string, maxDepth int) []string {
+	var out []string
+	for _, id := range w.g.walk(token, maxDepth) {
+		out = append(out, w.g.pages[id].url)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// walk returns the pages a crawler using token reaches from the seeds, in
+// breadth-first order, following links out of pages at most maxDepth hops
+// from a seed (all of them when maxDepth < 0).
+func (g *graph) walk(token string, maxDepth int) []int {
+	depth := make([]int, len(g.pages))
+	for i := range depth {
+		depth[i] = -1
+	}
+	var queue []int
+	visit := func(id, d int) {
+		p := g.pages[id]
+		if depth[id] < 0 && g.hosts[p.host].robots.allowed(token, p.path) {
+			depth[id] = d
+			queue = append(queue, id)
+		}
+	}
+	for _, id := range g.seeds {
+		visit(id, 0)
+	}
+	for i := 0; i < len(queue); i++ {
+		id := queue[i]
+		p := g.pages[id]
+		if p.broken || !p.kind.html() || p.metaNofollow != "" || (maxDepth >= 0 && depth[id] >= maxDepth) {
+			continue
+		}
+		for _, l := range p.links {
+			if l.target >= 0 && !l.nofollow {
+				visit(l.target, depth[id]+1)
+			}
+		}
+	}
+	return queue
 }
 
 // Stats summarises the generated web.
@@ -601,7 +645,7 @@ func (w *Web) Stats() Stats {
 			if l.nofollow {
 				s.NofollowLinks++
 			}
-			if l.target < 0 {
+			if l.target == externalTarget {
 				s.ExternalLinks++
 			}
 		}
@@ -774,6 +818,9 @@ func (w *Web) respond(r *http.Request, host, pq string) response {
 			return notFound
 		}
 		return response{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: []byte(txt)}
+	}
+	if kind := w.g.traps[hi]; inTrapSection(kind, pq) {
+		return w.respondTrap(hi, kind, pq)
 	}
 	c, err := Canonical("http://" + w.g.hosts[hi].name + pq)
 	if err != nil {
