@@ -349,7 +349,7 @@ func TestProxiedRequestsBlocked(t *testing.T) {
 		cfg := testConfig()
 		cfg.Proxy = http.ProxyURL(proxyURL)
 		cfg.Dial = DialConfig{Resolve: fake.Resolve, AllowPrivate: allowPrivate}
-		ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(string) bool { return true }}
+		ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(string) bool { return true }}
 		c := newTestCrawler(t, cfg, nil, ring)
 		c.robotsRetry = 10 * time.Millisecond
 		ring.c = c

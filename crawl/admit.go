@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
@@ -33,28 +34,30 @@ const (
 type verdict int
 
 const (
-	fetchNow verdict = iota // admitted: fetch it under this lease
-	dropped                 // finished without a request; look at the next task
-	later                   // left in the lease, which puts it back at End
+	fetchNow  verdict = iota // admitted: fetch it under this lease
+	dropped                  // finished without a request; look at the next task
+	later                    // left in the lease, which puts it back at End
+	reopenNow                // a page fetched before: see reopen
 )
 
 // admit decides whether t, taken under l, is fetched now, and moves on to
 // the lease's next task each time one is dropped without a request. It
 // returns the task to fetch, counted against its host's page budget when it
-// is a first fetch; ok is false when there is none now: the host has
-// nothing more, or a task has to wait for a later lease.
-func (c *Crawler) admit(ctx context.Context, l *frontier.Lease, t frontier.Task, who admitter) (frontier.Task, bool) {
+// is a first fetch, with fetchNow, or a task for a page fetched before with
+// reopenNow (only for the crawl loop); it returns later when there is none
+// now: the host has nothing more, or a task has to wait for a later lease.
+func (c *Crawler) admit(ctx context.Context, l *frontier.Lease, t frontier.Task, who admitter) (frontier.Task, verdict) {
 	for {
-		switch c.admitOne(ctx, l, t, who) {
-		case fetchNow:
-			return t, true
+		switch v := c.admitOne(ctx, l, t, who); v {
+		case fetchNow, reopenNow:
+			return t, v
 		case later:
-			return frontier.Task{}, false
+			return frontier.Task{}, later
 		}
 		// Dropping needed no request: look at the host's next task at once.
 		next, more := l.Next()
 		if !more {
-			return frontier.Task{}, false
+			return frontier.Task{}, later
 		}
 		t = next
 	}
@@ -104,6 +107,23 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 		return later
 	case t.Recrawl || t.Attempts > 0:
 		return fetchNow // counted against the budget at its first attempt
+	case l.TakenTwice(t):
+		// The URL was queued again (at a shallower depth) and the other
+		// copy is being fetched: this one waits for its outcome, after
+		// which it is a page fetched before.
+		if who == forCrawl {
+			l.DeferUntil(c.now().Add(max(l.Gap(), copyWait)))
+		}
+		return later
+	case c.fetchedBefore(t):
+		if who == forBatch {
+			return later // the crawl loop re-opens it, without a request
+		}
+		return reopenNow
+	case c.sessionCopy(t):
+		c.countError("trap")
+		c.drop(l, t)
+		return dropped
 	case l.Reserve(t):
 		return fetchNow
 	}
@@ -116,4 +136,23 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 	c.budgetDropped.Add(int64(n) + 1)
 	c.drop(l, t)
 	return dropped
+}
+
+// copyWait is the least a task waits while another copy of its URL is
+// being fetched.
+const copyWait = 50 * time.Millisecond
+
+// fetchedBefore reports whether the store holds metadata of t's URL: it
+// was fetched, here or (adopted with its range) by another node.
+func (c *Crawler) fetchedBefore(t frontier.Task) bool {
+	_, ok := c.urlMeta(c.keys(t.URL))
+	return ok
+}
+
+// sessionCopy reports whether t's URL carries a session id judged for its
+// host and the page it names, without it, was fetched already: a copy
+// queued before the parameter was judged.
+func (c *Crawler) sessionCopy(t frontier.Task) bool {
+	s, fetched, ok := c.traps.sessionCopy(t.URL)
+	return ok && (fetched || c.fetchedBefore(frontier.Task{URL: s}))
 }

@@ -52,7 +52,7 @@ func TestCrawlCaseWeb(t *testing.T) {
 	const delay = 10 * time.Millisecond
 	cfg := casesConfig(w, delay)
 	rec := newRecorder()
-	ring := &ringStandIn{seen: map[uint64]bool{}}
+	ring := &ringStandIn{seen: map[uint64]int{}}
 	c := newTestCrawler(t, cfg, rec, ring)
 	c.robotsRetry = 50 * time.Millisecond
 	ring.c = c
@@ -123,8 +123,8 @@ func TestCrawlCaseWeb(t *testing.T) {
 		t.Error("no page of the flaky host fetched")
 	}
 
-	// Traps stay bounded: the calendar by the host budget, the deep host by
-	// the repeated-segment and depth limits.
+	// Traps stay bounded by their detection: the calendar's dates, the deep
+	// host's repeated segments and growing path, each with its reason.
 	pagesOf := func(host string) int {
 		n := 0
 		for _, r := range w.RequestsTo(host) {
@@ -134,14 +134,24 @@ func TestCrawlCaseWeb(t *testing.T) {
 		}
 		return n
 	}
-	if n := pagesOf(w.CaseHost("calendar")); n != cfg.MaxPagesPerHost {
-		t.Errorf("calendar: %d pages requested, want the budget %d", n, cfg.MaxPagesPerHost)
+	if n := pagesOf(w.CaseHost("calendar")); n < cfg.TrapDates || n > cfg.TrapDates+3 {
+		t.Errorf("calendar: %d pages requested, want about TrapDates (%d)", n, cfg.TrapDates)
 	}
-	if n := pagesOf(w.CaseHost("deep")); n != 1+3+15 {
-		t.Errorf("deep: %d pages requested, want 19 (/a/a/a/ and /d1/.../d15/)", n)
+	if n := pagesOf(w.CaseHost("deep")); n != 1+3+cfg.TrapGrowth {
+		t.Errorf("deep: %d pages requested, want %d (/, /a/a/a/ and /d1/.../d%d/)", n, 1+3+cfg.TrapGrowth, cfg.TrapGrowth)
 	}
-	if s.BudgetDropped == 0 || s.ErrorsByKind["trap"] == 0 {
-		t.Errorf("stats %+v: want budget drops (calendar) and traps refused (deep)", s)
+	judged := map[string]bool{}
+	for _, r := range s.Traps {
+		judged[r.Host+" "+r.Signal] = r.Reason != ""
+	}
+	for _, want := range []string{"calendar dates", "deep growth", "deep repeated"} {
+		host, signal, _ := strings.Cut(want, " ")
+		if !judged[w.CaseHost(host)+" "+signal] {
+			t.Errorf("traps %+v: want %s judged with a reason", s.Traps, want)
+		}
+	}
+	if len(s.Traps) != 3 || s.ErrorsByKind["trap"] == 0 {
+		t.Errorf("stats %+v: want the three traps only, and the repeated segments refused", s)
 	}
 
 	// The 20 MB page: cut at the cap, raw and decoded alike.
@@ -205,7 +215,7 @@ func TestCrawlResumesAfterStop(t *testing.T) {
 	cfg.Proxy = w.Proxy()
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
-	ring := &ringStandIn{seen: map[uint64]bool{}}
+	ring := &ringStandIn{seen: map[uint64]int{}}
 	c1, err := New(cfg, db, nil, ring)
 	if err != nil {
 		t.Fatal(err)

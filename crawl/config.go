@@ -72,6 +72,28 @@ type Config struct {
 	// holds one segment more than this many times (default 3: /a/a/a/a is
 	// refused). None: no URL is refused for it.
 	MaxRepeatedSegments int
+	// TrapDates is how many distinct dates the pages of one date pattern
+	// of a host (a URL with its dates blanked out: /events/{date}) may link
+	// among themselves before the pattern is judged a trap, a calendar,
+	// and links from one of its pages to another are no longer followed
+	// (default 10). None: dates are not watched. See trapDetector.
+	TrapDates int
+	// TrapGrowth is how many levels (path segments plus query
+	// parameters) a URL may have when its page links it by adding to its
+	// own path or query; a link that grows beyond is a trap and is not
+	// followed (default 10). None: growth is not watched.
+	TrapGrowth int
+	// TrapRun is how many pages in a row of one URL shape of a host (the
+	// URL with its numbers blanked out) with nearly the same main content
+	// judge the shape a trap, after which links from one of its pages to
+	// another are no longer followed (default 10). None: runs are not
+	// watched.
+	TrapRun int
+	// TrapSessions is how many fetched pages with the same content, whose
+	// URLs differ only in a token-like query parameter, judge the
+	// parameter a session id of the host, stripped from its links from
+	// then on (default 2, the least that can show it). None: not watched.
+	TrapSessions int
 	// MaxPagesPerHost is the page budget of a host (default 100,000): once
 	// that many distinct pages of a host were fetched, its other tasks are
 	// dropped and counted in Stats.BudgetDropped. Recrawls do not count.
@@ -195,6 +217,10 @@ func DefaultConfig() Config {
 		MaxLinksPerPage:     5000,
 		MaxRedirects:        5,
 		MaxRepeatedSegments: 3,
+		TrapDates:           10,
+		TrapGrowth:          10,
+		TrapRun:             10,
+		TrapSessions:        2,
 		MaxPagesPerHost:     f.MaxPagesPerHost,
 		MinRecrawl:          time.Hour,
 		MaxRecrawl:          30 * 24 * time.Hour,
@@ -228,6 +254,10 @@ func (c Config) WithDefaults() Config {
 	c.MaxLinksPerPage = orDefault(c.MaxLinksPerPage, d.MaxLinksPerPage)
 	c.MaxRedirects = orDefault(c.MaxRedirects, d.MaxRedirects)
 	c.MaxRepeatedSegments = orDefault(c.MaxRepeatedSegments, d.MaxRepeatedSegments)
+	c.TrapDates = orDefault(c.TrapDates, d.TrapDates)
+	c.TrapGrowth = orDefault(c.TrapGrowth, d.TrapGrowth)
+	c.TrapRun = orDefault(c.TrapRun, d.TrapRun)
+	c.TrapSessions = orDefault(c.TrapSessions, d.TrapSessions)
 	c.MaxPagesPerHost = orDefault(c.MaxPagesPerHost, d.MaxPagesPerHost)
 	c.MinRecrawl = orDefault(c.MinRecrawl, d.MinRecrawl)
 	c.MaxRecrawl = orDefault(c.MaxRecrawl, d.MaxRecrawl)
@@ -273,6 +303,8 @@ func (c Config) inEffect() Config {
 	c.MaxLinksPerPage, c.MaxPagesPerHost = max(c.MaxLinksPerPage, 0), max(c.MaxPagesPerHost, 0)
 	c.MaxRepeatedSegments, c.MaxRetries = max(c.MaxRepeatedSegments, 0), max(c.MaxRetries, 0)
 	c.HotQueue = max(c.HotQueue, 0)
+	c.TrapDates, c.TrapGrowth = max(c.TrapDates, 0), max(c.TrapGrowth, 0)
+	c.TrapRun, c.TrapSessions = max(c.TrapRun, 0), max(c.TrapSessions, 0)
 	return c
 }
 

@@ -66,11 +66,13 @@ type Page struct {
 	// Title and Text are the title and visible text of an HTML or plain
 	// text page (see ExtractText).
 	Title, Text string
-	// Simhash is the fingerprint of Text (0 when there is no text).
+	// Simhash is the fingerprint of the page's main text: Text without the
+	// header, navigation, footer and asides a site repeats on every page (0
+	// when there is no text).
 	Simhash uint64
 	// NearDuplicateOf is the URL of an earlier page whose fingerprint is
-	// within Config.NearDupDistance of this one's, if any; the links of a
-	// near-duplicate are not reported.
+	// within Config.NearDupDistance of this one's, if any: an index may skip
+	// it. Its links are followed like any page's.
 	NearDuplicateOf string
 	// FetchedAt is when the response was complete.
 	FetchedAt time.Time
@@ -83,9 +85,12 @@ type Page struct {
 // LinkSink receives discovered links. Discovered is called at most once per
 // fetched page, and only when it has links to report: those of an HTML page
 // with a 2xx status whose content is new or changed (followable,
-// deduplicated within the page, depth from.Depth+1, not deeper than
-// MaxDepth, no traps), or the target of a redirect (same depth,
-// Redirects+1). Several workers call it concurrently.
+// deduplicated within the page, depth from.Depth+1, from a page shallower
+// than MaxDepth, no traps, not a byte-identical copy of a page whose links
+// were reported from as shallow a depth), or the target of a redirect (same
+// depth, Redirects+1). It is called again, without a fetch, for a page
+// queued again from a shorter path (see Enqueue), with the page's links
+// from the new depth. Several workers call it concurrently.
 type LinkSink interface {
 	Discovered(ctx context.Context, from frontier.Task, links []frontier.Task)
 }
@@ -113,7 +118,14 @@ type Stats struct {
 	NotModified   int64            // 304 answers to conditional requests
 	Recrawls      int64            // fetches of URLs crawled before
 	Changed       int64            // recrawls that found the content changed
-	NearDups      int64            // pages found to be near-duplicates
+	NearDups      int64            // pages found to be near-duplicates (their links are followed all the same)
+	ExactCopies   int64            // byte-identical copies of pages whose links were followed from as shallow a depth: their links were not reported again
+	DepthCut      int64            // pages as deep as links are followed whose links were kept for a shorter path
+	Reopened      int64            // pages fetched before, queued again from a shorter path, whose kept links were followed from there without a request
+	Refetched     int64            // pages fetched again from a shorter path because this node did not know their links
+	TrapPatterns  int64            // URL patterns judged spider traps (see Config.TrapDates)
+	TrapLinks     int64            // links not followed, or stripped of a session id, because of them
+	Traps         []TrapReport     // the newest of them (at most 100), by host, each with its reason
 	BudgetDropped int64            // tasks dropped because their host's page budget was spent
 	Queued        int64            // tasks waiting in the frontier
 	Scheduled     int64            // tasks waiting for a time: retries and recrawls
@@ -152,6 +164,7 @@ type Crawler struct {
 	bytesFetched                                   atomic.Int64
 	retries, notModified, recrawls, changed        atomic.Int64
 	nearDups, budgetDropped                        atomic.Int64
+	depthCut, exactCopies, reopened, refetched     atomic.Int64
 	delegated, helped, delegateFails               atomic.Int64
 
 	// noHelperUntil (Unix nanoseconds of Config.Clock) stops delegation
@@ -166,6 +179,8 @@ type Crawler struct {
 	freshRobots map[string]bool
 
 	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
+
+	traps *trapDetector
 
 	mu       sync.Mutex
 	errors   map[string]int64
@@ -220,6 +235,7 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 
 		robotsRetry: robotsRetryTTL,
 		helpSlots:   make(chan struct{}, cfg.Workers),
+		traps:       newTrapDetector(&cfg),
 	}
 	if c.client, c.dialer, err = newClient(&cfg); err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
@@ -238,7 +254,10 @@ func (discard) Discovered(context.Context, frontier.Task, []frontier.Task) {}
 // and URLs that look like spider traps (see Config.MaxRepeatedSegments) as
 // kind "trap"; both are dropped, as are tasks of a host whose page budget is
 // spent. The crawler does not deduplicate: that is the owner's seen set's
-// job.
+// job. A task for a URL fetched before is not fetched again: the owner
+// queues it again when it found a shorter path to the URL, and the
+// crawler follows the page's links from the new depth if they were not
+// followed from as shallow a depth yet (see reopen).
 func (c *Crawler) Enqueue(tasks ...frontier.Task) {
 	good := tasks[:0:0]
 	for _, t := range tasks {
@@ -248,6 +267,7 @@ func (c *Crawler) Enqueue(tasks ...frontier.Task) {
 		}
 		if c.isTrap(t.URL) {
 			c.countError("trap")
+			c.traps.repeated(t.URL)
 			c.reportFinished(t, nil)
 			continue
 		}
@@ -351,6 +371,10 @@ func (c *Crawler) Stats() Stats {
 		Recrawls:      c.recrawls.Load(),
 		Changed:       c.changed.Load(),
 		NearDups:      c.nearDups.Load(),
+		ExactCopies:   c.exactCopies.Load(),
+		DepthCut:      c.depthCut.Load(),
+		Reopened:      c.reopened.Load(),
+		Refetched:     c.refetched.Load(),
 		BudgetDropped: c.budgetDropped.Load(),
 		Queued:        int64(c.frontier.Len()),
 		Scheduled:     counts.Scheduled,
@@ -362,6 +386,7 @@ func (c *Crawler) Stats() Stats {
 		DelegateFails: c.delegateFails.Load(),
 		ErrorsByKind:  make(map[string]int64),
 	}
+	s.TrapPatterns, s.TrapLinks, s.Traps = c.traps.stats()
 	if c.dialer != nil {
 		s.Dial = c.dialer.Stats()
 	}

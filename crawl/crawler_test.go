@@ -18,10 +18,13 @@ import (
 // single crawler: every discovered link goes through one exact seen set and
 // new ones come back to the same crawler. Its scope is the synthetic web, as
 // an operator's allowlist would be.
+// ringStandIn plays the owners of a one-node ring: a seen set that keeps
+// the smallest depth of each URL and queues a URL again when a shorter
+// path to it arrives, as the node's intake does.
 type ringStandIn struct {
 	c    *Crawler
 	mu   sync.Mutex
-	seen map[uint64]bool
+	seen map[uint64]int // URL hash -> smallest depth
 	// inScope limits the crawl to some hosts (default: the synthetic web).
 	inScope func(host string) bool
 }
@@ -34,8 +37,9 @@ func (r *ringStandIn) Discovered(_ context.Context, _ frontier.Task, links []fro
 		if r.inScope == nil && !strings.HasSuffix(host, ".synth.test") || r.inScope != nil && !r.inScope(host) {
 			continue
 		}
-		if h := urls.URLHash(l.URL); !r.seen[h] {
-			r.seen[h] = true
+		h := urls.URLHash(l.URL)
+		if d, ok := r.seen[h]; !ok || l.Depth < d {
+			r.seen[h] = l.Depth
 			fresh = append(fresh, l)
 		}
 	}
@@ -99,7 +103,7 @@ func TestCrawlSyntheticWeb(t *testing.T) {
 	cfg.MaxDepth = 1000
 	cfg.Proxy = w.Proxy()
 	store := &countingStore{}
-	ring := &ringStandIn{seen: map[uint64]bool{}}
+	ring := &ringStandIn{seen: map[uint64]int{}}
 	c := newTestCrawler(t, cfg, store, ring)
 	ring.c = c
 	token := ProductToken(cfg.UserAgent)

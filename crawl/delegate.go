@@ -193,8 +193,8 @@ func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first front
 		if !more {
 			break
 		}
-		t, ok := c.admit(ctx, l, next, forBatch)
-		if !ok {
+		t, v := c.admit(ctx, l, next, forBatch)
+		if v != fetchNow {
 			break
 		}
 		add(t)

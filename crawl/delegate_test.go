@@ -64,7 +64,7 @@ func delegatingPair(t *testing.T, w *synthweb.Web, delay time.Duration, d *direc
 	base.Workers = 4
 	base.MaxDepth = 1000 // see TestCrawlSyntheticWeb
 	base.Proxy = w.Proxy()
-	ring = &ringStandIn{seen: map[uint64]bool{}}
+	ring = &ringStandIn{seen: map[uint64]int{}}
 
 	ocfg := base
 	ocfg.UserAgent = "swarmcrawl/0.1 (owner)"

@@ -86,7 +86,7 @@ func TestRecrawlFreshness(t *testing.T) {
 	cfg.MaxRecrawl = 1200 * time.Millisecond
 	cfg.Proxy = w.Proxy()
 	pages := &pageLog{}
-	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(h string) bool { return h == fresh }}
+	ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(h string) bool { return h == fresh }}
 	links := &linkCounter{next: ring, n: map[string]int{}}
 	c := newTestCrawler(t, cfg, pages, links)
 	ring.c = c

@@ -147,7 +147,7 @@ func TestOwnsGateParksUnownedHosts(t *testing.T) {
 	}
 
 	db := openStore(t)
-	ring := &ringStandIn{seen: map[uint64]bool{}}
+	ring := &ringStandIn{seen: map[uint64]int{}}
 	c, err := New(cfg, db, nil, ring)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestReleaseWaitsForInFlightFetch(t *testing.T) {
 
 	db := openStore(t)
 	rec := newRecorder()
-	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(h string) bool {
+	ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(h string) bool {
 		return strings.HasPrefix(h, "h0") || h == gzip
 	}}
 	c, err := New(cfg, db, rec, ring)
@@ -512,7 +512,7 @@ func TestRestoreUsesSnapshot(t *testing.T) {
 		s.RobotsFetched = s.RobotsFetched.Add(-age)
 		s.NotBefore = time.Now().Add(700 * time.Millisecond)
 		w.ResetLog()
-		ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(h string) bool { return h == host }}
+		ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(h string) bool { return h == host }}
 		b, err := New(cfg, openStore(t), nil, ring)
 		if err != nil {
 			t.Fatal(err)
@@ -589,7 +589,7 @@ func TestOnFinishedOncePerFinishedTask(t *testing.T) {
 			badKeys = append(badKeys, task.URL)
 		}
 	}
-	ring := &ringStandIn{seen: map[uint64]bool{}, inScope: func(h string) bool {
+	ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(h string) bool {
 		return h == dead || h == redirects || h == gzip
 	}}
 	c := newTestCrawler(t, cfg, nil, ring)

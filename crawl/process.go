@@ -25,6 +25,10 @@ type fetch struct {
 	meta             store.URLMeta
 	hasMeta          bool
 	notBefore        time.Time // Retry-After, zero if none
+	// refetch marks a fetch of a page fetched before whose links this node
+	// does not know (see reopen): its links are followed whether or not
+	// the page changed.
+	refetch bool
 }
 
 // process turns a fetch into a page for the PageSink, links for the
@@ -52,6 +56,9 @@ func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, fi
 		links   []frontier.Task
 		hash    uint64
 		changed bool
+		// out is what becomes of the page's links, nil when the URL's
+		// metadata keeps what it had (the page did not change).
+		out = &store.Outlinks{Known: true, Followed: true, Depth: t.Depth}
 	)
 	switch {
 	case r.status == http.StatusNotModified:
@@ -59,15 +66,24 @@ func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, fi
 		p.Body, p.RawBody = nil, nil
 		c.notModified.Add(1)
 		hash = f.meta.ContentHash
+		out = nil
 	case isRedirect(r.status):
 		links, hash, changed, o.Dead = c.redirect(f, p, now)
+		if !changed && !f.refetch {
+			out = nil
+		} else if len(links) > 0 {
+			out.Links = []string{links[0].URL}
+		}
 	default:
 		hash = contentHash(r.body) ^ uint64(r.status)
 		changed = !f.hasMeta || f.meta.ContentHash != hash
 		if r.status >= 200 && r.status < 300 && !r.undecodable {
 			c.content(f, p)
-			if changed && p.NearDuplicateOf == "" {
-				links = c.pageLinks(t, p, r)
+			switch {
+			case changed || f.refetch:
+				links, out = c.pageLinks(f, p, r, hash)
+			default:
+				out = nil
 			}
 		}
 		if r.undecodable {
@@ -78,6 +94,9 @@ func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, fi
 		c.changed.Add(1)
 	}
 	meta := c.nextMeta(f, r, p, hash, changed, now)
+	if out != nil {
+		meta.Outlinks = *out
+	}
 	o.Meta = &meta
 	if o.Dead == nil && c.cfg.MaxRecrawl > 0 {
 		o.Reschedule = &frontier.Task{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Recrawl: true}
@@ -162,7 +181,8 @@ func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.T
 		dead = c.deadLetter(f, t.Attempts+1, "too_many_redirects", msg, now)
 	case c.isTrap(target):
 		c.countError("trap")
-	case changed:
+		c.traps.repeated(target)
+	case changed || f.refetch:
 		links = []frontier.Task{{URL: target, Depth: t.Depth, Redirects: t.Redirects + 1}}
 		c.redirects.Add(1)
 	}
@@ -170,14 +190,18 @@ func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.T
 }
 
 // content fills in the title, text and fingerprint of a 2xx page, and
-// checks the fingerprint against the pages seen before.
+// checks the fingerprint against the pages seen before. The fingerprint is
+// that of the page's main text (see extractContent), so that pages that
+// share only a site's header, navigation and footer do not look alike.
+// Being a near-duplicate changes nothing about the page's links.
 func (c *Crawler) content(f *fetch, p *Page) {
-	p.Title, p.Text = ExtractText(p.Body, p.ContentType)
+	text := extractContent(p.Body, p.ContentType)
+	p.Title, p.Text = text.title, text.text
 	if p.Text == "" {
 		return
 	}
-	p.Simhash = Simhash(p.Text)
-	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 || !hasWords(p.Text, minNearDupWords) {
+	p.Simhash = Simhash(text.main)
+	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 || !hasWords(text.main, minNearDupWords) {
 		return
 	}
 	// Check and add as one step: two near-copies processed at once must not
@@ -195,10 +219,9 @@ func (c *Crawler) content(f *fetch, p *Page) {
 	}
 }
 
-// minNearDupWords is the least text a page needs to be judged a
-// near-duplicate. Short texts (an app shell's "Loading…", a login wall)
-// collide on their fingerprints, and their links, often the only way into
-// a site, would be withheld.
+// minNearDupWords is the least main text a page needs to be judged a
+// near-duplicate: short texts (an app shell's "Loading…", a login wall)
+// collide on their fingerprints without being copies of each other.
 const minNearDupWords = 50
 
 // hasWords reports whether text holds at least n space-separated words.
@@ -216,12 +239,17 @@ func hasWords(text string, n int) bool {
 	return false
 }
 
-// pageLinks extracts the followable links of an HTML page, at most
-// MaxLinksPerPage of them, unless the page is as deep as links are
-// followed, and leaves out traps.
-func (c *Crawler) pageLinks(t frontier.Task, p *Page, r *response) []frontier.Task {
-	if t.Depth >= c.cfg.MaxDepth || !IsHTML(p.ContentType, r.body) {
-		return nil
+// pageLinks extracts the followable links of a new or changed HTML page,
+// at most MaxLinksPerPage of them, leaving out traps, and returns those to
+// report and what became of them (kept in the URL's metadata). A page as
+// deep as links are followed reports none, but keeps them for a shorter
+// path to it (see reopen); so does a byte-identical copy of a page whose
+// links were followed from as shallow a depth (see exactCopy).
+func (c *Crawler) pageLinks(f *fetch, p *Page, r *response, hash uint64) ([]frontier.Task, *store.Outlinks) {
+	t := f.task
+	out := &store.Outlinks{Known: true, Followed: true, Depth: t.Depth}
+	if !IsHTML(p.ContentType, r.body) {
+		return nil, out
 	}
 	found, capped, err := ExtractLinks(r.body, mustParse(t.URL), c.token, c.cfg.MaxLinksPerPage)
 	if err != nil {
@@ -232,11 +260,59 @@ func (c *Crawler) pageLinks(t frontier.Task, p *Page, r *response) []frontier.Ta
 	for _, u := range found {
 		if c.isTrap(u) {
 			c.countError("trap")
+			c.traps.repeated(u)
 			continue
 		}
 		tasks = append(tasks, frontier.Task{URL: u, Depth: t.Depth + 1})
 	}
-	return tasks
+	if host, err := urls.HostOf(t.URL); err == nil {
+		c.traps.page(host, t.URL, p.Simhash)
+	}
+	tasks = c.traps.filter(t.URL, tasks)
+	if len(tasks) > 0 {
+		out.Links = make([]string, len(tasks))
+		for i, l := range tasks {
+			out.Links[i] = l.URL
+		}
+	}
+	switch {
+	case t.Depth >= c.cfg.MaxDepth:
+		if len(tasks) > 0 {
+			c.depthCut.Add(1)
+		}
+		out.Followed = false
+		return nil, out
+	case len(tasks) > 0 && c.exactCopy(f, hash, out.Links):
+		return nil, out
+	}
+	return tasks, out
+}
+
+// exactCopy reports whether a page with the same body and the same links
+// had its links followed from as shallow a depth as f's page, and if not,
+// records f's page as the one whose links were followed for this content.
+// The content is identified by 128 bits: the body hash and a hash of the
+// links (which may differ between copies when relative links resolve
+// against different URLs), so that a collision that would withhold links
+// is out of reach.
+func (c *Crawler) exactCopy(f *fetch, hash uint64, links []string) bool {
+	check := uint64(fnvOffset64)
+	for _, l := range links {
+		for i := 0; i < len(l); i++ {
+			check = (check ^ uint64(l[i])) * fnvPrime64
+		}
+		check = (check ^ '\n') * fnvPrime64
+	}
+	first, dup, err := c.db.FollowContent(hash, fmix64(check), f.task.Depth, f.task.URL)
+	if err != nil {
+		c.countError("store")
+		return false
+	}
+	if dup && first != f.task.URL {
+		c.exactCopies.Add(1)
+		return true
+	}
+	return false
 }
 
 // nextMeta is the URL's metadata after this fetch.

@@ -44,6 +44,24 @@ const maxTitleBytes = 1024
 // Malformed, truncated or binary input never panics; it yields whatever text
 // the HTML tokeniser recovers from it.
 func ExtractText(body []byte, contentType string) (title, text string) {
+	c := extractContent(body, contentType)
+	return c.title, c.text
+}
+
+// content is what extractContent finds in a body: ExtractText's title and
+// text, and the page's main text, the part of the text that is the page's
+// own rather than what it shares with the other pages of its site.
+type content struct {
+	title, text, main string
+}
+
+// extractContent extracts a body's title, text and main text in one pass.
+// The main text of an HTML page is its text without the contents of the
+// elements sites repeat on every page (header, nav, footer, aside, see
+// boilerplate), taken from inside <main> when the page has one; a page
+// whose text is all boilerplate has its whole text as main text. Plain
+// text is all main text.
+func extractContent(body []byte, contentType string) content {
 	switch textKind(contentType, body) {
 	case kindHTML:
 		return extractHTML(utf8Reader(body, contentType))
@@ -53,9 +71,10 @@ func ExtractText(body []byte, contentType string) (title, text string) {
 		if len(body) > 2*MaxTextBytes+4096 {
 			body = body[:2*MaxTextBytes+4096]
 		}
-		return "", extractPlain(toUTF8(body, contentType))
+		t := extractPlain(toUTF8(body, contentType))
+		return content{text: t, main: t}
 	default:
-		return "", ""
+		return content{}
 	}
 }
 
@@ -190,19 +209,41 @@ func blockElement(a atom.Atom) bool {
 	return false
 }
 
-// extractHTML tokenises an HTML document once and collects its title and
-// visible text, and stops reading once the text is full. Memory stays
-// bounded whatever the page: the tokeniser holds the token being read (at
-// most the body), the builders at most MaxTextBytes and maxTitleBytes,
-// and nothing is kept per element.
-func extractHTML(body io.Reader) (title, text string) {
+// boilerplate reports whether an element holds what a site repeats around
+// each page's own content: its header, navigation, footer and asides.
+func boilerplate(a atom.Atom) bool {
+	return a == atom.Header || a == atom.Nav || a == atom.Footer || a == atom.Aside
+}
+
+// extractHTML tokenises an HTML document once and collects its title,
+// visible text and main text (see extractContent), and stops reading once
+// the text is full. Memory stays bounded whatever the page: the tokeniser
+// holds the token being read (at most the body), the builders at most
+// MaxTextBytes each and maxTitleBytes, and nothing is kept per element.
+func extractHTML(body io.Reader) (c content) {
 	textBuf := textBuilder{limit: MaxTextBytes}
 	titleBuf := textBuilder{limit: maxTitleBytes}
+	// The main text is kept as spans of the text: outside those outside
+	// boilerplate elements, inMain those also inside <main>.
+	var outside, inMain spans
+	result := func() content {
+		c := content{title: titleBuf.String(), text: textBuf.String()}
+		outside.close(len(textBuf.b))
+		inMain.close(len(textBuf.b))
+		c.main = inMain.text(textBuf.b)
+		if c.main == "" {
+			c.main = outside.text(textBuf.b)
+		}
+		if c.main == "" {
+			c.main = c.text
+		}
+		return c
+	}
 	defer func() {
 		// The tokeniser is not known to panic; should it ever, the text
 		// gathered so far is still the best answer.
 		if recover() != nil {
-			title, text = titleBuf.String(), textBuf.String()
+			c = result()
 		}
 	}()
 	z := html.NewTokenizer(body)
@@ -212,12 +253,15 @@ func extractHTML(body io.Reader) (title, text string) {
 		pre       int     // open pre/listing/plaintext elements
 		inTitle   bool
 		titleDone bool
+		boiler    int // open boilerplate elements
+		mains     int // open main elements
 	)
+	outside.open(0)
 	for !textBuf.full {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
-			return titleBuf.String(), textBuf.String()
+			return result()
 		case html.TextToken:
 			switch {
 			case skipping > 0:
@@ -264,6 +308,19 @@ func extractHTML(body io.Reader) (title, text string) {
 				textBuf.space()
 			case blockElement(a):
 				textBuf.lineBreak()
+				switch {
+				case boilerplate(a) && tt == html.StartTagToken:
+					boiler++
+				case boilerplate(a) && tt == html.EndTagToken && boiler > 0:
+					boiler--
+				case a == atom.Main && tt == html.StartTagToken:
+					mains++
+				case a == atom.Main && tt == html.EndTagToken && mains > 0:
+					mains--
+				}
+				at := len(textBuf.b)
+				outside.set(boiler == 0, at)
+				inMain.set(boiler == 0 && mains > 0, at)
 				if a == atom.Pre || a == atom.Listing || a == atom.Plaintext {
 					if tt == html.StartTagToken {
 						pre++
@@ -274,7 +331,64 @@ func extractHTML(body io.Reader) (title, text string) {
 			}
 		}
 	}
-	return titleBuf.String(), textBuf.String()
+	return result()
+}
+
+// spans marks parts of a text being built: the main text of a page.
+type spans struct {
+	done  [][2]int // closed spans, start and end offsets
+	start int      // start of the open span, when isOpen
+	isOpen,
+	full bool // too many spans: the open one runs to the end
+}
+
+// maxSpans bounds the spans of a page, whose markup could switch in and
+// out of boilerplate at every tag.
+const maxSpans = 1024
+
+func (s *spans) open(at int) { s.start, s.isOpen = at, true }
+
+func (s *spans) close(at int) {
+	if s.isOpen && at > s.start {
+		s.done = append(s.done, [2]int{s.start, at})
+	}
+	s.isOpen = false
+}
+
+// set opens a span at `at` when in turns true and closes it when it turns
+// false.
+func (s *spans) set(in bool, at int) {
+	switch {
+	case s.full, in == s.isOpen:
+	case in:
+		s.open(at)
+	default:
+		s.close(at)
+		s.full = len(s.done) >= maxSpans
+		if s.full {
+			s.open(at) // the rest counts: a page this busy is not trimmed
+		}
+	}
+}
+
+// text joins the spans of b, one line each.
+func (s *spans) text(b []byte) string {
+	n := 0
+	for _, sp := range s.done {
+		n += sp[1] - sp[0] + 1
+	}
+	out := make([]byte, 0, n)
+	for _, sp := range s.done {
+		part := bytes.TrimSpace(b[sp[0]:sp[1]])
+		if len(part) == 0 {
+			continue
+		}
+		if len(out) > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, part...)
+	}
+	return string(out)
 }
 
 // tokenText returns the text of the current text token. The tokeniser's

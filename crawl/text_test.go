@@ -1,9 +1,14 @@
 package crawl
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 )
 
 func TestExtractText(t *testing.T) {
@@ -246,4 +251,68 @@ func FuzzExtractText(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMainTextLeavesOutBoilerplate: the main text of a page is its text
+// without header, nav, footer and aside, and only what is inside <main>
+// when there is one; a page that is all boilerplate keeps its whole text.
+func TestMainTextLeavesOutBoilerplate(t *testing.T) {
+	for _, tc := range []struct{ html, main string }{
+		{`<header>Site name</header><nav><a href="/">home</a></nav><p>The article.</p><aside>Ads</aside><footer>© site</footer>`, "The article."},
+		{`<nav>menu</nav><p>intro outside main</p><main><h1>Title</h1><p>body</p><nav>pages</nav></main><footer>f</footer>`, "Title\nbody"},
+		{`<header>only a header</header><footer>and a footer</footer>`, "only a header\nand a footer"},
+		{`<p>no boilerplate at all</p>`, "no boilerplate at all"},
+	} {
+		c := extractContent([]byte("<html><body>"+tc.html+"</body></html>"), "text/html")
+		if c.main != tc.main {
+			t.Errorf("%s: main text %q, want %q", tc.html, c.main, tc.main)
+		}
+	}
+}
+
+// TestFingerprintOfMainContent: pages that share a long header, navigation
+// and footer but differ in their main content are not near-duplicates,
+// and pages with the same main content under different boilerplate are:
+// the fingerprint a crawl records is that of the page's own content.
+func TestFingerprintOfMainContent(t *testing.T) {
+	words := func(seed string, n int) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "%s%d ", seed, (i*7919)%997)
+		}
+		return b.String()
+	}
+	shared := words("menu", 400)
+	pages := map[string][2]string{ // path: boilerplate, main
+		"/a": {shared, words("alpha", 80)},
+		"/b": {shared, words("beta", 80)},
+		"/c": {words("other", 400), words("alpha", 80)},
+	}
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		p := pages[r.URL.Path]
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, "<html><body><header>%s</header><nav>%s</nav><main><p>%s</p></main><footer>%s</footer></body></html>", p[0], p[0], p[1], p[0])
+	})
+	rec := newRecorder()
+	cfg := testConfig()
+	cfg.Workers = 1
+	c := newTestCrawler(t, cfg, rec, nil)
+	for _, p := range []string{"/a", "/b", "/c"} {
+		c.Enqueue(frontier.Task{URL: srv.URL + p})
+	}
+	crawlUntilIdle(t, c, 10*time.Second)
+	a, b, cp := rec.page(srv.URL+"/a"), rec.page(srv.URL+"/b"), rec.page(srv.URL+"/c")
+	if a == nil || b == nil || cp == nil {
+		t.Fatal("pages not fetched")
+	}
+	if d := SimhashDistance(a.Simhash, b.Simhash); d <= cfg.NearDupDistance || b.NearDuplicateOf != "" {
+		t.Errorf("different articles under the same boilerplate: distance %d, near-duplicate of %q", d, b.NearDuplicateOf)
+	}
+	if a.Simhash != cp.Simhash || cp.NearDuplicateOf != a.Task.URL {
+		t.Errorf("the same article under different boilerplate: distance %d, near-duplicate of %q",
+			SimhashDistance(a.Simhash, cp.Simhash), cp.NearDuplicateOf)
+	}
 }

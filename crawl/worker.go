@@ -21,22 +21,34 @@ const maxRobotsRedirects = 5
 // lease's End puts back what was not settled and frees the host.
 func (c *Crawler) handle(ctx context.Context, l *frontier.Lease) {
 	defer l.End()
-	t, ok := c.admit(ctx, l, l.Task(), forCrawl)
-	if !ok {
+	t, v := c.admit(ctx, l, l.Task(), forCrawl)
+	var f fetch
+	switch v {
+	case later:
 		return
-	}
-	if c.hot(l) && c.delegate(ctx, l, t) {
-		return
-	}
-	f, fresh := c.prepare(l, t)
-	if !fresh {
-		return
+	case reopenNow:
+		var ok bool
+		if f, ok = c.reopen(ctx, l, t); !ok {
+			return
+		}
+	default:
+		if c.hot(l) && c.delegate(ctx, l, t) {
+			return
+		}
+		var fresh bool
+		if f, fresh = c.prepare(l, t); !fresh {
+			return
+		}
 	}
 	if !c.owns(t) {
 		l.Park() // ownership moved while robots.txt and the URL's metadata were read
 		return
 	}
-	resp, err := c.request(ctx, l, c.gate(t), t.URL, c.cfg.MaxBodyBytes, conditional(f.meta, f.hasMeta))
+	var extra http.Header
+	if !f.refetch {
+		extra = conditional(f.meta, f.hasMeta)
+	}
+	resp, err := c.request(ctx, l, c.gate(t), t.URL, c.cfg.MaxBodyBytes, extra)
 	switch {
 	case errors.Is(err, errNotOwned):
 		l.Park()

@@ -40,12 +40,17 @@
 //	finger-   'f'     'f' | 'u' | ring key | URL hash              fingerprint record
 //	print             'f' | 'b' | band | band bits | ring key | URL hash
 //	                                                               band record
+//	content   'c'     'c' | hash (8, BE) | check (8, BE)          content record
 //	outbox    'o'     'o' | sequence (8, BE)                      outbox record
 //	shard     'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
 //	shardhost 'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
 //
 // The fingerprint table (simindex.go) is the near-duplicate index; the
-// outbox (outbox.go) holds links not yet delivered to their owners.
+// content table (content.go) remembers, per exact content, whose links
+// were followed; the outbox (outbox.go) holds links not yet delivered to
+// their owners. The URL metadata of a fetched page keeps its links
+// (urlmeta.go), so that a shorter path to it found later has them
+// followed again without a new request.
 //
 // The shard tables (shard.go) are the replicated state of ring ranges that
 // package p2p/shard keeps on each replica: the shard records say which URLs

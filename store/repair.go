@@ -416,6 +416,7 @@ var repairTables = []struct {
 	{"hosts", prefixHost, 9, ""},
 	{"shardhost", prefixShardHost, urlKeyLen, ""},
 	{"fingerprint", prefixFingerprint, 0, ""},
+	{"content", prefixContent, urlKeyLen, ""},
 	{"outbox", prefixOutbox, 9, ""},
 	{"meta", prefixMeta, 0, ""},
 }

@@ -188,6 +188,9 @@ type DB struct {
 	// shardMu serialises the read-merge-write of PutShardRecords.
 	shardMu sync.Mutex
 
+	// contentMu serialises the read and write of FollowContent.
+	contentMu sync.Mutex
+
 	// seenReads counts leveldb reads of the seen table; tests use it to
 	// prove that the Bloom filter saves reads.
 	seenReads atomic.Int64
@@ -489,6 +492,10 @@ type SeenEntry struct {
 // with the same URL never both report it new. New entries are written in one
 // leveldb batch together with the updated seen count.
 //
+// The seen set keeps the smallest depth each URL was found at: an entry
+// already seen at a greater depth (SeenDepth) has its depth lowered to the
+// entry's, in the same batch; it is not new.
+//
 // On error nothing was recorded and the result is nil.
 //
 // In SeenExact mode, entries that the Bloom filter rules out cost no disk
@@ -518,7 +525,7 @@ func (db *DB) MarkSeen(entries []SeenEntry) ([]bool, error) {
 	b := db.batch
 	b.Reset()
 	var val []byte
-	added := 0
+	added, lowered := 0, 0
 	for i := range entries {
 		e := &entries[i]
 		id := [2]uint64{e.Key, e.URLHash}
@@ -531,11 +538,16 @@ func (db *DB) MarkSeen(entries []SeenEntry) ([]bool, error) {
 				continue
 			}
 			db.seenReads.Add(1)
-			found, err := db.ldb.Has(k, nil)
+			depth, found, err := db.seenDepth(k)
 			if err != nil {
-				return nil, ldbErr(err, "mark seen %s", keyString(e.Key, e.URLHash))
+				return nil, fmt.Errorf("mark seen %s: %w", keyString(e.Key, e.URLHash), err)
 			}
 			if found {
+				if e.Depth < depth {
+					val = encodeSeen(val[:0], e)
+					b.Put(k, val)
+					lowered++
+				}
 				continue
 			}
 		}
@@ -552,13 +564,13 @@ func (db *DB) MarkSeen(entries []SeenEntry) ([]bool, error) {
 			b.Put(k, val)
 		}
 	}
-	if added == 0 {
+	if added == 0 && lowered == 0 {
 		return isNew, nil
 	}
 	total := db.seenCount.Load() + int64(added)
 	b.Put(metaKey(metaSeenCount), binary.BigEndian.AppendUint64(nil, uint64(total)))
 	if err := db.ldb.Write(b, nil); err != nil {
-		return nil, ldbErr(err, "mark seen: write %d new entries", added)
+		return nil, ldbErr(err, "mark seen: write %d new entries and %d shallower", added, lowered)
 	}
 	if b.Len() > 4096 {
 		db.batch = new(leveldb.Batch) // do not keep a huge buffer around
@@ -581,6 +593,48 @@ func (db *DB) MarkSeen(entries []SeenEntry) ([]bool, error) {
 		}
 	}
 	return isNew, nil
+}
+
+// SeenDepth reports whether the URL (key, urlHash) is in the seen set and
+// the smallest depth it was found at. In SeenBloomOnly mode the answer can
+// be a false positive, and the depth is always 0: that mode keeps no
+// depths, so a shorter path to a URL is never noticed.
+func (db *DB) SeenDepth(key, urlHash uint64) (depth int, seen bool, err error) {
+	var k [urlKeyLen]byte
+	putURLKey(k[:], prefixSeen, key, urlHash)
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	if !db.bloom.Test(bloomKey(k[:])) {
+		return 0, false, nil
+	}
+	if db.opts.SeenMode == SeenBloomOnly {
+		return 0, true, nil
+	}
+	db.seenReads.Add(1)
+	depth, seen, err = db.seenDepth(k[:])
+	if err != nil {
+		return 0, false, fmt.Errorf("seen %s: %w", keyString(key, urlHash), err)
+	}
+	return depth, seen, nil
+}
+
+// seenDepth reads the depth of the seen record under k, if any.
+func (db *DB) seenDepth(k []byte) (depth int, found bool, err error) {
+	v, err := db.ldb.Get(k, nil)
+	if errors.Is(err, leveldb.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, ldbErr(err, "read seen record")
+	}
+	var e SeenEntry
+	if err := decodeSeen(v, &e); err != nil {
+		return 0, false, err
+	}
+	return e.Depth, true, nil
 }
 
 // Seen reports whether the URL (key, urlHash) is in the seen set. In

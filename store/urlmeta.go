@@ -23,6 +23,12 @@ package store
 //
 // A "time" is a presence byte (0 = zero time, nothing follows; 1 = set),
 // then varint Unix seconds and uvarint nanoseconds.
+//
+// Version 2 is version 1 followed by the outlinks:
+//
+//	flags          byte (1 = known, 2 = followed)
+//	depth          varint
+//	links          uvarint count, then each link as bytes
 
 import (
 	"encoding/binary"
@@ -56,6 +62,30 @@ type URLMeta struct {
 	// Changes counts the fetches that found the content changed, and
 	// Fetches all fetches.
 	Changes, Fetches int
+	// Outlinks is what became of the page's links when this node fetched
+	// it. It stays on this node: metadata handed to another node (in a
+	// shard record) arrives without it.
+	Outlinks Outlinks
+}
+
+// Outlinks records the links of a fetched page and how deep they were
+// followed, so that a shorter path to the page found later has them
+// followed again from its depth without fetching the page again.
+type Outlinks struct {
+	// Known is set when this node fetched the page and kept its links: the
+	// other fields mean something. Metadata adopted from another node,
+	// or written before outlinks were kept, has it unset.
+	Known bool
+	// Followed is set when the links were reported, from a page at Depth
+	// (page links go one deeper, a redirect's target keeps the depth).
+	// Unset: the page was as deep as links are followed, and its links
+	// wait here for a shorter path to it.
+	Followed bool
+	// Depth is the depth of the page whose links were followed.
+	Depth int
+	// Links are the followable links found on the page, normalised, in
+	// page order (for a redirect, its target).
+	Links []string
 }
 
 // URLMeta returns the metadata stored for (ringKey, urlHash); ok is false
@@ -103,9 +133,22 @@ func (db *DB) ScanURLMeta(from, to uint64, fn func(ringKey, urlHash uint64, m UR
 	})
 }
 
+// urlMetaVersion2 is the URL metadata record with outlinks.
+const urlMetaVersion2 = 2
+
+// Outlinks flags.
+const (
+	outlinksKnown    = 1
+	outlinksFollowed = 2
+)
+
 func encodeURLMeta(m *URLMeta) []byte {
-	dst := make([]byte, 0, 64+len(m.URL)+len(m.ETag)+len(m.LastModified))
-	dst = append(dst, recordVersion1)
+	n := 64 + len(m.URL) + len(m.ETag) + len(m.LastModified)
+	for _, l := range m.Outlinks.Links {
+		n += len(l) + 2
+	}
+	dst := make([]byte, 0, n)
+	dst = append(dst, urlMetaVersion2)
 	dst = appendString(dst, m.URL)
 	dst = appendString(dst, m.ETag)
 	dst = appendString(dst, m.LastModified)
@@ -116,12 +159,28 @@ func encodeURLMeta(m *URLMeta) []byte {
 	dst = binary.AppendVarint(dst, int64(m.Interval))
 	dst = binary.AppendVarint(dst, int64(m.Status))
 	dst = binary.AppendVarint(dst, int64(m.Changes))
-	return binary.AppendVarint(dst, int64(m.Fetches))
+	dst = binary.AppendVarint(dst, int64(m.Fetches))
+	o := &m.Outlinks
+	var flags byte
+	if o.Known {
+		flags |= outlinksKnown
+	}
+	if o.Followed {
+		flags |= outlinksFollowed
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendVarint(dst, int64(o.Depth))
+	dst = binary.AppendUvarint(dst, uint64(len(o.Links)))
+	for _, l := range o.Links {
+		dst = appendString(dst, l)
+	}
+	return dst
 }
 
 func decodeURLMeta(v []byte, m *URLMeta) error {
 	d := decoder{b: v}
-	if ver := d.byte(); d.err == nil && ver != recordVersion1 {
+	ver := d.byte()
+	if d.err == nil && ver != recordVersion1 && ver != urlMetaVersion2 {
 		return fmt.Errorf("%w: unknown url meta record version %d", ErrCorrupt, ver)
 	}
 	m.URL = d.str()
@@ -135,5 +194,21 @@ func decodeURLMeta(v []byte, m *URLMeta) error {
 	m.Status = d.int()
 	m.Changes = d.int()
 	m.Fetches = d.int()
+	m.Outlinks = Outlinks{}
+	if ver == urlMetaVersion2 {
+		flags := d.byte()
+		m.Outlinks.Known = flags&outlinksKnown != 0
+		m.Outlinks.Followed = flags&outlinksFollowed != 0
+		m.Outlinks.Depth = d.int()
+		n := d.uvarint()
+		if n > uint64(len(d.b)) { // each link takes at least a byte
+			d.fail("%d links in %d bytes", n, len(d.b))
+		} else if n > 0 {
+			m.Outlinks.Links = make([]string, n)
+			for i := range m.Outlinks.Links {
+				m.Outlinks.Links[i] = d.str()
+			}
+		}
+	}
 	return d.finish()
 }

@@ -305,19 +305,21 @@ func newCaseWeb(cfg Config) *caseWeb {
 	site("gzip", "/p/1", "/p/2")
 	site("deflate", "/p/1", "/p/2")
 
-	// Near copies: the same long text but for one word; identical links.
+	// Near copies: the same long text but for one word, each linking a
+	// page of its own that nothing else links.
 	site("nearcopy", "/copy/1", "/copy/2", "/copy/3", "/other")
 	base := strings.Fields(fillerText(pageRand(cfg.Seed, "nearcopy"), 2400))
 	for i, word := range []string{"amber", "bronze", "crimson"} {
 		words := slices.Clone(base)
 		words[len(words)/2] = word
-		p := c.pages["http://nearcopy"+caseSuffix+"/copy/"+strconv.Itoa(i+1)]
-		p.title, p.text, p.links = "A long article", strings.Join(words, " "), []string{"/linked/1"}
+		n := strconv.Itoa(i + 1)
+		p := c.pages["http://nearcopy"+caseSuffix+"/copy/"+n]
+		p.title, p.text, p.links = "A long article", strings.Join(words, " "), []string{"/linked/" + n}
+		add("nearcopy", "/linked/"+n)
 	}
 	other := c.pages["http://nearcopy"+caseSuffix+"/other"]
-	other.title, other.text, other.links = "Another article", fillerText(pageRand(cfg.Seed, "nearcopy-other"), 2400), []string{"/linked/2"}
-	add("nearcopy", "/linked/1")
-	add("nearcopy", "/linked/2")
+	other.title, other.text, other.links = "Another article", fillerText(pageRand(cfg.Seed, "nearcopy-other"), 2400), []string{"/linked/other"}
+	add("nearcopy", "/linked/other")
 
 	// The hub links every case host's entry points.
 	hub := add(hubName, "/")

@@ -172,7 +172,9 @@ type Config struct {
 	//   - gzip, deflate: pages are sent with Content-Encoding gzip, or
 	//     deflate (zlib), when Accept-Encoding admits it, identity otherwise.
 	//   - nearcopy: /copy/1../copy/3 have the same long visible text but for
-	//     one word, and the same links; /other is clearly different.
+	//     one word, and each links a page nothing else links (/linked/1..3):
+	//     a crawler that skips the links of near-duplicates misses some of
+	//     them; /other is clearly different.
 	//
 	// Calendar and deep are outside GroundTruth altogether (check them with
 	// TrapHosts and RequestsTo); so are DeadURLs, SlowURLs, unreachable

@@ -46,10 +46,14 @@ func inRange(r shard.Range) func(uint64) bool {
 }
 
 // Admit queues the URLs of entries (with queued[i] the task of entries[i])
-// that the seen set has not seen, once replicate has stored them with the
-// replicas, and marks them seen. It returns the new tasks and the number
+// that the seen set has not seen, or has seen only at a greater depth,
+// once replicate has stored them with the replicas, and marks them seen
+// (with the smaller depth). A URL found again by a shorter path is queued
+// again so that the crawler follows its links from there (crawl.Enqueue):
+// that is what makes every page within the depth limit reachable however
+// the crawl meets it first. It returns the queued tasks and the number
 // of duplicates; when replicate fails nothing is queued and its error is
-// returned with the new tasks, which the caller hands back. The queue is
+// returned with the queued tasks, which the caller hands back. The queue is
 // durable before the seen set says "seen": the other order loses URLs to
 // a crash in between, since the sender's retry would find them seen and
 // they would never be crawled; this one at worst queues a URL twice after
@@ -64,18 +68,25 @@ func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, repli
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var freshEntries []store.SeenEntry
-	inBatch := make(map[[2]uint64]bool, len(entries))
+	inBatch := make(map[[2]uint64]int, len(entries)) // index in fresh
 	for i, e := range entries {
 		id := [2]uint64{e.Key, e.URLHash}
-		seen, err := in.db.Seen(e.Key, e.URLHash)
+		depth, seen, err := in.db.SeenDepth(e.Key, e.URLHash)
 		if err != nil {
 			return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
 		}
-		if seen || inBatch[id] {
+		if j, ok := inBatch[id]; ok {
+			duplicates++
+			if e.Depth < freshEntries[j].Depth {
+				fresh[j], freshEntries[j] = queued[i], e
+			}
+			continue
+		}
+		if seen && depth <= e.Depth {
 			duplicates++
 			continue
 		}
-		inBatch[id] = true
+		inBatch[id] = len(fresh)
 		fresh = append(fresh, queued[i])
 		freshEntries = append(freshEntries, e)
 	}
@@ -140,7 +151,8 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 }
 
 // queueRecords marks every record of r seen, queues the pending ones this
-// node has not crawled itself, and schedules the recrawls of the fetched
+// node has not crawled itself and those it saw deeper than their records
+// say, and schedules the recrawls of the fetched
 // ones (ReleaseRange dropped the range's schedule, if it had one: the done
 // records, with their metadata, bring it back). It returns how many it
 // queued. Callers hold in.mu.
@@ -160,8 +172,20 @@ func (in *intake) queueRecords(r shard.Range) (queued int, err error) {
 		return err
 	}
 	err = in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
+		// A URL this node saw deeper than the record says was found by a
+		// shorter path while the range was elsewhere: queued again, so that
+		// the crawler follows its links from there if it fetched it here.
+		depth, wasSeen, err := in.db.SeenDepth(rec.Key, rec.URLHash)
+		if err != nil {
+			return err
+		}
+		shorter := wasSeen && rec.Depth < depth
 		seen = append(seen, store.SeenEntry{Key: rec.Key, URLHash: rec.URLHash, URL: rec.URL, Depth: rec.Depth})
 		task := frontier.Task{URL: rec.URL, Depth: rec.Depth, Redirects: rec.Redirects}
+		if shorter {
+			tasks = append(tasks, task)
+			queued++
+		}
 		if rec.Done {
 			ad := crawl.Adopted{Task: task}
 			if len(rec.Meta) > 0 {
@@ -176,7 +200,7 @@ func (in *intake) queueRecords(r shard.Range) (queued int, err error) {
 			if err != nil {
 				return err
 			}
-			if !crawled {
+			if !crawled && !shorter {
 				tasks = append(tasks, task)
 				queued++
 			}
@@ -267,9 +291,9 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 }
 
 // Merged queues records that another node held for a range this node owns
-// (after a partition healed): those not seen here are new work, and the
-// pages it fetched are recrawled on the schedule of that fetch when it is
-// newer than this node's own.
+// (after a partition healed): those not seen here, or seen only deeper,
+// are new work, and the pages it fetched are recrawled on the schedule of
+// that fetch when it is newer than this node's own.
 func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -291,12 +315,12 @@ func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 			}
 			continue
 		}
-		ok, err := in.db.Seen(r.Key, r.Hash)
+		depth, ok, err := in.db.SeenDepth(r.Key, r.Hash)
 		if err != nil {
 			in.log.Warn("merge: seen check failed", "url", r.URL, "err", err)
 			continue
 		}
-		if ok {
+		if ok && depth <= r.Depth {
 			continue
 		}
 		seen = append(seen, store.SeenEntry{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth})

@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -67,5 +69,70 @@ func TestIntakeAdoptsRecrawlState(t *testing.T) {
 	}
 	if m, _, _ := db.URLMeta(a.Key, a.Hash); !m.LastFetch.Equal(now.Add(-time.Minute)) {
 		t.Errorf("an older merged copy replaced a's metadata: %+v", m)
+	}
+}
+
+// TestIntakeShorterPathQueuesAgain: the owner keeps the smallest depth of
+// each URL; a duplicate that arrives by a shorter path is replicated with
+// its depth and queued again (so that the crawler follows the page's links
+// from there), and so is a URL whose record comes back with a range at a
+// smaller depth than this node saw it; a duplicate as deep or deeper is
+// only counted.
+func TestIntakeShorterPathQueuesAgain(t *testing.T) {
+	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := crawl.New(crawl.DefaultConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	u := "http://a.test/page"
+	key, _ := urls.TaskKey(u, urls.KeyHost)
+	var replicated []int
+	admit := func(depth int) (queued, dups int) {
+		t.Helper()
+		e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u, Depth: depth}
+		fresh, dups, err := app.Admit([]store.SeenEntry{e, e}, []frontier.Task{{URL: u, Depth: depth}, {URL: u, Depth: depth}},
+			func(ts []frontier.Task, es []store.SeenEntry) error {
+				for _, e := range es {
+					replicated = append(replicated, e.Depth)
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fresh), dups
+	}
+	for _, step := range []struct{ depth, queued, dups int }{{5, 1, 1}, {5, 0, 2}, {7, 0, 2}, {2, 1, 1}, {3, 0, 2}} {
+		if q, d := admit(step.depth); q != step.queued || d != step.dups {
+			t.Errorf("depth %d: %d queued, %d duplicates; want %d and %d", step.depth, q, d, step.queued, step.dups)
+		}
+	}
+	if d, seen, err := db.SeenDepth(key, urls.URLHash(u)); err != nil || !seen || d != 2 {
+		t.Errorf("seen depth %d (%v, %v), want 2", d, seen, err)
+	}
+	if want := []int{5, 2}; !slices.Equal(replicated, want) {
+		t.Errorf("replicated depths %v, want %v", replicated, want)
+	}
+	if s := c.Stats(); s.Queued != 2 {
+		t.Errorf("%d tasks queued, want 2 (the URL, then again from the shorter path)", s.Queued)
+	}
+
+	// The range comes back with the record at depth 1: queued once more.
+	if err := db.PutShardRecords([]store.ShardRecord{{Key: key, URLHash: urls.URLHash(u), URL: u, Depth: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Activate(context.Background(), shard.Range{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Queued != 1 {
+		t.Errorf("after Activate: %d queued, want the URL once", s.Queued)
+	}
+	if d, _, _ := db.SeenDepth(key, urls.URLHash(u)); d != 1 {
+		t.Errorf("seen depth after Activate %d, want 1", d)
 	}
 }

@@ -1,0 +1,256 @@
+package crawl
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+)
+
+// crawlTrapWeb crawls a synthetic web with trap hosts, with no useful
+// depth limit (the traps must be stopped by their detection, not by the
+// depth) and a page budget that bounds a trap that is not detected.
+func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
+	t.Helper()
+	w := startSynthWeb(t, cfg)
+	c := DefaultConfig()
+	c.Delay = 2 * time.Millisecond
+	c.MaxDepth = 1000
+	c.MaxPagesPerHost = 300
+	c.MaxRecrawl = None
+	c.Proxy = w.Proxy()
+	ring := &ringStandIn{seen: map[uint64]int{}}
+	cr := newTestCrawler(t, c, nil, ring)
+	ring.c = cr
+	ring.seed(w.Seeds())
+	crawlUntilIdle(t, cr, 2*time.Minute)
+	return w, cr
+}
+
+// trapFetches counts the page requests to each host.
+func fetchesByHost(w *synthweb.Web) map[string]int {
+	out := map[string]int{}
+	for _, r := range w.Log() {
+		if r.Path != "/robots.txt" {
+			out[r.Host]++
+		}
+	}
+	return out
+}
+
+// TestTrapHostDetected crawls an 80-host web with one trap host, an
+// endless calendar, with no depth limit to speak of: every reachable page
+// is fetched once, the calendar is judged a trap with its reason, no
+// other host's pattern is, and the calendar costs at most 5% of the
+// crawl's page fetches.
+func TestTrapHostDetected(t *testing.T) {
+	w, c := crawlTrapWeb(t, synthweb.Config{Seed: 1, Hosts: 80, TrapHosts: 1})
+	token := ProductToken(DefaultConfig().UserAgent)
+	reportAll(t, "missing", w.Missing(token))
+	reportAll(t, "duplicate", w.Duplicates())
+	reportAll(t, "unexpected", w.Unexpected(token))
+	trap, pages := w.TrapRequests()
+	if trap*20 > pages {
+		t.Errorf("%d trap fetches of %d page fetches, over 5%%", trap, pages)
+	}
+	s := c.Stats()
+	var calendar string
+	for _, h := range w.Hosts() {
+		if w.TrapKindOf(h) == synthweb.TrapCalendar {
+			calendar = h
+		}
+	}
+	if len(s.Traps) == 0 {
+		t.Fatalf("no trap judged; stats %+v", s)
+	}
+	for _, r := range s.Traps {
+		if r.Host != calendar || r.Reason == "" || r.Links == 0 {
+			t.Errorf("trap %+v, want only the calendar host %s, with a reason and links cut", r, calendar)
+		}
+	}
+	t.Logf("%d trap fetches of %d page fetches; traps %+v", trap, pages, s.Traps)
+}
+
+// TestTrapKindsDetected: on a web with one trap host of each kind, each
+// endless section stops after a handful of fetches, for the reason its
+// kind calls for, and nothing reachable is lost or fetched twice (the
+// session host's ids are stripped by normalisation).
+func TestTrapKindsDetected(t *testing.T) {
+	w, c := crawlTrapWeb(t, synthweb.Config{Seed: 2, Hosts: 40, TrapHosts: 5})
+	token := ProductToken(DefaultConfig().UserAgent)
+	reportAll(t, "missing", w.Missing(token))
+	reportAll(t, "duplicate", w.Duplicates())
+	reportAll(t, "unexpected", w.Unexpected(token))
+	signals := map[string]map[string]bool{}
+	for _, r := range c.Stats().Traps {
+		if signals[r.Host] == nil {
+			signals[r.Host] = map[string]bool{}
+		}
+		signals[r.Host][r.Signal] = true
+	}
+	trapsOf := map[string]int{}
+	for _, r := range w.Log() {
+		if w.IsTrapURL(r.URL) {
+			trapsOf[r.Host]++
+		}
+	}
+	want := map[synthweb.TrapKind][]string{
+		synthweb.TrapCalendar:   {"dates", "run"},
+		synthweb.TrapPagination: {"run"},
+		synthweb.TrapDeep:       {"growth"},
+		synthweb.TrapFacets:     {"growth"},
+	}
+	for _, h := range w.Hosts() {
+		kind := w.TrapKindOf(h)
+		if kind == synthweb.TrapNone || kind == synthweb.TrapSession {
+			if len(signals[h]) > 0 {
+				t.Errorf("%s (%s): traps judged %v", h, kind, signals[h])
+			}
+			continue
+		}
+		found := false
+		for _, sig := range want[kind] {
+			found = found || signals[h][sig]
+		}
+		if !found || trapsOf[h] > 15 {
+			t.Errorf("%s (%s): judged %v, %d trap fetches; want one of %v within 15", h, kind, signals[h], trapsOf[h], want[kind])
+		}
+	}
+	t.Logf("trap fetches by host %v; traps %+v", trapsOf, c.Stats().Traps)
+}
+
+// TestSessionParameterStripped: a site that puts a session id of a name
+// normalisation does not know into every link is served each page once
+// under one id; when a second id of the same page shows up with the same
+// content the parameter is judged a session id and stripped from the
+// host's links, so the site's pages are fetched about once each, not
+// once per id.
+func TestSessionParameterStripped(t *testing.T) {
+	n := 0
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if robotsAllowAll(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		page := r.URL.Path
+		fmt.Fprintf(w, "<html><body><p>the page %s of a site with sessions in its links</p>", page)
+		for _, p := range []string{"/", "/a", "/b", "/c", "/d"} {
+			n++
+			fmt.Fprintf(w, `<a href="%s?visit=%016x">%s</a> `, p, 0xabc0000000000+n, p)
+		}
+		fmt.Fprint(w, "</body></html>")
+	})
+	rec := newRecorder()
+	cfg := testConfig()
+	cfg.Delay = None
+	cfg.Workers = 1
+	cfg.MaxPagesPerHost = 100
+	ring := &ringStandIn{seen: map[uint64]int{}, inScope: func(string) bool { return true }}
+	c := newTestCrawler(t, cfg, rec, ring)
+	ring.c = c
+	ring.seed([]string{srv.URL + "/"})
+	crawlUntilIdle(t, c, 10*time.Second)
+	byPath := map[string]int{}
+	for _, h := range srv.log() {
+		if h.path != "/robots.txt" {
+			p, _, _ := strings.Cut(h.path, "?")
+			byPath[p]++
+		}
+	}
+	total := 0
+	for _, k := range byPath {
+		total += k
+	}
+	if len(byPath) != 5 || total > 8 {
+		t.Errorf("requests by path %v: want the 5 pages, at most 8 requests", byPath)
+	}
+	s := c.Stats()
+	if len(s.Traps) != 1 || s.Traps[0].Signal != "session" || s.Traps[0].Pattern != "?visit=" {
+		t.Errorf("traps %+v, want the session parameter visit", s.Traps)
+	}
+}
+
+// TestTrapSignals checks the URL features the detector reads.
+func TestTrapSignals(t *testing.T) {
+	for _, tc := range []struct{ in, shape, dates string }{
+		{"/events/2026-01-02", "/events/{date}", "2026-01-02"},
+		{"/cal?d=2026-1-2&view=day", "/cal?d={date}&view=day", "2026-1-2"},
+		{"/2026/01/02/post-title", "/{date}/post-title", "2026/01/02"},
+		{"/archive/20260102.html", "/archive/{date}.html", "20260102"},
+		{"/month/2026-12", "/month/{date}", "2026-12"},
+		{"/p/12345678", "/p/12345678", ""},     // not a valid date
+		{"/p/120260102", "/p/120260102", ""},   // inside a longer number
+		{"/p/2026-13-01", "/p/2026-13-01", ""}, // month 13
+		{"/p/1", "/p/1", ""},
+	} {
+		if shape, dates := dateShape(tc.in); shape != tc.shape || dates != tc.dates {
+			t.Errorf("dateShape(%q) = %q, %q; want %q, %q", tc.in, shape, dates, tc.shape, tc.dates)
+		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		level    int
+		grows    bool
+	}{
+		{"/tree/n1/", "/tree/n1/n2/", 3, true},
+		{"/shop?f=1", "/shop?f=1&f=2", 3, true},
+		{"/", "/a/b/", 2, false},
+		{"/a/b/", "/a/c/", 2, false},
+		{"/a/", "/a/", 1, false},
+	} {
+		if level, grows := growth(tc.from, tc.to); level != tc.level || grows != tc.grows {
+			t.Errorf("growth(%q, %q) = %d, %v; want %d, %v", tc.from, tc.to, level, grows, tc.level, tc.grows)
+		}
+	}
+	if got := numberShape("/list?cat=12&page=3"); got != "/list?cat=#&page=#" {
+		t.Errorf("numberShape = %q", got)
+	}
+	if key, param, value, ok := tokenParam("/p?x=1&sid2=abcdef0123456789ab"); !ok || key != "/p?x=1" || param != "sid2" || value != "abcdef0123456789ab" {
+		t.Errorf("tokenParam = %q %q %q %v", key, param, value, ok)
+	}
+	if _, _, _, ok := tokenParam("/p?page=12345678901234567"); ok {
+		t.Error("a long number taken for a token")
+	}
+}
+
+// TestTrapDetectorCutsOnlyTheChain: once a date pattern is judged a trap,
+// links from its pages to its pages are cut, but links into it from
+// another page and out of it to other pages are followed.
+func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
+	cfg := DefaultConfig()
+	d := newTrapDetector(&cfg)
+	day := func(i int) string {
+		return "http://h.test/events/" + time.Date(2026, 1, 1+i, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
+	}
+	follow := func(from string, to ...string) int {
+		var ts []frontier.Task
+		for _, u := range to {
+			ts = append(ts, frontier.Task{URL: u})
+		}
+		return len(d.filter(from, ts))
+	}
+	for i := 0; i < cfg.TrapDates; i++ {
+		if follow(day(i), day(i+1)) != 1 {
+			t.Fatalf("day %d: link cut before the limit", i)
+		}
+	}
+	if follow(day(20), day(21)) != 0 {
+		t.Error("the calendar's own links are still followed past the limit")
+	}
+	if follow("http://h.test/", day(30)) != 1 || follow(day(30), "http://h.test/about", "http://other.test/"+day(1)[len("http://h.test/"):]) != 2 {
+		t.Error("a link into the pattern, or out of it, was cut")
+	}
+	_, links, reports := d.stats()
+	if links != 1 || len(reports) != 1 || reports[0].Signal != "dates" || reports[0].Pattern != "/events/{date}" {
+		t.Errorf("%d links cut, reports %+v", links, reports)
+	}
+	host, _ := urls.HostOf(day(0))
+	if reports[0].Host != host {
+		t.Errorf("report of host %q", reports[0].Host)
+	}
+}
