@@ -92,57 +92,67 @@ var trapWeb = synthweb.Config{Seed: 1, Hosts: 1000, HotHosts: 10, HotPages: 1600
 
 // BenchmarkCrawlTrapWeb crawls trapWeb with the default configuration and
 // a 20 ms delay, as an operator would run it, and reports what the crawl
-// got right: coverage of the pages within the default depth limit of a
-// seed (the share fetched, and how many were missed; 5 of the web's
-// reachable pages lie beyond it), pages fetched twice, and the fetches
-// wasted on traps (and their share of all page fetches).
+// got right: coverage of the pages within the depth limit of a seed (the
+// share fetched, and how many were missed; 5 of the web's reachable pages
+// lie beyond the default limit), pages fetched twice, and the fetches
+// wasted on traps (and their share of all page fetches). "max-depth-1000"
+// lifts the depth limit, so that only trap detection stops the traps.
 func BenchmarkCrawlTrapWeb(b *testing.B) {
 	w := startSynthWeb(b, trapWeb)
 	token := ProductToken(DefaultConfig().UserAgent)
-	truth := w.Within(token, DefaultConfig().MaxDepth)
-	var elapsed time.Duration
-	var missing, dups, trap, pages int
-	for b.Loop() {
-		w.ResetLog()
-		cfg := DefaultConfig()
-		cfg.Delay = 20 * time.Millisecond
-		cfg.Proxy = w.Proxy()
-		ring := &ringStandIn{seen: map[uint64]int{}}
-		c, err := New(cfg, openStore(b), nil, ring)
-		if err != nil {
-			b.Fatal(err)
+	for _, depth := range []int{DefaultConfig().MaxDepth, 1000} {
+		name := "default"
+		if depth != DefaultConfig().MaxDepth {
+			name = fmt.Sprintf("max-depth-%d", depth)
 		}
-		ring.c = c
-		start := time.Now()
-		ring.seed(w.Seeds())
-		crawlUntilIdle(b, c, 20*time.Minute)
-		elapsed += time.Since(start)
-		var m []string
-		got := map[string]bool{}
-		for _, r := range w.Log() {
-			got[r.URL] = r.Status != 0
-		}
-		for _, u := range truth {
-			if !got[u] {
-				m = append(m, u)
+		b.Run(name, func(b *testing.B) {
+			truth := w.Within(token, depth)
+			var elapsed time.Duration
+			var missing, dups, trap, pages int
+			for b.Loop() {
+				w.ResetLog()
+				cfg := DefaultConfig()
+				cfg.Delay = 20 * time.Millisecond
+				cfg.MaxDepth = depth
+				cfg.Proxy = w.Proxy()
+				ring := &ringStandIn{seen: map[uint64]int{}}
+				c, err := New(cfg, openStore(b), nil, ring)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ring.c = c
+				start := time.Now()
+				ring.seed(w.Seeds())
+				crawlUntilIdle(b, c, 20*time.Minute)
+				elapsed += time.Since(start)
+				got := map[string]bool{}
+				for _, r := range w.Log() {
+					got[r.URL] = got[r.URL] || r.Status != 0
+				}
+				var m []string
+				for _, u := range truth {
+					if !got[u] {
+						m = append(m, u)
+					}
+				}
+				missing += len(m)
+				dups += len(w.Duplicates())
+				tr, pg := w.TrapRequests()
+				trap, pages = trap+tr, pages+pg
+				if len(m) > 0 {
+					b.Logf("missing %d of %d, such as %q", len(m), len(truth), m[:min(len(m), 5)])
+				}
+				b.Logf("stats %+v", c.Stats())
 			}
-		}
-		missing += len(m)
-		dups += len(w.Duplicates())
-		tr, pg := w.TrapRequests()
-		trap, pages = trap+tr, pages+pg
-		if len(m) > 0 {
-			b.Logf("missing %d of %d, such as %q", len(m), len(truth), m[:min(len(m), 5)])
-		}
-		b.Logf("stats %+v", c.Stats())
+			runs := float64(b.N)
+			b.ReportMetric(100*(1-float64(missing)/runs/float64(len(truth))), "%coverage")
+			b.ReportMetric(float64(missing)/runs, "missing")
+			b.ReportMetric(float64(dups)/runs, "duplicates")
+			b.ReportMetric(float64(trap)/runs, "trap-fetches")
+			b.ReportMetric(100*float64(trap)/float64(pages), "%trap")
+			b.ReportMetric(elapsed.Seconds()/runs, "s/crawl")
+		})
 	}
-	runs := float64(b.N)
-	b.ReportMetric(100*(1-float64(missing)/runs/float64(len(truth))), "%coverage")
-	b.ReportMetric(float64(missing)/runs, "missing")
-	b.ReportMetric(float64(dups)/runs, "duplicates")
-	b.ReportMetric(float64(trap)/runs, "trap-fetches")
-	b.ReportMetric(100*float64(trap)/float64(pages), "%trap")
-	b.ReportMetric(elapsed.Seconds()/runs, "s/crawl")
 }
 
 // hostilePage returns an HTML page of size bytes that is nothing but

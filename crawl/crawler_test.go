@@ -95,12 +95,10 @@ func TestCrawlSyntheticWeb(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Delay = delay
 	cfg.Workers = 8
-	// The ground truth has no depth limit. Concurrent workers do not crawl
-	// in strict breadth-first order, so a page can first be reached by a
-	// path longer than its shortest one; with the default limit of 16 its
-	// links could then be cut off, and the seen set would not let the
-	// shorter path revive them.
-	cfg.MaxDepth = 1000
+	// The default depth limit: concurrent workers do not crawl in strict
+	// breadth-first order, so a page can first be reached by a path longer
+	// than its shortest one, but a shorter path that arrives later re-opens
+	// its links (see TestShorterPathReopensLinksCutAtDepth).
 	cfg.Proxy = w.Proxy()
 	store := &countingStore{}
 	ring := &ringStandIn{seen: map[uint64]int{}}
