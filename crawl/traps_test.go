@@ -32,17 +32,6 @@ func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
 	return w, cr
 }
 
-// trapFetches counts the page requests to each host.
-func fetchesByHost(w *synthweb.Web) map[string]int {
-	out := map[string]int{}
-	for _, r := range w.Log() {
-		if r.Path != "/robots.txt" {
-			out[r.Host]++
-		}
-	}
-	return out
-}
-
 // TestTrapHostDetected crawls an 80-host web with one trap host, an
 // endless calendar, with no depth limit to speak of: every reachable page
 // is fetched once, the calendar is judged a trap with its reason, no
