@@ -160,7 +160,12 @@ func encodeURLMeta(m *URLMeta) []byte {
 	dst = binary.AppendVarint(dst, int64(m.Status))
 	dst = binary.AppendVarint(dst, int64(m.Changes))
 	dst = binary.AppendVarint(dst, int64(m.Fetches))
-	o := &m.Outlinks
+	return AppendOutlinks(dst, &m.Outlinks)
+}
+
+// AppendOutlinks appends the encoding of o to dst (the outlinks part of a
+// URL metadata record), for a node to pass o to another.
+func AppendOutlinks(dst []byte, o *Outlinks) []byte {
 	var flags byte
 	if o.Known {
 		flags |= outlinksKnown
@@ -175,6 +180,33 @@ func encodeURLMeta(m *URLMeta) []byte {
 		dst = appendString(dst, l)
 	}
 	return dst
+}
+
+// DecodeOutlinks decodes what AppendOutlinks wrote, and nothing more.
+func DecodeOutlinks(b []byte) (Outlinks, error) {
+	d := decoder{b: b}
+	o := decodeOutlinks(&d)
+	return o, d.finish()
+}
+
+func decodeOutlinks(d *decoder) Outlinks {
+	var o Outlinks
+	flags := d.byte()
+	o.Known = flags&outlinksKnown != 0
+	o.Followed = flags&outlinksFollowed != 0
+	o.Depth = d.int()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) { // each link takes at least a byte
+		d.fail("%d links in %d bytes", n, len(d.b))
+		return Outlinks{}
+	}
+	if n > 0 {
+		o.Links = make([]string, n)
+		for i := range o.Links {
+			o.Links[i] = d.str()
+		}
+	}
+	return o
 }
 
 func decodeURLMeta(v []byte, m *URLMeta) error {
@@ -196,19 +228,7 @@ func decodeURLMeta(v []byte, m *URLMeta) error {
 	m.Fetches = d.int()
 	m.Outlinks = Outlinks{}
 	if ver == urlMetaVersion2 {
-		flags := d.byte()
-		m.Outlinks.Known = flags&outlinksKnown != 0
-		m.Outlinks.Followed = flags&outlinksFollowed != 0
-		m.Outlinks.Depth = d.int()
-		n := d.uvarint()
-		if n > uint64(len(d.b)) { // each link takes at least a byte
-			d.fail("%d links in %d bytes", n, len(d.b))
-		} else if n > 0 {
-			m.Outlinks.Links = make([]string, n)
-			for i := range m.Outlinks.Links {
-				m.Outlinks.Links[i] = d.str()
-			}
-		}
+		m.Outlinks = decodeOutlinks(&d)
 	}
 	return d.finish()
 }

@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -134,5 +137,46 @@ func TestIntakeShorterPathQueuesAgain(t *testing.T) {
 	}
 	if d, _, _ := db.SeenDepth(key, urls.URLHash(u)); d != 1 {
 		t.Errorf("seen depth after Activate %d, want 1", d)
+	}
+}
+
+// TestOutlinksTravelWithMetadata: a page's links and how deep they were
+// followed go with its metadata in a shard record (and a helper's reply),
+// so the node that owns the page next can follow them from a shorter path
+// without fetching the page again; metadata from a node that sends none,
+// or outlinks out of bounds, arrive as unknown.
+func TestOutlinksTravelWithMetadata(t *testing.T) {
+	m := store.URLMeta{URL: "http://a.test/", Status: 200, LastFetch: time.Unix(100, 0), Fetches: 1,
+		Outlinks: store.Outlinks{Known: true, Followed: true, Depth: 3, Links: []string{"http://a.test/x", "http://b.test/"}}}
+	b, _, err := recordState(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeRecordState(b)
+	if err != nil || !slices.Equal(got.Outlinks.Links, m.Outlinks.Links) || got.Outlinks.Depth != 3 || !got.Outlinks.Followed {
+		t.Errorf("outlinks after the trip: %+v, %v", got.Outlinks, err)
+	}
+	// An older node's metadata: no outlinks field.
+	plain := m
+	plain.Outlinks = store.Outlinks{}
+	b, _, _ = recordState(plain)
+	if got, err := decodeRecordState(b); err != nil || got.Outlinks.Known {
+		t.Errorf("metadata without outlinks decodes as %+v, %v", got.Outlinks, err)
+	}
+	// Too many links for the wire: left out.
+	big := m
+	big.Outlinks.Links = make([]string, 3000)
+	for i := range big.Outlinks.Links {
+		big.Outlinks.Links[i] = fmt.Sprintf("http://a.test/a-rather-long-path-to-page/%d", i)
+	}
+	b, _, _ = recordState(big)
+	if got, err := decodeRecordState(b); err != nil || got.Outlinks.Known {
+		t.Errorf("oversized outlinks decode as known (%d links), %v", len(got.Outlinks.Links), err)
+	}
+	// A malformed field is dropped, the rest of the metadata kept.
+	pm := encodeURLMeta(plain)
+	pm.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), []byte{1, 0, 200}))
+	if got, err := decodeURLMeta(pm); err != nil || got.Outlinks.Known || got.Status != 200 {
+		t.Errorf("malformed outlinks: %+v, %v", got, err)
 	}
 }

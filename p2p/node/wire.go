@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
@@ -57,7 +58,9 @@ func encodeBatch(b *crawl.Batch) *pb.FetchBatchRequest {
 	for i, t := range b.Tasks {
 		ft := encodeFetchTask(t.Task)
 		if t.HasMeta {
-			ft.Meta, ft.HasMeta = encodeURLMeta(t.Meta), true
+			m := t.Meta
+			m.Outlinks = store.Outlinks{} // the helper needs the validators only
+			ft.Meta, ft.HasMeta = encodeURLMeta(m), true
 		}
 		req.Tasks[i] = ft
 	}
@@ -119,14 +122,35 @@ func decodeBatch(req *pb.FetchBatchRequest) (*crawl.Batch, error) {
 }
 
 func encodeURLMeta(m store.URLMeta) *pb.UrlMeta {
-	return &pb.UrlMeta{
+	out := &pb.UrlMeta{
 		Url: m.URL, Etag: m.ETag, LastModified: m.LastModified,
 		Fingerprint: m.Fingerprint, ContentHash: m.ContentHash,
 		LastFetchNs: unixNanos(m.LastFetch), NextCrawlNs: unixNanos(m.NextCrawl),
 		IntervalNs: int64(m.Interval), Status: int32(m.Status),
 		Changes: int64(m.Changes), Fetches: int64(m.Fetches),
 	}
+	if m.Outlinks.Known {
+		if b := store.AppendOutlinks(nil, &m.Outlinks); len(b) <= maxWireOutlinks {
+			out.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), b))
+		}
+	}
+	return out
 }
+
+// The links of a fetched page and how deep they were followed
+// (store.Outlinks) travel with its metadata, so that the node that owns
+// the page next (after a handoff or a promotion), or the owner of a page a
+// helper fetched, can follow them from a shorter path found later without
+// fetching the page again. They ride in field outlinksField of UrlMeta,
+// in the store's encoding: a field swarmcrawl.proto does not declare yet,
+// which a node that does not know it skips as protobuf skips any unknown
+// field. Outlinks longer than maxWireOutlinks are left out; the receiver
+// then knows nothing of the page's links (and fetches it again should a
+// shorter path arrive).
+const (
+	outlinksField   protowire.Number = 100
+	maxWireOutlinks                  = 64 << 10
+)
 
 func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 	if m == nil {
@@ -141,7 +165,44 @@ func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 		LastFetch: fromUnixNanos(m.LastFetchNs), NextCrawl: fromUnixNanos(m.NextCrawlNs),
 		Interval: time.Duration(m.IntervalNs), Status: int(m.Status),
 		Changes: int(m.Changes), Fetches: int(m.Fetches),
+		Outlinks: decodeOutlinks(m.ProtoReflect().GetUnknown()),
 	}, nil
+}
+
+// decodeOutlinks reads the outlinks field out of UrlMeta's unknown
+// fields. Outlinks that are malformed or out of bounds (more links than a
+// page yields, a link longer than a URL may be) are dropped: the page's
+// links are then unknown here, which costs a fetch at worst.
+func decodeOutlinks(unknown []byte) store.Outlinks {
+	for len(unknown) > 0 {
+		num, typ, n := protowire.ConsumeTag(unknown)
+		if n < 0 {
+			return store.Outlinks{}
+		}
+		unknown = unknown[n:]
+		if num != outlinksField || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, unknown); n < 0 {
+				return store.Outlinks{}
+			}
+			unknown = unknown[n:]
+			continue
+		}
+		b, n := protowire.ConsumeBytes(unknown)
+		if n < 0 || len(b) > maxWireOutlinks {
+			return store.Outlinks{}
+		}
+		o, err := store.DecodeOutlinks(b)
+		if err != nil || !o.Known || o.Depth < 0 || len(o.Links) > crawl.DefaultConfig().MaxLinksPerPage {
+			return store.Outlinks{}
+		}
+		for _, l := range o.Links {
+			if l == "" || len(l) > urls.MaxURLLength {
+				return store.Outlinks{}
+			}
+		}
+		return o
+	}
+	return store.Outlinks{}
 }
 
 // encodeFetchReply puts a helper's result on the wire.
