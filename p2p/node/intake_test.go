@@ -163,15 +163,16 @@ func TestOutlinksTravelWithMetadata(t *testing.T) {
 	if got, err := decodeRecordState(b); err != nil || got.Outlinks.Known {
 		t.Errorf("metadata without outlinks decodes as %+v, %v", got.Outlinks, err)
 	}
-	// Too many links for the wire: left out.
+	// Too many links for a shard record's metadata: left out, and the
+	// metadata stays within its bound.
 	big := m
 	big.Outlinks.Links = make([]string, 3000)
 	for i := range big.Outlinks.Links {
 		big.Outlinks.Links[i] = fmt.Sprintf("http://a.test/a-rather-long-path-to-page/%d", i)
 	}
 	b, _, _ = recordState(big)
-	if got, err := decodeRecordState(b); err != nil || got.Outlinks.Known {
-		t.Errorf("oversized outlinks decode as known (%d links), %v", len(got.Outlinks.Links), err)
+	if got, err := decodeRecordState(b); err != nil || got.Outlinks.Known || len(b) > shard.MaxMetaBytes {
+		t.Errorf("oversized outlinks decode as known (%d links, %d bytes), %v", len(got.Outlinks.Links), len(b), err)
 	}
 	// A malformed field is dropped, the rest of the metadata kept.
 	pm := encodeURLMeta(plain)

@@ -130,8 +130,10 @@ func encodeURLMeta(m store.URLMeta) *pb.UrlMeta {
 		Changes: int64(m.Changes), Fetches: int64(m.Fetches),
 	}
 	if m.Outlinks.Known {
-		if b := store.AppendOutlinks(nil, &m.Outlinks); len(b) <= maxWireOutlinks {
-			out.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), b))
+		b := store.AppendOutlinks(nil, &m.Outlinks)
+		field := protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), b)
+		if proto.Size(out)+len(field) <= shard.MaxMetaBytes {
+			out.ProtoReflect().SetUnknown(field)
 		}
 	}
 	return out
@@ -144,13 +146,11 @@ func encodeURLMeta(m store.URLMeta) *pb.UrlMeta {
 // fetching the page again. They ride in field outlinksField of UrlMeta,
 // in the store's encoding: a field swarmcrawl.proto does not declare yet,
 // which a node that does not know it skips as protobuf skips any unknown
-// field. Outlinks longer than maxWireOutlinks are left out; the receiver
-// then knows nothing of the page's links (and fetches it again should a
-// shorter path arrive).
-const (
-	outlinksField   protowire.Number = 100
-	maxWireOutlinks                  = 64 << 10
-)
+// field. Outlinks that would take the encoded metadata past a shard
+// record's bound (shard.MaxMetaBytes: a page of a few hundred links) are
+// left out; the receiver then knows nothing of the page's links, and
+// fetches it again should a shorter path arrive.
+const outlinksField protowire.Number = 100
 
 func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 	if m == nil {
@@ -188,7 +188,7 @@ func decodeOutlinks(unknown []byte) store.Outlinks {
 			continue
 		}
 		b, n := protowire.ConsumeBytes(unknown)
-		if n < 0 || len(b) > maxWireOutlinks {
+		if n < 0 || len(b) > shard.MaxMetaBytes {
 			return store.Outlinks{}
 		}
 		o, err := store.DecodeOutlinks(b)
