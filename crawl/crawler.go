@@ -1,9 +1,11 @@
 // Package crawl is the single-node crawl engine of swarmcrawl: the crawl
 // loop over the leases of its durable frontier (crawl/frontier), the
 // admission of each task (ownership, robots.txt, page budget), DNS and
-// dialing, fetching, link and text extraction, near-duplicates, freshness
-// and failure handling, fetch delegation of hot hosts, and the hooks a node
-// uses to move key ranges. URLs are normalised and keyed by crawl/urls.
+// dialing, fetching, link and text extraction, near-duplicates, spider
+// trap detection (traps.go), following a page's links again from a shorter
+// path (reopen.go), freshness and failure handling, fetch delegation of
+// hot hosts, and the hooks a node uses to move key ranges. URLs are
+// normalised and keyed by crawl/urls.
 //
 // The node decides which hosts it owns and deduplicates URLs; it hands the
 // new ones to Crawler.Enqueue. The Crawler keeps them in its durable
