@@ -524,7 +524,8 @@ func (a *adversary) check() {
 func (a *adversary) settle() {
 	requests := func() int { return len(a.web.Web.Log()) + len(a.web.siteLog()) }
 	last, quiet := requests(), 0
-	for i := 0; i < 100 && a.ctx.Err() == nil && !a.swarm.Idle(); i++ {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < 100 && time.Now().Before(deadline) && a.ctx.Err() == nil && !a.swarm.Idle(); i++ {
 		time.Sleep(100 * time.Millisecond)
 		t := a.swarm.Totals()
 		if n := requests(); n == last && t.Outbox == 0 && t.InFlight == 0 {
