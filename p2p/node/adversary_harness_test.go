@@ -162,7 +162,7 @@ func (w *advWeb) siteLog() []advRequest {
 	return slices.Clone(w.log)
 }
 
-// requestedHost reports the requests any node made to host, whichever
+// requestsToHost returns the URLs any node requested on host, whichever
 // log holds them.
 func (w *advWeb) requestsToHost(host string) []string {
 	var out []string
