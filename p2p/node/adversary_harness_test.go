@@ -203,15 +203,6 @@ func (w *advWeb) siteViolations() (robots, politeness []string) {
 	return robots, politeness
 }
 
-// knownFailure skips a test of a defect found by the suite and not fixed
-// yet, unless ADVERSARY_KNOWN_FAILURES is set.
-func knownFailure(t *testing.T, defect string) {
-	t.Helper()
-	if os.Getenv("ADVERSARY_KNOWN_FAILURES") == "" {
-		t.Skipf("known failure: %s (run with ADVERSARY_KNOWN_FAILURES=1)", defect)
-	}
-}
-
 // advOptions shapes an attack's swarm.
 type advOptions struct {
 	// Nodes is the number of honest nodes (default 3).
