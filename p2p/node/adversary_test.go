@@ -22,11 +22,10 @@ package node_test
 //     TestCrossSiteRequeueRefused (apitoken_test.go) replays it against a
 //     real node's API.
 //
-// Not yet here: forged claims at epoch 2^64-1 and forged ring Leave and
-// Notify (authenticated ownership), stalled 16 MiB frames and idle-stream
-// floods (the resource manager), a full disk at a replica and a corrupted
-// journal (the store). adversary.send, adversary.sendRaw and
-// adversary.newStranger are there for them.
+// Forged claims at epoch 2^64-1 and forged ring Leave and Notify are in
+// adversary_ownership_test.go. Elsewhere: a replica whose store fails
+// (p2p/shard TestSyncOnAccept, p2p/node TestLowDiskRefusesNewURLs) and a
+// corrupted journal (cmd TestCorruptStoreRepair, separate processes).
 
 import (
 	"context"
