@@ -12,6 +12,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
@@ -145,7 +146,7 @@ func FuzzRingMessages(f *testing.F) {
 		f.Add(kind, b)
 		seeds[name] = []any{kind, b}
 	}
-	writeSeedCorpus(f, f.Name(), func() map[string][]any { return seeds })
+	fuzzcorpus.Write(f, func() map[string][]any { return seeds })
 
 	valid := func(t *testing.T, p ring.Peer) {
 		t.Helper()

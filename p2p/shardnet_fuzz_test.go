@@ -2,9 +2,6 @@ package p2p
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -50,7 +48,7 @@ func FuzzShardMessages(f *testing.F) {
 		f.Add(uint8(i), b)
 	}
 	f.Add(uint8(0), []byte("\x12\x02\x1a\x00")) // a record without a URL
-	writeSeedCorpus(f, f.Name(), func() map[string][]any {
+	fuzzcorpus.Write(f, func() map[string][]any {
 		seeds := map[string][]any{}
 		for i, m := range sampleShardMessages() {
 			b, err := proto.Marshal(m)
@@ -236,39 +234,5 @@ func sampleShardMessages() []proto.Message {
 		&pb.DigestReply{Sums: []uint64{1, 2, 3}},
 		&pb.PullRequest{Range: rng, AfterKey: 5, AfterHash: 6, HasAfter: true},
 		&pb.PullReply{Records: encodeRecords(recs), Hosts: encodeHosts(hosts), Epochs: encodeClaims(claims), More: true, NextKey: 1<<62 + 5, NextHash: 0x3f1c},
-	}
-}
-
-// writeSeedCorpus writes the seeds build returns as the committed seed
-// corpus of the fuzz target named target, testdata/fuzz/<target>/<name>,
-// in the format of go test, when SWARMCRAWL_WRITE_CORPUS is set (make
-// fuzz-corpus). The seeds come from the package's own encoders and
-// fixtures, so regenerating them follows a change of format.
-func writeSeedCorpus(f *testing.F, target string, build func() map[string][]any) {
-	f.Helper()
-	if os.Getenv("SWARMCRAWL_WRITE_CORPUS") == "" {
-		return
-	}
-	dir := filepath.Join("testdata", "fuzz", target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		f.Fatal(err)
-	}
-	for name, vals := range build() {
-		b := []byte("go test fuzz v1\n")
-		for _, v := range vals {
-			switch v := v.(type) {
-			case []byte:
-				b = fmt.Appendf(b, "[]byte(%q)\n", v)
-			case string:
-				b = fmt.Appendf(b, "string(%q)\n", v)
-			case uint8:
-				b = fmt.Appendf(b, "byte(%q)\n", v)
-			default:
-				b = fmt.Appendf(b, "%T(%v)\n", v, v)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			f.Fatal(err)
-		}
 	}
 }

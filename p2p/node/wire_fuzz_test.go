@@ -3,8 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -79,7 +78,7 @@ func FuzzDecodeFetchBatch(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{})
-	writeSeedCorpus(f, f.Name(), func() map[string][]any {
+	fuzzcorpus.Write(f, func() map[string][]any {
 		seeds := map[string][]any{}
 		for name, b := range samples {
 			seeds[name] = []any{marshal(f, encodeBatch(b))}
@@ -167,7 +166,7 @@ func FuzzDecodeFetchReply(f *testing.F) {
 		f.Add(uint8(3), marshal(f, encodeFetchReply(r)))
 	}
 	f.Add(uint8(0), marshal(f, &pb.FetchBatchReply{Busy: true}))
-	writeSeedCorpus(f, f.Name(), func() map[string][]any {
+	fuzzcorpus.Write(f, func() map[string][]any {
 		seeds := map[string][]any{}
 		for name, r := range samples {
 			seeds[name] = []any{uint8(3), marshal(f, encodeFetchReply(r))}
@@ -261,7 +260,7 @@ func FuzzDecodeHostState(f *testing.F) {
 		f.Add(hs[0].Key, hs[0].Host, hs[0].Data)
 	}
 	f.Add(urls.HostKey("a.test"), "a.test", []byte("\x12\x0chttp://b.test\x18\xc8\x01"))
-	writeSeedCorpus(f, f.Name(), func() map[string][]any {
+	fuzzcorpus.Write(f, func() map[string][]any {
 		seeds := map[string][]any{}
 		for name, h := range states {
 			seeds[name] = []any{h.Key, h.Host, h.Data}
@@ -311,7 +310,7 @@ func FuzzDecodeRecordState(f *testing.F) {
 		f.Add(meta)
 		seeds[name] = []any{meta}
 	}
-	writeSeedCorpus(f, f.Name(), func() map[string][]any { return seeds })
+	fuzzcorpus.Write(f, func() map[string][]any { return seeds })
 	f.Fuzz(func(t *testing.T, meta []byte) {
 		m, err := decodeRecordState(meta)
 		if err != nil {
@@ -350,7 +349,7 @@ func FuzzDecodeTasks(f *testing.F) {
 	for _, m := range batches {
 		f.Add(marshal(f, m))
 	}
-	writeSeedCorpus(f, f.Name(), func() map[string][]any {
+	fuzzcorpus.Write(f, func() map[string][]any {
 		seeds := map[string][]any{}
 		for name, m := range batches {
 			seeds[name] = []any{marshal(f, m)}
@@ -401,38 +400,4 @@ func marshal(tb testing.TB, m proto.Message) []byte {
 		tb.Fatal(err)
 	}
 	return b
-}
-
-// writeSeedCorpus writes the seeds build returns as the committed seed
-// corpus of the fuzz target named target, testdata/fuzz/<target>/<name>,
-// in the format of go test, when SWARMCRAWL_WRITE_CORPUS is set (make
-// fuzz-corpus). The seeds come from the package's own encoders and
-// fixtures, so regenerating them follows a change of format.
-func writeSeedCorpus(f *testing.F, target string, build func() map[string][]any) {
-	f.Helper()
-	if os.Getenv("SWARMCRAWL_WRITE_CORPUS") == "" {
-		return
-	}
-	dir := filepath.Join("testdata", "fuzz", target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		f.Fatal(err)
-	}
-	for name, vals := range build() {
-		b := []byte("go test fuzz v1\n")
-		for _, v := range vals {
-			switch v := v.(type) {
-			case []byte:
-				b = fmt.Appendf(b, "[]byte(%q)\n", v)
-			case string:
-				b = fmt.Appendf(b, "string(%q)\n", v)
-			case uint8:
-				b = fmt.Appendf(b, "byte(%q)\n", v)
-			default:
-				b = fmt.Appendf(b, "%T(%v)\n", v, v)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			f.Fatal(err)
-		}
-	}
 }
