@@ -8,9 +8,11 @@ PKGS     := ./...
 RACE_PKGS := ./p2p/... ./crawl/... ./store/... ./cmd/...
 STATICCHECK_VERSION := v0.8.2
 # make fuzz: how long each fuzz target runs, and flags for every run (for
-# example FUZZFLAGS='-parallel 1' on a shared machine).
+# example FUZZFLAGS='-parallel 1' on a shared machine). go test spends up
+# to -fuzzminimizetime (default 60s) shrinking each new interesting input;
+# 5s leaves most of a short run to fuzzing.
 FUZZTIME  ?= 60s
-FUZZFLAGS ?= -fuzzminimizetime 10s
+FUZZFLAGS ?= -fuzzminimizetime 5s
 
 .PHONY: all build test test-short run bench fuzz fuzz-corpus lint proto clean
 
