@@ -8,12 +8,16 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 )
+
+// uuidPattern matches a record ID's UUID URN.
+var uuidPattern = regexp.MustCompile(`urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // maxFuzzRecords bounds the records read from one fuzz input.
 const maxFuzzRecords = 256
@@ -185,6 +189,37 @@ func readerSeeds(tb testing.TB) map[string][]byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Record IDs are random: number them, so that the corpus is the same
+	// each time it is made, and gzip the records one member each, as the
+	// Writer does.
+	ids := map[string]string{}
+	plain = uuidPattern.ReplaceAllFunc(plain, func(id []byte) []byte {
+		if ids[string(id)] == "" {
+			ids[string(id)] = fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", len(ids)+1)
+		}
+		return []byte(ids[string(id)])
+	})
+	var members []byte
+	r := NewReader(bytes.NewReader(plain))
+	var offsets []int64
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		offsets = append(offsets, rec.Offset)
+	}
+	for i, off := range offsets {
+		end := int64(len(plain))
+		if i+1 < len(offsets) {
+			end = offsets[i+1]
+		}
+		members = append(members, gzipMember(tb, plain[off:end])...)
+	}
+	written = members
 	rec := func(typ, content string) string {
 		return fmt.Sprintf("WARC/1.0\r\nWARC-Type: %s\r\nWARC-Target-URI: <http://old.example/>\r\nWARC-Date: 2010-01-02T03:04:05Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n", typ, len(content), content)
 	}
