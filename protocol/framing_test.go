@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/iotest"
 
