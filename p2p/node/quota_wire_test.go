@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/localswarm"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
@@ -126,5 +128,28 @@ func TestPeerQuotas(t *testing.T) {
 	}
 	if seen := target.Status().Seen; seen != int64(accepted) {
 		t.Fatalf("%d URLs taken, %d in the seen set", accepted, seen)
+	}
+}
+
+// A node keeps its ring neighbours' connections from the connection
+// manager's trimming: a flood of strangers' connections cannot cut it off
+// its ring.
+func TestRingNeighboursProtected(t *testing.T) {
+	s := startSwarm(t, 3)
+	for _, n := range s.Nodes {
+		succ := n.Ring().Successors()[0]
+		id, err := peer.Decode(succ.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		protected := func() bool {
+			return n.Host().ConnManager().IsProtected(id, "swarmcrawl-ring") && n.Status().Resources.ProtectedPeers >= 2
+		}
+		for i := 0; i < 200 && !protected(); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		if !protected() {
+			t.Fatalf("node %s: successor %s not protected (%d peers protected)", n.ID(), id, n.Status().Resources.ProtectedPeers)
+		}
 	}
 }
