@@ -53,6 +53,11 @@ type Limits struct {
 	// the others stop at four fifths, so that what is left is kept for
 	// ring maintenance.
 	Critical bool
+	// A node never has more than PeerStreams calls of a protocol open to
+	// one peer, so that an honest node stays within the limits it
+	// expects of others: a further call waits for one to end (within
+	// its context), or, with NoWait, fails at once as not delivered.
+	NoWait bool
 }
 
 // DefaultFirstByteTimeout is how long a served stream may stay silent
@@ -80,7 +85,7 @@ var limits = map[string]Limits{
 	protocol.SeedID: {MaxBytes: protocol.MaxSeedMsgBytes,
 		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 8 << 20},
 	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 512, PeerStreams: 4, Memory: 256 << 20, PeerMemory: 48 << 20},
+		Streams: 512, PeerStreams: 12, Memory: 256 << 20, PeerMemory: 48 << 20},
 	protocol.HandoffID: {MaxBytes: protocol.MaxShardMsgBytes,
 		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 32 << 20},
 	protocol.DigestID: {MaxBytes: protocol.MaxShardMsgBytes,
@@ -88,10 +93,12 @@ var limits = map[string]Limits{
 	protocol.PullID: {MaxBytes: protocol.MaxShardMsgBytes,
 		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 32 << 20},
 	// A helper reads a batch within 10s, works on it until the owner's
-	// wait (at most MaxFetchWait) and writes its reply within 5s.
+	// wait (at most MaxFetchWait) and writes its reply within 5s. An
+	// owner with more batches for one helper than it takes at once gives
+	// them to others, or fetches them itself, rather than wait.
 	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second,
-		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20},
+		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol
@@ -113,6 +120,22 @@ type Streams struct {
 
 	mu       sync.Mutex
 	handlers map[string]*served
+	// calls holds the calls open to each peer on each protocol, while
+	// there are any: it is never larger than the calls in progress.
+	calls map[callKey]*callSlots
+}
+
+// callKey names the calls of one protocol to one peer.
+type callKey struct {
+	to  peer.ID
+	pid string
+}
+
+// callSlots bounds the calls of one protocol to one peer: a call holds a
+// slot of slots; refs counts the calls holding or waiting for one.
+type callSlots struct {
+	slots chan struct{}
+	refs  int
 }
 
 // served is one registered protocol: its running handlers and the context
@@ -130,7 +153,7 @@ func NewStreams(h host.Host, timeout time.Duration) *Streams {
 	if timeout <= 0 {
 		timeout = DefaultExchangeTimeout
 	}
-	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}}
+	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}, calls: map[callKey]*callSlots{}}
 }
 
 // limitsOf returns pid's limits with the Streams' timeout filled in.
@@ -177,6 +200,11 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	release, err := s.acquire(ctx, to, pid, l)
+	if err != nil {
+		return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
+	}
+	defer release()
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
 		return fmt.Errorf("open %s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -226,6 +254,53 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 	}
 	done = true
 	return nil
+}
+
+// ErrPeerBusy is the error of a call that would have gone beyond the
+// calls its protocol allows to one peer at once (Limits.NoWait).
+var ErrPeerBusy = errors.New("as many calls open to the peer as it takes")
+
+// acquire takes a slot for a call of pid to peer to, waiting for one
+// (within ctx) unless l says not to, and returns its release.
+func (s *Streams) acquire(ctx context.Context, to peer.ID, pid string, l Limits) (release func(), err error) {
+	if l.PeerStreams <= 0 {
+		return func() {}, nil
+	}
+	key := callKey{to, pid}
+	s.mu.Lock()
+	c := s.calls[key]
+	if c == nil {
+		c = &callSlots{slots: make(chan struct{}, l.PeerStreams)}
+		s.calls[key] = c
+	}
+	c.refs++
+	s.mu.Unlock()
+	unref := func() {
+		s.mu.Lock()
+		if c.refs--; c.refs == 0 {
+			delete(s.calls, key)
+		}
+		s.mu.Unlock()
+	}
+	if l.NoWait {
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			unref()
+			return nil, ErrPeerBusy
+		}
+	} else {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			unref()
+			return nil, fmt.Errorf("waiting for a free call: %w", ctx.Err())
+		}
+	}
+	return func() {
+		<-c.slots
+		unref()
+	}, nil
 }
 
 // Inbound describes an incoming request: the authenticated peer that
