@@ -23,9 +23,10 @@ package node_test
 //     real node's API.
 //
 // Forged claims at epoch 2^64-1 and forged ring Leave and Notify are in
-// adversary_ownership_test.go. Elsewhere: a replica whose store fails
-// (p2p/shard TestSyncOnAccept, p2p/node TestLowDiskRefusesNewURLs) and a
-// corrupted journal (cmd TestCorruptStoreRepair, separate processes).
+// adversary_ownership_test.go; stalled 16 MiB frames, idle-stream floods
+// and a replica on a full disk in adversary_resources_test.go. A corrupted
+// journal needs a node to restart: cmd TestCorruptStoreRepair runs it with
+// separate processes.
 
 import (
 	"context"
