@@ -169,4 +169,3 @@ func fill(t *testing.T, path string) {
 	}
 	t.Fatal("the tmpfs never filled")
 }
-

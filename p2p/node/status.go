@@ -173,6 +173,13 @@ type ShardStatus struct {
 	HandoffsIn     int64 `json:"handoffs_in"`
 	MergesIn       int64 `json:"merges_in"`
 	Pulls          int64 `json:"pulls"`
+	// Implausible counts claims, handoffs and merges refused because
+	// their sender could not own the range in this node's view of the
+	// ring; FutureEpochs the epochs refused or dropped for running more
+	// than shard.Config.MaxClockSkew ahead of this node's clock. Either
+	// growing steadily means a peer forges ownership, or a clock is off.
+	Implausible  int64 `json:"implausible"`
+	FutureEpochs int64 `json:"future_epochs"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -207,6 +214,8 @@ func (n *Node) shardStatus() ShardStatus {
 		HandoffsIn:      st.HandoffsIn,
 		MergesIn:        st.MergesIn,
 		Pulls:           st.Pulls,
+		Implausible:     st.Implausible,
+		FutureEpochs:    st.FutureEpochs,
 	}
 }
 
