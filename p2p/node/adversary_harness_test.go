@@ -576,3 +576,17 @@ func (w *heapWatch) stop() (base, peak uint64) {
 	defer w.mu.Unlock()
 	return w.base, w.peak
 }
+
+// stop closes n, as an operator stops a node, and leaves it out of the
+// swarm from then on: its range passes to its successor (by handoff, or
+// promotion from the replicas) and the checks ignore it.
+func (a *adversary) stop(n *node.Node) {
+	a.t.Helper()
+	if err := n.Close(); err != nil {
+		a.t.Logf("stopping %s: %v", n.ID(), err)
+	}
+	drop := func(s []*node.Node) []*node.Node {
+		return slices.DeleteFunc(slices.Clone(s), func(m *node.Node) bool { return m == n })
+	}
+	a.swarm.Nodes, a.honest = drop(a.swarm.Nodes), drop(a.honest)
+}

@@ -100,10 +100,14 @@ func TestAdversaryStreamFlood(t *testing.T) {
 // TestAdversaryFullDiskReplica: "A replica on a full disk logged 'no
 // space left on device' and answered success; the owner kept accepting
 // with degraded=false." One node's data directory is on a small tmpfs
-// that is filled up once the swarm runs. Its owners count degraded writes
-// (status: shard.degraded_writes) while it cannot store their URLs; once
-// space is freed the crawl completes with nothing lost. Needs root to
-// mount the tmpfs (CI runs as root); skipped otherwise.
+// that is filled up once the swarm runs; a URL of a site another node
+// owns is then seeded. Its owner stores it, the full replica cannot, and
+// the owner counts a degraded write (status: shard.degraded_writes). A
+// store that failed a write stays failed until it is reopened (leveldb
+// keeps the journal's error), so the operator frees the space and stops
+// the node: its range passes to the others, and the crawl completes with
+// nothing accepted lost. Needs root to mount the tmpfs (CI runs as
+// root); skipped otherwise.
 // Before issue 9 (a replica answering success whatever its store said):
 // "no owner counted a degraded write while a replica's disk was full".
 func TestAdversaryFullDiskReplica(t *testing.T) {
@@ -126,27 +130,23 @@ func TestAdversaryFullDiskReplica(t *testing.T) {
 			c.Store.MinFreeBytes = -1 // not refusing its own URLs: this is about its replicas' writes
 		}
 	}})
+	owner, replica := a.honest[0], a.honest[full]
+	site := ownedBy(t, owner, "full")
+	a.web.addSite(site, &advSiteDef{})
+	before := owner.Status().Shard.DegradedWrites
 	filler := filepath.Join(dir, "filler")
 	fill(t, filler)
-	a.seed()
-	degraded := func() int64 {
-		var n int64
-		for i, nd := range a.honest {
-			if i != full {
-				n += nd.Status().Shard.DegradedWrites
-			}
-		}
-		return n
-	}
-	for end := time.Now().Add(20 * time.Second); degraded() == 0 && time.Now().Before(end); {
+	a.seed("http://" + site + "/")
+	for end := time.Now().Add(20 * time.Second); owner.Status().Shard.DegradedWrites == before && time.Now().Before(end); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if degraded() == 0 {
+	if owner.Status().Shard.DegradedWrites == before {
 		t.Error("no owner counted a degraded write while a replica's disk was full")
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	a.stop(replica)
 	a.check()
 }
 
