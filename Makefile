@@ -7,8 +7,14 @@ PKGS     := ./...
 # test and small helpers; both stay fast without it.
 RACE_PKGS := ./p2p/... ./crawl/... ./store/... ./cmd/...
 STATICCHECK_VERSION := v0.8.2
+# make fuzz: how long each fuzz target runs, and flags for every run (for
+# example FUZZFLAGS='-parallel 1' on a shared machine). go test spends up
+# to -fuzzminimizetime (default 60s) shrinking each new interesting input;
+# 5s leaves most of a short run to fuzzing.
+FUZZTIME  ?= 60s
+FUZZFLAGS ?= -fuzzminimizetime 5s
 
-.PHONY: all build test test-short run bench lint proto clean
+.PHONY: all build test test-short run bench fuzz fuzz-corpus lint proto clean
 
 all: build
 
@@ -38,6 +44,33 @@ bench:
 	mkdir -p bin
 	$(GO) test -run '^$$' -bench 'CrawlSynthetic' -benchtime 1x -cpuprofile bin/crawl.cpu.prof -o bin/crawl.test ./crawl/
 	$(GO) tool pprof -top -nodecount 25 bin/crawl.test bin/crawl.cpu.prof
+
+# Every fuzz target (each func FuzzX in a _test.go file) in turn for
+# FUZZTIME: go test -fuzz takes one target of one package per run. Each
+# starts from its committed seed corpus (testdata/fuzz/FuzzX, which plain
+# go test, hence make test, also runs) and the inputs go test keeps in its
+# cache. A failing input is written to testdata/fuzz/FuzzX and stops the
+# run; at the end, one line per target with the inputs it executed.
+fuzz:
+	@set -e; mkdir -p bin; summary=""; \
+	for file in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+	  dir=$$(dirname $$file); \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	    echo "== $$dir $$target ($(FUZZTIME))"; \
+	    if ! $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$dir >bin/fuzz.log 2>&1; then \
+	      cat bin/fuzz.log; exit 1; \
+	    fi; \
+	    execs=$$(grep -o 'execs: [0-9]*' bin/fuzz.log | tail -n 1); \
+	    echo "   $$execs"; summary="$$summary$$dir $$target $$execs\n"; \
+	  done; \
+	done; printf '%b' "$$summary"
+
+# Regenerate the committed seed corpora from the inputs each target builds
+# (real messages, records, pages and files from the packages' encoders and
+# the synthetic web), after a change of format. Crashers found by make
+# fuzz are kept as they are.
+fuzz-corpus:
+	SWARMCRAWL_WRITE_CORPUS=1 $(GO) test -count=1 -run '^Fuzz' $(PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

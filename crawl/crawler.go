@@ -174,6 +174,10 @@ type Crawler struct {
 	// the batches fetched for other owners at once.
 	noHelperUntil atomic.Int64
 	helpSlots     chan struct{}
+	// helping paces batches of one host across each other: at most one
+	// runs at a time, and the next starts from the last request of the
+	// one before.
+	helping helpHosts
 
 	// freshRobots holds the hosts whose robots.txt was fetched since the
 	// last TakeFreshSnapshots.

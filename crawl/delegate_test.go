@@ -430,3 +430,75 @@ func TestFetchBatchObeysRobotsAndOwnGap(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchBatchesOfOneHostShareTheGap: however many batches of one host
+// an owner (or an attacker naming itself owner) sends a helper, at once or
+// one after the other, the helper never goes under its own gap for the
+// host: a second batch while one runs is refused busy, and the next
+// batch's first request waits the gap after the previous batch's last.
+// (The adversary suite found two batches at once fetching side by side,
+// 72 politeness violations: TestAdversaryConcurrentFetchBatches.)
+func TestFetchBatchesOfOneHostShareTheGap(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	srv := newLogServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			return
+		}
+		if r.URL.Path == "/p/0" {
+			<-release // hold the first batch inside its first page
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>hello</p>")
+	})
+	host, _ := urls.HostOf(srv.URL + "/")
+	batch := func(from, n int) *Batch {
+		b := &Batch{Host: host, Gap: 0, Budget: 3 * time.Second, Wait: 10 * time.Second}
+		for i := from; i < from+n; i++ {
+			b.Tasks = append(b.Tasks, BatchTask{Task: frontier.Task{URL: fmt.Sprintf("%s/p/%d", srv.URL, i)}})
+		}
+		return b
+	}
+	cfg := testConfig()
+	cfg.Delay = 40 * time.Millisecond
+	c := newTestCrawler(t, cfg, nil, nil)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.FetchBatch(context.Background(), batch(0, 3))
+		first <- err
+	}()
+	// Wait until the first batch is inside its first page, then send a
+	// second batch of the same host.
+	for i := 0; ; i++ {
+		if hits := srv.log(); len(hits) > 0 && hits[len(hits)-1].path == "/p/0" {
+			break
+		}
+		if i > 500 {
+			once.Do(func() { close(release) })
+			t.Fatal("the first batch never reached its first page")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := c.FetchBatch(context.Background(), batch(10, 3))
+	once.Do(func() { close(release) })
+	if !errors.Is(err, ErrBusy) {
+		t.Errorf("a second batch of the host while one runs: err = %v, want ErrBusy", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// The next batch, right after: its first request waits the gap.
+	if _, err := c.FetchBatch(context.Background(), batch(20, 3)); err != nil {
+		t.Fatal(err)
+	}
+	hits := srv.log()
+	if len(hits) != 7 {
+		t.Fatalf("%d requests, want robots.txt and 6 pages: %v", len(hits), hits)
+	}
+	for i, g := range gaps(hits) {
+		if g < cfg.Delay {
+			t.Errorf("requests %s and %s %v apart: the helper went under its own %v delay", hits[i].path, hits[i+1].path, g, cfg.Delay)
+		}
+	}
+}

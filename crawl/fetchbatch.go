@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
@@ -33,11 +34,16 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 		return nil, ErrBusy
 	}
 	defer func() { <-c.helpSlots }()
+	last, ok := c.helping.begin(b.Host)
+	if !ok {
+		return nil, ErrBusy // a batch of this host is running here already
+	}
+	p := &batchPace{c: c, host: b.Host, floor: b.Gap, last: last, before: last}
+	defer func() { c.helping.end(b.Host, p.last, c.now()) }()
 	start := c.now()
 	margin := min(time.Second, (b.Wait-b.Budget)/2)
 	ctx, cancel := context.WithTimeout(ctx, b.Wait-margin)
 	defer cancel()
-	p := &batchPace{c: c, host: b.Host, floor: b.Gap}
 	res := &BatchResult{}
 	for _, bt := range b.Tasks {
 		if !p.mayStart(start, b.Budget) {
@@ -84,7 +90,7 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 			break // the host asked for a pause: the owner keeps it
 		}
 	}
-	if last := p.Last(); !last.IsZero() {
+	if last := p.Last(); !last.IsZero() && !last.Equal(p.before) {
 		res.Contacted = true
 		res.SinceLast = c.now().Sub(last)
 		if res.RetryAfter == 0 && !p.retryAfter.IsZero() {
@@ -118,12 +124,14 @@ func (c *Crawler) batchRobots(host, origin string) *robotsRules {
 // each is the larger of the owner's (floor) and this crawler's own for the
 // host, and a Retry-After ends the batch.
 type batchPace struct {
-	c          *Crawler
-	host       string
-	floor      time.Duration
-	last       time.Time
-	crawlDelay time.Duration
-	retryAfter time.Time
+	c     *Crawler
+	host  string
+	floor time.Duration
+	// last is the start of the latest request to the host, this batch's
+	// or (before its first) the previous batch's: before.
+	last, before time.Time
+	crawlDelay   time.Duration
+	retryAfter   time.Time
 }
 
 var _ pace = (*batchPace)(nil)
@@ -190,4 +198,58 @@ func (c *Crawler) checkBatch(b *Batch) error {
 		}
 	}
 	return nil
+}
+
+// helpHosts is what a helper remembers of the hosts it fetched batches
+// for: which have a batch running, and when each was last contacted, so
+// that batches of one host, whoever sends them and however many at once,
+// never go under the helper's own gap. Entries older than
+// helpMemory are forgotten once the map holds more than
+// maxHelpHosts.
+type helpHosts struct {
+	mu      sync.Mutex
+	running map[string]bool
+	last    map[string]time.Time
+}
+
+const (
+	// helpMemory is how long a host's last contact is kept: longer than
+	// any gap a helper keeps (its Crawl-delay cap is far below).
+	helpMemory = 15 * time.Minute
+	// maxHelpHosts is the number of remembered hosts above which old
+	// entries are dropped.
+	maxHelpHosts = 4096
+)
+
+// begin marks a batch of host as running and returns when the host was
+// last contacted; false if a batch of host is running already.
+func (h *helpHosts) begin(host string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[host] {
+		return time.Time{}, false
+	}
+	if h.running == nil {
+		h.running, h.last = make(map[string]bool), make(map[string]time.Time)
+	}
+	h.running[host] = true
+	return h.last[host], true
+}
+
+// end records the batch's last contact with host and lets the next batch
+// of host begin.
+func (h *helpHosts) end(host string, last, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.running, host)
+	if !last.IsZero() {
+		h.last[host] = last
+	}
+	if len(h.last) > maxHelpHosts {
+		for k, t := range h.last {
+			if now.Sub(t) > helpMemory && !h.running[k] {
+				delete(h.last, k)
+			}
+		}
+	}
 }

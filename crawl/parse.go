@@ -53,8 +53,13 @@ func IsHTML(contentType string, body []byte) bool {
 // HTML5 tree parser finds (raw-text elements such as script, textarea and
 // noscript hold no links; the first of two attributes of a name wins),
 // except that a <frame> outside a <frameset>, and links after a
-// </frameset>, which the tree drops, are links here. Malformed HTML never
-// panics and never fails.
+// </frameset>, which the tree drops, are links here, and that inside SVG
+// and MathML the scan reads as in HTML what the tree reads as foreign
+// content: the content of <style>, <title> and the other raw-text elements
+// is text here and markup there, a CDATA section is a comment here, and an
+// href wins over an xlink:href here and not there (FuzzExtractLinks
+// compares both outside those cases). Malformed HTML never panics and
+// never fails.
 func ExtractLinks(body []byte, pageURL *url.URL, uaToken string, maxLinks int) (links []string, capped int, err error) {
 	defer func() {
 		if r := recover(); r != nil {

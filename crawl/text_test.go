@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 )
 
 func TestExtractText(t *testing.T) {
@@ -233,6 +235,21 @@ func FuzzExtractText(f *testing.F) {
 	f.Add([]byte("<pre>a\n b</pre><svg><title>i</title></svg>"), "text/html; charset=windows-1252")
 	f.Add([]byte("plain\r\ntext"), "text/plain")
 	f.Add([]byte("\xff\xfe<\x00p\x00>\x00"), "")
+	// The committed corpus: pages of the synthetic web, and text in the
+	// charsets and types servers send.
+	fuzzcorpus.Write(f, func() map[string][]any {
+		out := map[string][]any{
+			"latin1":    {[]byte("<html><title>Caf\xe9</title><p>cr\xe8me br\xfbl\xe9e</p></html>"), "text/html; charset=ISO-8859-1"},
+			"meta-sjis": {[]byte("<meta charset=\"shift_jis\"><title>\x83e\x83X\x83g</title><p>\x93\xfa\x96{</p>"), "text/html"},
+			"utf16":     {[]byte("\xff\xfe<\x00p\x00>\x00h\x00i\x00"), ""},
+			"plain":     {[]byte("plain\r\ntext\twith  spaces\n\n"), "text/plain; charset=utf-8"},
+			"pre-svg":   {[]byte("<pre>a\n b</pre><svg><title>i</title></svg><noscript>n</noscript>"), "application/xhtml+xml"},
+		}
+		for name, body := range synthBodies(f, func(w *synthweb.Web) []string { return append(w.Seeds(), w.Pages()[:3]...) }) {
+			out["synth-"+name] = []any{body, "text/html; charset=utf-8"}
+		}
+		return out
+	})
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		title, text := ExtractText(body, contentType)
 		if !utf8.ValidString(title) || !utf8.ValidString(text) {

@@ -85,6 +85,13 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		}
 		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
 	}
+	// The resource manager is made last: libp2p.New owns it from here,
+	// and closes it with the host or when it fails.
+	mgr, err := newResourceManager()
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	opts = append(opts, libp2p.ResourceManager(mgr))
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)

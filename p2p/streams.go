@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 // has no earlier deadline.
 const DefaultExchangeTimeout = 10 * time.Second
 
-// Limits bound the exchanges of one protocol.
+// Limits bound the exchanges of one protocol: the size and deadlines of
+// each exchange here, and what all of them together may hold through the
+// libp2p resource manager (see resources.go).
 type Limits struct {
 	// MaxBytes caps the request and the response.
 	MaxBytes int
@@ -35,27 +38,67 @@ type Limits struct {
 	// the handler returned: for protocols whose handler may work far
 	// longer than a message takes to travel.
 	ReadTimeout, WriteTimeout time.Duration
+	// FirstByteTimeout bounds, on the serving side, the wait for the
+	// request's first byte: a stream that stays silent is reset long
+	// before its read deadline. 0 means DefaultFirstByteTimeout.
+	FirstByteTimeout time.Duration
+	// Streams bounds the inbound streams of the protocol open at once,
+	// from all peers together; PeerStreams from any one peer.
+	Streams, PeerStreams int
+	// Memory bounds the memory the protocol's frames may hold at once
+	// (requests read and responses being read), PeerMemory the part of it
+	// one peer's streams may hold.
+	Memory, PeerMemory int64
+	// Critical protocols may take the last fifth of every memory limit;
+	// the others stop at four fifths, so that what is left is kept for
+	// ring maintenance.
+	Critical bool
+	// A node never has more than PeerStreams calls of a protocol open to
+	// one peer, so that an honest node stays within the limits it
+	// expects of others: a further call waits for one to end (within
+	// its context), or, with NoWait, fails at once as not delivered.
+	NoWait bool
 }
+
+// DefaultFirstByteTimeout is how long a served stream may stay silent
+// before it is reset, unless its protocol's limits say otherwise. A caller
+// writes its request as soon as the stream is open, so only an idle or
+// hostile stream waits this long.
+const DefaultFirstByteTimeout = 2 * time.Second
 
 // MaxFetchWait is the longest a fetch batch's handler may run: it bounds
 // how long one batch can hold a helper, whatever wait the owner asks for.
 const MaxFetchWait = 10 * time.Minute
 
 // limits are the bounds of every swarmcrawl protocol. This table is the
-// one place that sets a protocol's size cap and deadlines: no other code
-// opens, reads or writes a swarmcrawl stream.
+// one place that sets a protocol's size cap, deadlines and share of the
+// node's resources: no other code opens, reads or writes a swarmcrawl
+// stream. The per-peer stream limits of the swarmcrawl protocols add up to
+// less than peerStreamsInbound, leaving room for the DHT and libp2p's own
+// protocols (a test checks it); the ring, small and latency-critical, gets
+// the most streams per peer and protocol-wide.
 var limits = map[string]Limits{
-	protocol.RingID:      {MaxBytes: protocol.MaxRingMsgBytes},
-	protocol.TasksID:     {MaxBytes: protocol.MaxTaskMsgBytes},
-	protocol.SeedID:      {MaxBytes: protocol.MaxSeedMsgBytes},
-	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes},
-	protocol.HandoffID:   {MaxBytes: protocol.MaxShardMsgBytes},
-	protocol.DigestID:    {MaxBytes: protocol.MaxShardMsgBytes},
-	protocol.PullID:      {MaxBytes: protocol.MaxShardMsgBytes},
+	protocol.RingID: {MaxBytes: protocol.MaxRingMsgBytes,
+		Streams: 4096, PeerStreams: 16, Memory: 64 << 20, PeerMemory: 2 << 20, Critical: true},
+	protocol.TasksID: {MaxBytes: protocol.MaxTaskMsgBytes,
+		Streams: 512, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 16 << 20},
+	protocol.SeedID: {MaxBytes: protocol.MaxSeedMsgBytes,
+		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 8 << 20},
+	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes,
+		Streams: 512, PeerStreams: 12, Memory: 256 << 20, PeerMemory: 48 << 20},
+	protocol.HandoffID: {MaxBytes: protocol.MaxShardMsgBytes,
+		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 32 << 20},
+	protocol.DigestID: {MaxBytes: protocol.MaxShardMsgBytes,
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 32 << 20},
+	protocol.PullID: {MaxBytes: protocol.MaxShardMsgBytes,
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 32 << 20},
 	// A helper reads a batch within 10s, works on it until the owner's
-	// wait (at most MaxFetchWait) and writes its reply within 5s.
+	// wait (at most MaxFetchWait) and writes its reply within 5s. An
+	// owner with more batches for one helper than it takes at once gives
+	// them to others, or fetches them itself, rather than wait.
 	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second},
+		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second,
+		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol
@@ -77,6 +120,22 @@ type Streams struct {
 
 	mu       sync.Mutex
 	handlers map[string]*served
+	// calls holds the calls open to each peer on each protocol, while
+	// there are any: it is never larger than the calls in progress.
+	calls map[callKey]*callSlots
+}
+
+// callKey names the calls of one protocol to one peer.
+type callKey struct {
+	to  peer.ID
+	pid string
+}
+
+// callSlots bounds the calls of one protocol to one peer: a call holds a
+// slot of slots; refs counts the calls holding or waiting for one.
+type callSlots struct {
+	slots chan struct{}
+	refs  int
 }
 
 // served is one registered protocol: its running handlers and the context
@@ -94,7 +153,7 @@ func NewStreams(h host.Host, timeout time.Duration) *Streams {
 	if timeout <= 0 {
 		timeout = DefaultExchangeTimeout
 	}
-	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}}
+	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}, calls: map[callKey]*callSlots{}}
 }
 
 // limitsOf returns pid's limits with the Streams' timeout filled in.
@@ -105,6 +164,9 @@ func (s *Streams) limitsOf(pid string) (Limits, error) {
 	}
 	if l.Timeout <= 0 {
 		l.Timeout = s.timeout
+	}
+	if l.FirstByteTimeout <= 0 {
+		l.FirstByteTimeout = DefaultFirstByteTimeout
 	}
 	return l, nil
 }
@@ -122,7 +184,7 @@ func (s *Streams) Call(ctx context.Context, to peer.ID, pid string, req, resp pr
 	if err != nil {
 		return err
 	}
-	return s.exchange(ctx, to, pid, req, resp, l.MaxBytes, l.Timeout)
+	return s.exchange(ctx, to, pid, req, resp, l, l.Timeout)
 }
 
 // CallWithin is Call bounded by timeout instead of the protocol's own, for
@@ -132,12 +194,17 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 	if err != nil {
 		return err
 	}
-	return s.exchange(ctx, to, pid, req, resp, l.MaxBytes, timeout)
+	return s.exchange(ctx, to, pid, req, resp, l, timeout)
 }
 
-func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, max int, timeout time.Duration) error {
+func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	release, err := s.acquire(ctx, to, pid, l)
+	if err != nil {
+		return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
+	}
+	defer release()
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
 		return fmt.Errorf("open %s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -155,7 +222,7 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 			_ = st.Reset()
 		}
 	}()
-	if err := protocol.WriteMsg(st, req, max); err != nil {
+	if err := protocol.WriteMsg(st, req, l.MaxBytes); err != nil {
 		if errors.Is(err, protocol.ErrTooLarge) {
 			// Refused before a byte was written.
 			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -165,21 +232,75 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 	if err := st.CloseWrite(); err != nil {
 		return fmt.Errorf("%s to %s: close write: %w", pid, ShortID(to), err)
 	}
-	if err := protocol.ReadMsg(st, resp, max); err != nil {
+	// The response's memory is reserved in the stream's scope as it
+	// arrives, like a request's, and given back once it is decoded.
+	budget := budgetOf(st, l)
+	reserved, err := protocol.ReadMsgBudget(st, resp, l.MaxBytes, budget)
+	budget.Release(reserved)
+	if err != nil {
 		// A stream to a peer known to speak the protocol is negotiated
 		// lazily, with the request; a peer that no longer does answers
 		// "not supported" or resets the stream for failed negotiation,
-		// and never saw the request.
+		// and a peer whose resource manager refused the stream resets it
+		// before its handler ran: either way it never saw the request.
 		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
 		var reset *network.StreamError
 		if errors.As(err, &notSupported) ||
-			errors.As(err, &reset) && reset.Remote && reset.ErrorCode == network.StreamProtocolNegotiationFailed {
+			errors.As(err, &reset) && reset.Remote && (reset.ErrorCode == network.StreamProtocolNegotiationFailed ||
+				reset.ErrorCode == network.StreamResourceLimitExceeded) {
 			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
 		return fmt.Errorf("%s from %s: %w", pid, ShortID(to), err)
 	}
 	done = true
 	return nil
+}
+
+// ErrPeerBusy is the error of a call that would have gone beyond the
+// calls its protocol allows to one peer at once (Limits.NoWait).
+var ErrPeerBusy = errors.New("as many calls open to the peer as it takes")
+
+// acquire takes a slot for a call of pid to peer to, waiting for one
+// (within ctx) unless l says not to, and returns its release.
+func (s *Streams) acquire(ctx context.Context, to peer.ID, pid string, l Limits) (release func(), err error) {
+	if l.PeerStreams <= 0 {
+		return func() {}, nil
+	}
+	key := callKey{to, pid}
+	s.mu.Lock()
+	c := s.calls[key]
+	if c == nil {
+		c = &callSlots{slots: make(chan struct{}, l.PeerStreams)}
+		s.calls[key] = c
+	}
+	c.refs++
+	s.mu.Unlock()
+	unref := func() {
+		s.mu.Lock()
+		if c.refs--; c.refs == 0 {
+			delete(s.calls, key)
+		}
+		s.mu.Unlock()
+	}
+	if l.NoWait {
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			unref()
+			return nil, ErrPeerBusy
+		}
+	} else {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			unref()
+			return nil, fmt.Errorf("waiting for a free call: %w", ctx.Err())
+		}
+	}
+	return func() {
+		<-c.slots
+		unref()
+	}, nil
 }
 
 // Inbound describes an incoming request: the authenticated peer that
@@ -241,14 +362,32 @@ func (s *Streams) serveStream(base context.Context, st network.Stream, l Limits,
 	start := time.Now()
 	ctx, cancel := context.WithDeadline(base, start.Add(l.Timeout))
 	defer cancel()
+	readDeadline := start.Add(l.Timeout)
 	if l.ReadTimeout > 0 {
-		_ = st.SetReadDeadline(start.Add(l.ReadTimeout))
+		readDeadline = start.Add(l.ReadTimeout)
 	} else {
-		_ = st.SetDeadline(start.Add(l.Timeout))
+		_ = st.SetWriteDeadline(readDeadline)
 	}
+	// A silent stream is reset at the first-byte deadline; once the
+	// request starts arriving it has until the read deadline.
+	firstDeadline := start.Add(l.FirstByteTimeout)
+	if readDeadline.Before(firstDeadline) {
+		firstDeadline = readDeadline
+	}
+	_ = st.SetReadDeadline(firstDeadline)
+	r := &firstByte{Reader: st, arrived: func() { _ = st.SetReadDeadline(readDeadline) }}
+	// The request's memory is reserved in the stream's scope as its bytes
+	// arrive, and held until the response is written.
+	budget := budgetOf(st, l)
 	req := newReq()
-	if err := protocol.ReadMsg(st, req, l.MaxBytes); err != nil {
-		_ = st.Reset()
+	reserved, err := protocol.ReadMsgBudget(r, req, l.MaxBytes, budget)
+	defer budget.Release(reserved)
+	if err != nil {
+		if errors.Is(err, network.ErrResourceLimitExceeded) {
+			_ = st.ResetWithError(network.StreamResourceLimitExceeded)
+		} else {
+			_ = st.Reset()
+		}
 		return
 	}
 	conn := st.Conn()
@@ -261,6 +400,22 @@ func (s *Streams) serveStream(base context.Context, st network.Stream, l Limits,
 		return
 	}
 	_ = st.Close()
+}
+
+// firstByte calls arrived once, when the first bytes are read.
+type firstByte struct {
+	io.Reader
+	arrived func()
+	seen    bool
+}
+
+func (f *firstByte) Read(p []byte) (int, error) {
+	n, err := f.Reader.Read(p)
+	if n > 0 && !f.seen {
+		f.seen = true
+		f.arrived()
+	}
+	return n, err
 }
 
 // Unhandle stops serving pid: new streams are refused, the handlers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -38,6 +39,9 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 	resp := &pb.TaskBatchResult{}
 	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks}, resp); err != nil {
 		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
+	}
+	if resp.RetryAfterNs > 0 {
+		return nil, fmt.Errorf("send %d tasks: owner %s: %w", len(tasks), ShortID(id), &RetryLater{After: time.Duration(resp.RetryAfterNs), Reason: resp.Error})
 	}
 	if resp.Error != "" {
 		return nil, fmt.Errorf("send %d tasks: owner %s: %s", len(tasks), ShortID(id), resp.Error)
@@ -88,13 +92,27 @@ type Rejection struct {
 	URL, Reason string
 }
 
+// RetryLater is the error of a request a peer refused for now, because
+// the sender has spent its quota there: the peer took nothing, and the
+// same request may be sent again After.
+type RetryLater struct {
+	After  time.Duration
+	Reason string
+}
+
+func (e *RetryLater) Error() string {
+	return fmt.Sprintf("refused for now, retry in %v: %s", e.After.Round(time.Millisecond), e.Reason)
+}
+
 // ErrNoConnection is SubmitSeeds' error when the member cannot be
 // reached at all.
 var ErrNoConnection = errors.New("cannot connect")
 
 // SubmitSeeds sends seed URLs to the swarm member at addr (a full
 // /p2p/ multiaddr) over the seed protocol, from a short-lived host h, in
-// requests of at most protocol.MaxSeedURLs URLs.
+// requests of at most protocol.MaxSeedURLs URLs. A request the member
+// refuses for now (the client's seed quota is spent) is sent again when
+// the member says, until ctx ends.
 func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (SeedResult, error) {
 	if len(urls) == 0 {
 		return SeedResult{}, errors.New("submit seeds: no URLs")
@@ -116,6 +134,16 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 		resp := &pb.SeedResponse{}
 		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, &pb.SeedRequest{Urls: urls[:n]}, resp); err != nil {
 			return total, fmt.Errorf("submit seeds: %w", err)
+		}
+		if resp.RetryAfterNs > 0 {
+			wait := time.NewTimer(time.Duration(resp.RetryAfterNs))
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return total, fmt.Errorf("submit seeds: %w: %w", &RetryLater{After: time.Duration(resp.RetryAfterNs), Reason: resp.Error}, ctx.Err())
+			case <-wait.C:
+			}
+			continue
 		}
 		if resp.Error != "" {
 			return total, fmt.Errorf("submit seeds: %s", resp.Error)

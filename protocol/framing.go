@@ -12,6 +12,12 @@ import (
 // ErrTooLarge reports a frame above the size cap of its protocol.
 var ErrTooLarge = errors.New("message too large")
 
+// FirstBuffer is the buffer a reader starts a frame's body with; it
+// doubles (up to the frame's size) each time it is full, so a frame's
+// buffer never holds more than twice the bytes that arrived, or
+// FirstBuffer.
+const FirstBuffer = 4 << 10
+
 // WriteMsg frames msg and writes it to w. It refuses to send a message
 // larger than max, so a node never produces a frame its peers must reject.
 func WriteMsg(w io.Writer, msg proto.Message, max int) error {
@@ -31,9 +37,32 @@ func WriteMsg(w io.Writer, msg proto.Message, max int) error {
 	return nil
 }
 
+// Budget accounts the memory a reader holds for the frame it reads, so
+// that the memory peers can make a node hold is bounded where the budget
+// says, not by the frames' declared sizes.
+type Budget interface {
+	// Reserve is asked before the reader holds n more bytes; an error
+	// stops the read.
+	Reserve(n int) error
+	// Release gives back n bytes reserved before.
+	Release(n int)
+}
+
 // ReadMsg reads one frame from r into msg. A frame longer than max is
-// refused before its body is read.
+// refused before its body is read, and the body's buffer grows only as
+// its bytes arrive (see FirstBuffer): a frame that declares max bytes and
+// sends few costs few.
 func ReadMsg(r io.Reader, msg proto.Message, max int) error {
+	_, err := ReadMsgBudget(r, msg, max, nil)
+	return err
+}
+
+// ReadMsgBudget is ReadMsg that reserves from b each time it grows the
+// frame's buffer, and stops with b's error when b refuses. It returns the
+// bytes it reserved and still holds, also on error: the caller releases
+// them once it is done with msg (decoded fields may share the buffer's
+// size). A nil b reserves nothing.
+func ReadMsgBudget(r io.Reader, msg proto.Message, max int, b Budget) (reserved int, err error) {
 	br, ok := r.(io.ByteReader)
 	if !ok {
 		br = byteReader{r}
@@ -41,21 +70,50 @@ func ReadMsg(r io.Reader, msg proto.Message, max int) error {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %T: %w", msg, io.ErrUnexpectedEOF)
+			return 0, fmt.Errorf("read %T: %w", msg, io.ErrUnexpectedEOF)
 		}
-		return fmt.Errorf("read %T length: %w", msg, err)
+		return 0, fmt.Errorf("read %T length: %w", msg, err)
 	}
 	if n > uint64(max) {
-		return fmt.Errorf("read %T: %d bytes: %w (cap %d)", msg, n, ErrTooLarge, max)
+		return 0, fmt.Errorf("read %T: %d bytes: %w (cap %d)", msg, n, ErrTooLarge, max)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return fmt.Errorf("read %T body: %w", msg, err)
+	body, reserved, err := readBody(r, int(n), b)
+	if err != nil {
+		return reserved, fmt.Errorf("read %T body: %w", msg, err)
 	}
 	if err := proto.Unmarshal(body, msg); err != nil {
-		return fmt.Errorf("decode %T: %w", msg, err)
+		return reserved, fmt.Errorf("decode %T: %w", msg, err)
 	}
-	return nil
+	return reserved, nil
+}
+
+// readBody reads n bytes from r into a buffer that starts at FirstBuffer
+// bytes and doubles (up to n) each time it is full, reserving each
+// growth from b first.
+func readBody(r io.Reader, n int, b Budget) (body []byte, reserved int, err error) {
+	for len(body) < n {
+		if len(body) == cap(body) {
+			size := min(n, max(FirstBuffer, 2*cap(body)))
+			if b != nil {
+				if err := b.Reserve(size - cap(body)); err != nil {
+					return nil, reserved, fmt.Errorf("%d of %d bytes read: %w", len(body), n, err)
+				}
+				reserved += size - cap(body)
+			}
+			grown := make([]byte, len(body), size)
+			copy(grown, body)
+			body = grown
+		}
+		m, err := io.ReadFull(r, body[len(body):cap(body)])
+		body = body[:len(body)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, reserved, fmt.Errorf("%d of %d bytes read: %w", len(body), n, err)
+		}
+	}
+	return body, reserved, nil
 }
 
 // byteReader reads the length prefix one byte at a time so that nothing

@@ -92,6 +92,10 @@ func printStatus(w io.Writer, st *node.Status) {
 	case d.MinFreeBytes > 0:
 		fmt.Fprintf(w, "disk        %s free (new URLs refused below %s)\n", formatBytes(d.FreeBytes), formatBytes(d.MinFreeBytes))
 	}
+	if r := st.Resources; r.TasksRefused > 0 || r.SeedsRefused > 0 || r.Throttled > 0 || r.OutboxSpilled > 0 {
+		fmt.Fprintf(w, "quotas      %d task batches and %d seed requests refused for now, %d of this node's batches held back by owners, %d waiting tasks in the store only\n",
+			r.TasksRefused, r.SeedsRefused, r.Throttled, r.OutboxSpilled)
+	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
 	}

@@ -162,11 +162,14 @@ func cleanRef(s string) string {
 }
 
 // normalizeHost lowercases the host, converts IDNs to punycode and drops a
-// trailing dot ("example.com." and "example.com" are the same site).
+// trailing dot ("example.com." and "example.com" are the same site). A
+// host that would still end in a dot ("example.com..") is refused, so that
+// the result is its own normal form. An IPv6 zone ("[fe80::1%25en0]") is
+// refused too: it names an interface of the machine that reads the URL, so
+// it means nothing to a swarm, and written back it would not parse.
 func normalizeHost(host string) (string, error) {
-	host = strings.TrimSuffix(host, ".")
-	if host == "" {
-		return "", ErrMissingHost
+	if strings.IndexByte(host, '%') >= 0 {
+		return "", fmt.Errorf("invalid host %q: an IPv6 zone", host)
 	}
 	for i := 0; i < len(host); i++ {
 		if host[i] >= 0x80 {
@@ -174,8 +177,16 @@ func normalizeHost(host string) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("invalid host %q: %w", host, err)
 			}
-			return strings.ToLower(ascii), nil
+			host = ascii
+			break
 		}
+	}
+	host = strings.TrimSuffix(host, ".")
+	if host == "" {
+		return "", ErrMissingHost
+	}
+	if strings.HasSuffix(host, ".") {
+		return "", fmt.Errorf("invalid host %q: empty label", host)
 	}
 	return strings.ToLower(host), nil
 }

@@ -60,6 +60,7 @@ func TestNormalize(t *testing.T) {
 		{"userinfo dropped", nil, "http://user:pw@example.com/", "http://example.com/"},
 		{"trailing dot host", nil, "http://example.com./a", "http://example.com/a"},
 		{"idn to punycode", nil, "http://Bücher.example/", "http://xn--bcher-kva.example/"},
+		{"idn with a trailing full stop", nil, "http://Bücher。/", "http://xn--bcher-kva/"},
 		{"ipv6", nil, "http://[2001:DB8::1]:8080/", "http://[2001:db8::1]:8080/"},
 		{"ipv6 default port", nil, "http://[::1]:80/", "http://[::1]/"},
 		{"whitespace trimmed", base, "  \n other.html\t", "http://example.com/dir/other.html"},
@@ -105,6 +106,8 @@ func TestNormalizeErrors(t *testing.T) {
 		{"relative without base", nil, "/a/b", ErrMissingScheme, "missing scheme"},
 		{"bad port", nil, "http://example.com:99999/", nil, `invalid port "99999"`},
 		{"bad host", nil, "http://exa mple.com/", nil, "invalid character"},
+		{"ipv6 zone", nil, "http://[fe80::1%25en0]/", nil, "an IPv6 zone"},
+		{"only dots", nil, "http://../", nil, "empty label"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

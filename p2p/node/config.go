@@ -63,6 +63,15 @@ type Config struct {
 	JoinTimeout time.Duration
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+	// TaskQuota bounds the tasks one peer may send the node (default
+	// 10,000 a second, 20,000 at once), SeedQuota the seed URLs one
+	// client may submit (default 1,000 a second, 20,000 at once). A
+	// request beyond is refused whole and its sender told when to retry.
+	TaskQuota, SeedQuota Quota
+	// OutboxMemory bounds the undelivered tasks the outbox holds in
+	// memory; the others wait in the store until those are delivered.
+	// Default 100,000.
+	OutboxMemory int
 }
 
 // DefaultConfig returns a node configuration with every default set;
@@ -73,14 +82,17 @@ func DefaultConfig() Config {
 	// cheap, and it bounds how soon a new URL's range is claimed.
 	sc.TickInterval = 50 * time.Millisecond
 	return Config{
-		Host:        p2p.DefaultConfig(),
-		APIAddr:     "127.0.0.1:0",
-		Crawl:       crawl.DefaultConfig(),
-		Store:       store.DefaultOptions(),
-		WARC:        warc.DefaultOptions(),
-		Ring:        ring.DefaultConfig(),
-		Shard:       sc,
-		JoinTimeout: 30 * time.Second,
+		Host:         p2p.DefaultConfig(),
+		APIAddr:      "127.0.0.1:0",
+		Crawl:        crawl.DefaultConfig(),
+		Store:        store.DefaultOptions(),
+		WARC:         warc.DefaultOptions(),
+		Ring:         ring.DefaultConfig(),
+		Shard:        sc,
+		JoinTimeout:  30 * time.Second,
+		TaskQuota:    Quota{Rate: 10_000, Burst: 20_000},
+		SeedQuota:    Quota{Rate: 1_000, Burst: 20_000},
+		OutboxMemory: 100_000,
 	}
 }
 
@@ -106,6 +118,11 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	c.TaskQuota = c.TaskQuota.orDefault(d.TaskQuota)
+	c.SeedQuota = c.SeedQuota.orDefault(d.SeedQuota)
+	if c.OutboxMemory <= 0 {
+		c.OutboxMemory = d.OutboxMemory
 	}
 	sc, err := c.Shard.Effective()
 	if err != nil {

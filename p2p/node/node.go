@@ -84,6 +84,12 @@ type Node struct {
 	router    *router
 	progress  *progress
 
+	// taskQuota and seedQuota bound what one peer may send.
+	taskQuota, seedQuota *quota
+	// neighbours keeps the ring neighbours' connections from being
+	// trimmed.
+	neighbours *p2p.Protected
+
 	disc     *p2p.Discovery
 	started  time.Time
 	apiToken string // guards the API's mutating endpoints (DATA/api.token)
@@ -187,7 +193,7 @@ func (n *Node) build() error {
 	n.ring = ring.NewNode(p2p.RingPeer(h.ID()), n.ringTr, cfg.Ring)
 	n.own = shard.NewOwnership(n.ring)
 
-	n.outbox = newOutbox(n.db, n.log)
+	n.outbox = newOutbox(n.db, n.log, cfg.OutboxMemory)
 	n.finished = &finishedURLs{links: n.outbox, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
 	// The crawler, the owner and the router must agree on what a key is.
@@ -243,6 +249,9 @@ func (n *Node) build() error {
 
 	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth}
 	n.tasks = p2p.NewTaskTransport(n.streams)
+	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
+	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
+	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
 	if keyMode == urls.KeyHost {
@@ -269,6 +278,13 @@ func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []frontier.Tas
 // member.
 func (n *Node) Start(ctx context.Context) error {
 	n.started = time.Now()
+	// The outbox is loaded before seeds can add to it, so that its tasks
+	// stay in the order of their entries.
+	if loaded, err := n.outbox.Load(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	} else if loaded > 0 {
+		n.log.Info("resuming undelivered links", "tasks", loaded)
+	}
 	n.ringTr.Serve(n.ring)
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
@@ -284,11 +300,6 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.join(ctx, bootstrap); err != nil {
 		return fmt.Errorf("start: %w", err)
-	}
-	if loaded, err := n.outbox.Load(); err != nil {
-		return fmt.Errorf("start: %w", err)
-	} else if loaded > 0 {
-		n.log.Info("resuming undelivered links", "tasks", loaded)
 	}
 	if err := n.startAPI(); err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -312,6 +323,7 @@ func (n *Node) Start(ctx context.Context) error {
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
 	n.goRun("router", func() { n.router.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
+	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}
@@ -348,6 +360,34 @@ func (n *Node) unparkLoop(ctx context.Context) {
 		}
 		if err := n.crawler.Resume(n.own.Owns); err != nil {
 			n.log.Warn("resuming parked hosts failed", "err", err)
+		}
+	}
+}
+
+// neighbourInterval is how often the set of ring neighbours whose
+// connections are protected is brought up to date.
+const neighbourInterval = time.Second
+
+// protectNeighbours keeps the connections to the ring's neighbours
+// (predecessor, successors, fingers) safe from the connection manager's
+// trimming, so that strangers opening connections cannot cut the node off
+// the ring.
+func (n *Node) protectNeighbours(ctx context.Context) {
+	t := time.NewTicker(neighbourInterval)
+	defer t.Stop()
+	for {
+		st := n.ring.State()
+		ids := make([]peer.ID, 0, 1+len(st.Successors)+len(st.Fingers))
+		for _, p := range append(append([]ring.Peer{st.Predecessor}, st.Successors...), st.Fingers...) {
+			if id, err := peer.Decode(p.Addr); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		n.neighbours.Set(ids)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,17 +20,34 @@ import (
 // from and deleted once settled, so a crash loses no discovered link. The
 // router takes due tasks out, delivers them and hands back what it could
 // not deliver.
+//
+// At most memory tasks are held in memory; beyond that the outbox spills:
+// new tasks wait in the store only, in order, and are read back as the
+// ones in memory are delivered. Nothing is lost and memory stays bounded
+// however long owners stay out of reach.
 type outbox struct {
-	db  *store.DB
-	log *slog.Logger
+	db     *store.DB
+	log    *slog.Logger
+	memory int // the most tasks held in memory (those the store refused aside)
+
+	// add serialises Add (and Load) from writing to the store to placing
+	// the tasks, so that tasks are spilled in the order of their IDs.
+	add sync.Mutex
+	// refill serialises reading spilled tasks back.
+	refill sync.Mutex
 
 	mu         sync.Mutex
 	pending    []pending
 	delivering int // tasks taken out and not yet settled or handed back
-	// live holds the entries not yet settled; pageLinks the entries of
-	// each page's links, until someone asks for them (TakeLinks).
+	// live holds the entries in memory not yet settled; pageLinks the
+	// entries of each page's links, until someone asks for them
+	// (TakeLinks).
 	live      map[uint64]struct{}
 	pageLinks map[string][]uint64
+	// spilled counts the tasks only in the store: exactly its entries
+	// from spillFrom on. While there are any, new tasks are spilled too.
+	spilled   int
+	spillFrom uint64
 	wake      chan struct{}
 }
 
@@ -43,16 +61,33 @@ type pending struct {
 
 var _ crawl.LinkSink = (*outbox)(nil)
 
-func newOutbox(db *store.DB, log *slog.Logger) *outbox {
-	return &outbox{db: db, log: log, wake: make(chan struct{}, 1),
+// newOutbox returns the outbox of db, holding at most memory tasks in
+// memory.
+func newOutbox(db *store.DB, log *slog.Logger, memory int) *outbox {
+	return &outbox{db: db, log: log, memory: max(memory, 1), wake: make(chan struct{}, 1),
 		live: map[uint64]struct{}{}, pageLinks: map[string][]uint64{}}
 }
 
-// Load puts the tasks a previous run left undelivered back in the outbox.
+// Load puts the tasks a previous run left undelivered back in the outbox:
+// up to its memory bound in memory, the rest spilled.
 func (o *outbox) Load() (int, error) {
+	o.add.Lock()
+	defer o.add.Unlock()
 	var loaded []pending
+	var spilled int
+	var spillFrom uint64
+	o.mu.Lock()
+	room := o.memory - len(o.pending) - o.delivering
+	o.mu.Unlock()
 	err := o.db.ScanOutbox(func(e store.OutboxEntry) error {
-		loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
+		if len(loaded) < room && spilled == 0 {
+			loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
+			return nil
+		}
+		if spilled == 0 {
+			spillFrom = e.ID
+		}
+		spilled++
 		return nil
 	})
 	if err != nil {
@@ -63,8 +98,14 @@ func (o *outbox) Load() (int, error) {
 	for _, p := range loaded {
 		o.live[p.id] = struct{}{}
 	}
+	if spilled > 0 {
+		o.spilled, o.spillFrom = spilled, spillFrom
+	}
 	o.mu.Unlock()
-	return len(loaded), nil
+	if spilled > 0 {
+		o.log.Info("outbox spilled: tasks beyond the memory bound wait in the store", "in_memory", len(loaded), "in_store", spilled)
+	}
+	return len(loaded) + spilled, nil
 }
 
 // Discovered implements crawl.LinkSink: links found by this node's crawler
@@ -80,9 +121,10 @@ func (o *outbox) Discovered(_ context.Context, page frontier.Task, links []front
 }
 
 // Add records tasks in the durable outbox, due at notBefore after
-// attempts failed deliveries, and returns their entries. If the store
-// refuses them they are still delivered from memory: only the crash
-// protection is lost, and the log says so.
+// attempts failed deliveries, and returns their entries. Beyond the
+// outbox's memory bound they wait in the store only. If the store refuses
+// them they are still delivered from memory: only the crash protection is
+// lost, and the log says so.
 func (o *outbox) Add(tasks []frontier.Task, attempts int, notBefore time.Time) []uint64 {
 	if len(tasks) == 0 {
 		return nil
@@ -91,16 +133,29 @@ func (o *outbox) Add(tasks []frontier.Task, attempts int, notBefore time.Time) [
 	for i, t := range tasks {
 		entries[i] = store.OutboxEntry{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Attempts: attempts}
 	}
+	o.add.Lock()
+	defer o.add.Unlock()
 	if err := o.db.PutOutbox(entries); err != nil {
 		o.log.Error("outbox not persisted; links will be lost if the node crashes", "tasks", len(tasks), "err", err)
 	}
 	var ids []uint64
 	o.mu.Lock()
 	for i, t := range tasks {
-		o.pending = append(o.pending, pending{id: entries[i].ID, task: t, attempts: attempts, notBefore: notBefore})
-		if id := entries[i].ID; id != 0 {
-			o.live[id] = struct{}{}
+		id := entries[i].ID
+		if id != 0 {
 			ids = append(ids, id)
+		}
+		if id != 0 && (o.spilled > 0 || len(o.pending)+o.delivering >= o.memory) {
+			if o.spilled == 0 {
+				o.spillFrom = id
+				o.log.Info("outbox spilled: tasks beyond the memory bound wait in the store", "in_memory", len(o.pending)+o.delivering)
+			}
+			o.spilled++
+			continue
+		}
+		o.pending = append(o.pending, pending{id: id, task: t, attempts: attempts, notBefore: notBefore})
+		if id != 0 {
+			o.live[id] = struct{}{}
 		}
 	}
 	o.mu.Unlock()
@@ -127,7 +182,7 @@ func (o *outbox) Settled(ids []uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := o.live[id]; ok {
+		if _, ok := o.live[id]; ok || o.spilled > 0 && id >= o.spillFrom {
 			return false
 		}
 	}
@@ -138,15 +193,73 @@ func (o *outbox) Settled(ids []uint64) bool {
 func (o *outbox) Pending() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return len(o.pending) + o.delivering + o.spilled
+}
+
+// Spilled is the number of tasks waiting in the store only.
+func (o *outbox) Spilled() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.spilled
+}
+
+// InMemory is the number of tasks held in memory.
+func (o *outbox) InMemory() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	return len(o.pending) + o.delivering
+}
+
+// errRefillDone stops a store scan once a refill has read enough.
+var errRefillDone = errors.New("refill done")
+
+// refillFromStore reads spilled tasks back into memory, in order, once at
+// most half of the memory bound is in use.
+func (o *outbox) refillFromStore() {
+	o.refill.Lock()
+	defer o.refill.Unlock()
+	o.mu.Lock()
+	room := o.memory - len(o.pending) - o.delivering
+	from, spilled := o.spillFrom, o.spilled
+	o.mu.Unlock()
+	if spilled == 0 || room < o.memory/2 {
+		return
+	}
+	var loaded []pending
+	err := o.db.ScanOutbox(func(e store.OutboxEntry) error {
+		if e.ID < from {
+			return nil // in memory, or being delivered
+		}
+		if len(loaded) == min(room, spilled) {
+			return errRefillDone
+		}
+		loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
+		return nil
+	})
+	if err != nil && !errors.Is(err, errRefillDone) {
+		o.log.Warn("outbox: reading spilled tasks back failed; trying again later", "err", err)
+		return
+	}
+	if len(loaded) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range loaded {
+		o.live[p.id] = struct{}{}
+	}
+	o.pending = append(o.pending, loaded...)
+	o.spilled -= len(loaded)
+	o.spillFrom = loaded[len(loaded)-1].id + 1
 }
 
 // Wake is signalled when tasks are added.
 func (o *outbox) Wake() <-chan struct{} { return o.wake }
 
 // takeDue removes up to max due tasks, to be delivered and then handed to
-// settle.
+// settle. Spilled tasks are read back first when there is room for them.
 func (o *outbox) takeDue(max int) (due []pending, more bool) {
+	o.refillFromStore()
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()

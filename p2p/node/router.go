@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
@@ -45,6 +47,7 @@ type router struct {
 	lookups    atomic.Int64
 	lookupHops atomic.Int64
 	sendErrors atomic.Int64
+	throttled  atomic.Int64 // batches owners refused for now (quota)
 }
 
 type cachedOwner struct {
@@ -101,9 +104,17 @@ func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
 				ar, err = r.send(ctx, to, chunk)
 			}
 			if err != nil {
-				r.sendErrors.Add(1)
-				r.forget(to)
-				r.log.Debug("send failed", "to", to.Addr, "tasks", len(chunk), "err", err)
+				// An owner that refused the batch for now (this node
+				// spent its quota there) is still the owner: the tasks
+				// wait in the outbox and go to it again.
+				if later, ok := errors.AsType[*p2p.RetryLater](err); ok {
+					r.throttled.Add(1)
+					r.log.Debug("owner refused tasks for now", "to", to.Addr, "tasks", len(chunk), "retry_after", later.After)
+				} else {
+					r.sendErrors.Add(1)
+					r.forget(to)
+					r.log.Debug("send failed", "to", to.Addr, "tasks", len(chunk), "err", err)
+				}
 				res.undelivered = append(res.undelivered, chunk...)
 				continue
 			}

@@ -16,8 +16,14 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// acceptTasks answers a task batch from another node with the owner.
-func (n *Node) acceptTasks(ctx context.Context, _ peer.ID, tasks []*pb.Task) *pb.TaskBatchResult {
+// acceptTasks answers a task batch from another node with the owner,
+// within the sender's task quota.
+func (n *Node) acceptTasks(ctx context.Context, from peer.ID, tasks []*pb.Task) *pb.TaskBatchResult {
+	if ok, after := n.taskQuota.take(from, len(tasks)); !ok {
+		n.log.Debug("tasks refused: sender over its quota", "from", p2p.ShortID(from), "tasks", len(tasks), "retry_after", after)
+		return &pb.TaskBatchResult{RetryAfterNs: int64(after),
+			Error: fmt.Sprintf("peer %s is over its quota of %d tasks a second: nothing taken, retry in %v", p2p.ShortID(from), n.cfg.TaskQuota.Rate, after.Round(time.Millisecond))}
+	}
 	res, err := n.owner.Accept(ctx, decodeTasks(tasks))
 	if err != nil {
 		return &pb.TaskBatchResult{Error: err.Error()}
@@ -36,6 +42,11 @@ func (n *Node) submitSeeds(ctx context.Context, in p2p.Inbound, seeds []string) 
 	if !n.maySeed(in) {
 		n.log.Warn("seeds refused: sender may not seed", "from", from.String(), "addr", in.RemoteAddr)
 		return &pb.SeedResponse{Error: fmt.Sprintf("this node does not take seeds from peer %s: seed from the node's machine over a loopback address, or start the node with --seed-from %s", from, from)}
+	}
+	if ok, after := n.seedQuota.take(from, len(seeds)); !ok {
+		n.log.Warn("seeds refused: sender over its quota", "from", p2p.ShortID(from), "seeds", len(seeds), "retry_after", after)
+		return &pb.SeedResponse{RetryAfterNs: int64(after),
+			Error: fmt.Sprintf("peer %s is over its quota of %d seeds a second: nothing taken, retry in %v", p2p.ShortID(from), n.cfg.SeedQuota.Rate, after.Round(time.Millisecond))}
 	}
 	res := n.Seed(ctx, seeds)
 	n.log.Info("seeds submitted", "from", p2p.ShortID(from), "accepted", res.Accepted, "duplicates", res.Duplicates, "pending", res.Pending, "rejected", len(res.Rejected))

@@ -40,6 +40,8 @@ type Status struct {
 	// Disk is the free space of the store's disk; while it is low the
 	// node accepts no new URLs.
 	Disk DiskStatus `json:"disk"`
+	// Resources reports what the node bounds to keep its memory in hand.
+	Resources ResourceStatus `json:"resources"`
 }
 
 // DiskStatus reports the free space of the disk that holds the store,
@@ -69,6 +71,39 @@ func (n *Node) diskStatus() DiskStatus {
 		s.Error = d.Err.Error()
 	}
 	return s
+}
+
+// ResourceStatus reports the node's bounds on what peers hand it and on
+// its own queues.
+type ResourceStatus struct {
+	// TasksRefused and SeedsRefused count requests refused because their
+	// sender had spent its quota (it was told when to retry);
+	// QuotaPeers is how many peers' quotas are remembered.
+	TasksRefused int64 `json:"tasks_refused"`
+	SeedsRefused int64 `json:"seeds_refused"`
+	QuotaPeers   int   `json:"quota_peers"`
+	// Throttled counts this node's task batches that owners refused for
+	// now (its quota there was spent); they wait in the outbox.
+	Throttled int64 `json:"throttled"`
+	// OutboxInMemory and OutboxSpilled split the outbox: tasks held in
+	// memory, and tasks beyond the memory bound waiting in the store.
+	OutboxInMemory int `json:"outbox_in_memory"`
+	OutboxSpilled  int `json:"outbox_spilled"`
+	// ProtectedPeers is how many ring neighbours' connections are kept
+	// from the connection manager's trimming.
+	ProtectedPeers int `json:"protected_peers"`
+}
+
+func (n *Node) resourceStatus() ResourceStatus {
+	return ResourceStatus{
+		TasksRefused:   n.taskQuota.refused.Load(),
+		SeedsRefused:   n.seedQuota.refused.Load(),
+		QuotaPeers:     n.taskQuota.remembered() + n.seedQuota.remembered(),
+		Throttled:      n.router.throttled.Load(),
+		OutboxInMemory: n.outbox.InMemory(),
+		OutboxSpilled:  n.outbox.Spilled(),
+		ProtectedPeers: n.neighbours.Len(),
+	}
 }
 
 // DelegationStatus reports fetch delegation of hot hosts: tasks and
@@ -138,6 +173,13 @@ type ShardStatus struct {
 	HandoffsIn     int64 `json:"handoffs_in"`
 	MergesIn       int64 `json:"merges_in"`
 	Pulls          int64 `json:"pulls"`
+	// Implausible counts claims, handoffs and merges refused because
+	// their sender could not own the range in this node's view of the
+	// ring; FutureEpochs the epochs refused or dropped for running more
+	// than shard.Config.MaxClockSkew ahead of this node's clock. Either
+	// growing steadily means a peer forges ownership, or a clock is off.
+	Implausible  int64 `json:"implausible"`
+	FutureEpochs int64 `json:"future_epochs"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -172,6 +214,8 @@ func (n *Node) shardStatus() ShardStatus {
 		HandoffsIn:      st.HandoffsIn,
 		MergesIn:        st.MergesIn,
 		Pulls:           st.Pulls,
+		Implausible:     st.Implausible,
+		FutureEpochs:    st.FutureEpochs,
 	}
 }
 
@@ -212,6 +256,7 @@ func (n *Node) Status() Status {
 	}
 	s.SendErrors = n.router.sendErrors.Load()
 	s.Delegation = n.delegationStatus(s.Crawl)
+	s.Resources = n.resourceStatus()
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(n.router.lookupHops.Load()) / float64(s.Lookups)
 	}

@@ -262,14 +262,15 @@ func (m *Manager) setClaimsLocked(c segMap) {
 
 // Vouch reports whether owner (a peer address, as in Epoch.Owner) holds
 // key as far as this node's epoch table knows: the highest epoch it has
-// seen for the key names owner, or it has seen none. A helper asks this
-// before it fetches for another node, so that an owner fenced off by a
-// higher epoch cannot have its stale batches fetched.
+// seen for the key names owner. A helper asks this before it fetches for
+// another node, so that an owner fenced off by a higher epoch cannot have
+// its stale batches fetched, nor a peer whose claim it never took in (its
+// helpers are its replicas, which hold its claims).
 func (m *Manager) Vouch(key uint64, owner string) bool {
 	m.mu.Lock()
 	e := m.table.max(Range{From: ring.ID(key - 1), To: ring.ID(key)})
 	m.mu.Unlock()
-	return e.IsZero() || e.Owner == owner
+	return !e.IsZero() && e.Owner == owner
 }
 
 func (m *Manager) noSuccessor() bool { return m.own.noSuccessor() }

@@ -818,6 +818,8 @@ func (x *TaskBatch) GetTasks() []*Task {
 // TaskBatchResult tells the sender what the owner did with a batch.
 // Tasks whose keys the receiver does not own are returned in not_owned
 // untouched, so the sender can look their owner up again: nothing is lost.
+// retry_after_ns, with error, says the batch was refused whole for now
+// (the sender's quota is spent) and may be sent again after that long.
 type TaskBatchResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -825,6 +827,7 @@ type TaskBatchResult struct {
 	Duplicates    uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	NotOwned      []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
 	Rejected      []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -892,6 +895,13 @@ func (x *TaskBatchResult) GetRejected() []*Rejection {
 		return x.Rejected
 	}
 	return nil
+}
+
+func (x *TaskBatchResult) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
+	}
+	return 0
 }
 
 // Rejection says why a URL was refused.
@@ -997,6 +1007,8 @@ func (x *SeedRequest) GetUrls() []string {
 // SeedResponse reports what became of the seeds: accepted (new to their
 // owners), duplicates (already seen), pending (owner not reachable yet; the
 // receiving member keeps retrying them) and rejected (malformed).
+// retry_after_ns, with error, says the request was refused whole for now
+// (the sender's quota is spent) and may be sent again after that long.
 type SeedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -1004,6 +1016,7 @@ type SeedResponse struct {
 	Duplicates    uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	Rejected      []*Rejection           `protobuf:"bytes,4,rep,name=rejected,proto3" json:"rejected,omitempty"`
 	Pending       uint32                 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1069,6 +1082,13 @@ func (x *SeedResponse) GetRejected() []*Rejection {
 func (x *SeedResponse) GetPending() uint32 {
 	if x != nil {
 		return x.Pending
+	}
+	return 0
+}
+
+func (x *SeedResponse) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
 	}
 	return 0
 }
@@ -2776,7 +2796,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
 	"\tredirects\x18\x03 \x01(\rR\tredirects\"6\n" +
 	"\tTaskBatch\x12)\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\"\xcb\x01\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\"\xf1\x01\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -2784,12 +2804,13 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"duplicates\x18\x03 \x01(\rR\n" +
 	"duplicates\x120\n" +
 	"\tnot_owned\x18\x04 \x03(\v2\x13.swarmcrawl.v1.TaskR\bnotOwned\x124\n" +
-	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\"5\n" +
+	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12$\n" +
+	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"!\n" +
 	"\vSeedRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xb0\x01\n" +
+	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xd6\x01\n" +
 	"\fSeedResponse\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -2797,7 +2818,8 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"duplicates\x18\x03 \x01(\rR\n" +
 	"duplicates\x124\n" +
 	"\brejected\x18\x04 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12\x18\n" +
-	"\apending\x18\x05 \x01(\rR\apending\"0\n" +
+	"\apending\x18\x05 \x01(\rR\apending\x12$\n" +
+	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\"0\n" +
 	"\n" +
 	"ShardRange\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x06R\x04from\x12\x0e\n" +

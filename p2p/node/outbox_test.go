@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/store"
+)
+
+// The outbox holds at most its memory bound of tasks in memory: beyond
+// it, tasks wait in the store and are read back, in order, as the ones in
+// memory are delivered. Every task is delivered exactly once, a page's
+// links count as unsettled while some of them wait in the store, and a
+// restart finds what is left, within the bound again.
+func TestOutboxSpillsBeyondMemory(t *testing.T) {
+	const bound, pages, perPage = 10, 10, 10
+	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	log := slog.New(slog.DiscardHandler)
+	o := newOutbox(db, log, bound)
+	var order []string
+	for p := range pages {
+		page := frontier.Task{URL: fmt.Sprintf("http://page%d.test/", p)}
+		var links []frontier.Task
+		for l := range perPage {
+			u := fmt.Sprintf("http://link%d-%d.test/", p, l)
+			links = append(links, frontier.Task{URL: u, Depth: 1})
+			order = append(order, u)
+		}
+		o.Discovered(context.Background(), page, links)
+	}
+	if o.InMemory() > bound || o.Pending() != pages*perPage || o.Spilled() != pages*perPage-bound {
+		t.Fatalf("in memory %d (bound %d), pending %d, spilled %d", o.InMemory(), bound, o.Pending(), o.Spilled())
+	}
+	lastPage := o.TakeLinks("http://page9.test/")
+	if len(lastPage) != perPage || o.Settled(lastPage) {
+		t.Fatalf("links of the last page (all in the store): %d entries, settled %v", len(lastPage), o.Settled(lastPage))
+	}
+
+	delivered := map[string]int{}
+	var got []string
+	deliver := func(o *outbox, passes int) {
+		for i := 0; i < passes && o.Pending() > 0; i++ {
+			due, _ := o.takeDue(7)
+			if o.InMemory() > bound {
+				t.Fatalf("%d tasks in memory, bound %d", o.InMemory(), bound)
+			}
+			for _, p := range due {
+				delivered[p.task.URL]++
+				got = append(got, p.task.URL)
+			}
+			o.settle(due, nil)
+		}
+	}
+	// Half, then a crash: a new outbox on the same store takes over.
+	deliver(o, 7)
+	o2 := newOutbox(db, log, bound)
+	if n, err := o2.Load(); err != nil || n != pages*perPage-len(got) || o2.InMemory() > bound {
+		t.Fatalf("restart: loaded %d (%v), want %d; %d in memory, bound %d", n, err, pages*perPage-len(got), o2.InMemory(), bound)
+	}
+	deliver(o2, 1000)
+	if o2.Pending() != 0 {
+		t.Fatalf("%d tasks never delivered", o2.Pending())
+	}
+	for i, u := range order {
+		if delivered[u] != 1 {
+			t.Errorf("%s delivered %d times", u, delivered[u])
+		}
+		if i < len(got) && got[i] != u {
+			t.Fatalf("delivery %d is %s, want %s: order lost", i, got[i], u)
+		}
+	}
+	if !o2.Settled(lastPage) {
+		t.Error("the last page's links are not settled after delivery")
+	}
+	left := 0
+	if err := db.ScanOutbox(func(store.OutboxEntry) error { left++; return nil }); err != nil || left != 0 {
+		t.Fatalf("%d entries left in the store (%v)", left, err)
+	}
+}
