@@ -160,12 +160,12 @@ func encodeURLMeta(m *URLMeta) []byte {
 	dst = binary.AppendVarint(dst, int64(m.Status))
 	dst = binary.AppendVarint(dst, int64(m.Changes))
 	dst = binary.AppendVarint(dst, int64(m.Fetches))
-	return AppendOutlinks(dst, &m.Outlinks)
+	return appendOutlinks(dst, &m.Outlinks)
 }
 
-// AppendOutlinks appends the encoding of o to dst (the outlinks part of a
-// URL metadata record), for a node to pass o to another.
-func AppendOutlinks(dst []byte, o *Outlinks) []byte {
+// appendOutlinks appends the encoding of o to dst: the outlinks part of a
+// URL metadata record.
+func appendOutlinks(dst []byte, o *Outlinks) []byte {
 	var flags byte
 	if o.Known {
 		flags |= outlinksKnown
@@ -180,13 +180,6 @@ func AppendOutlinks(dst []byte, o *Outlinks) []byte {
 		dst = appendString(dst, l)
 	}
 	return dst
-}
-
-// DecodeOutlinks decodes what AppendOutlinks wrote, and nothing more.
-func DecodeOutlinks(b []byte) (Outlinks, error) {
-	d := decoder{b: b}
-	o := decodeOutlinks(&d)
-	return o, d.finish()
 }
 
 func decodeOutlinks(d *decoder) Outlinks {

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -176,7 +175,7 @@ func TestOutlinksTravelWithMetadata(t *testing.T) {
 	}
 	// A malformed field is dropped, the rest of the metadata kept.
 	pm := encodeURLMeta(plain)
-	pm.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), []byte{1, 0, 200}))
+	pm.Outlinks = &pb.Outlinks{Depth: -1, Links: []string{"http://a.test/"}}
 	if got, err := decodeURLMeta(pm); err != nil || got.Outlinks.Known || got.Status != 200 {
 		t.Errorf("malformed outlinks: %+v, %v", got, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
@@ -129,28 +128,17 @@ func encodeURLMeta(m store.URLMeta) *pb.UrlMeta {
 		IntervalNs: int64(m.Interval), Status: int32(m.Status),
 		Changes: int64(m.Changes), Fetches: int64(m.Fetches),
 	}
-	if m.Outlinks.Known {
-		b := store.AppendOutlinks(nil, &m.Outlinks)
-		field := protowire.AppendBytes(protowire.AppendTag(nil, outlinksField, protowire.BytesType), b)
-		if proto.Size(out)+len(field) <= shard.MaxMetaBytes {
-			out.ProtoReflect().SetUnknown(field)
+	if o := m.Outlinks; o.Known {
+		out.Outlinks = &pb.Outlinks{Followed: o.Followed, Depth: int32(o.Depth), Links: o.Links}
+		if proto.Size(out) > shard.MaxMetaBytes {
+			// Too many links for a shard record: the next owner does
+			// not know them, and fetches the page again should a
+			// shorter path arrive.
+			out.Outlinks = nil
 		}
 	}
 	return out
 }
-
-// The links of a fetched page and how deep they were followed
-// (store.Outlinks) travel with its metadata, so that the node that owns
-// the page next (after a handoff or a promotion), or the owner of a page a
-// helper fetched, can follow them from a shorter path found later without
-// fetching the page again. They ride in field outlinksField of UrlMeta,
-// in the store's encoding: a field swarmcrawl.proto does not declare yet,
-// which a node that does not know it skips as protobuf skips any unknown
-// field. Outlinks that would take the encoded metadata past a shard
-// record's bound (shard.MaxMetaBytes: a page of a few hundred links) are
-// left out; the receiver then knows nothing of the page's links, and
-// fetches it again should a shorter path arrive.
-const outlinksField protowire.Number = 100
 
 func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 	if m == nil {
@@ -165,44 +153,24 @@ func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 		LastFetch: fromUnixNanos(m.LastFetchNs), NextCrawl: fromUnixNanos(m.NextCrawlNs),
 		Interval: time.Duration(m.IntervalNs), Status: int(m.Status),
 		Changes: int(m.Changes), Fetches: int(m.Fetches),
-		Outlinks: decodeOutlinks(m.ProtoReflect().GetUnknown()),
+		Outlinks: decodeOutlinks(m.Outlinks),
 	}, nil
 }
 
-// decodeOutlinks reads the outlinks field out of UrlMeta's unknown
-// fields. Outlinks that are malformed or out of bounds (more links than a
-// page yields, a link longer than a URL may be) are dropped: the page's
-// links are then unknown here, which costs a fetch at worst.
-func decodeOutlinks(unknown []byte) store.Outlinks {
-	for len(unknown) > 0 {
-		num, typ, n := protowire.ConsumeTag(unknown)
-		if n < 0 {
-			return store.Outlinks{}
-		}
-		unknown = unknown[n:]
-		if num != outlinksField || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, unknown); n < 0 {
-				return store.Outlinks{}
-			}
-			unknown = unknown[n:]
-			continue
-		}
-		b, n := protowire.ConsumeBytes(unknown)
-		if n < 0 || len(b) > shard.MaxMetaBytes {
-			return store.Outlinks{}
-		}
-		o, err := store.DecodeOutlinks(b)
-		if err != nil || !o.Known || o.Depth < 0 || len(o.Links) > crawl.DefaultConfig().MaxLinksPerPage {
-			return store.Outlinks{}
-		}
-		for _, l := range o.Links {
-			if l == "" || len(l) > urls.MaxURLLength {
-				return store.Outlinks{}
-			}
-		}
-		return o
+// decodeOutlinks returns a page's links as a peer sent them. Links that
+// are out of bounds (a negative depth, more links than a page yields, an
+// empty link or one longer than a URL may be) are dropped whole: the
+// page's links are then unknown here, which costs a fetch at worst.
+func decodeOutlinks(o *pb.Outlinks) store.Outlinks {
+	if o == nil || o.Depth < 0 || len(o.Links) > crawl.DefaultConfig().MaxLinksPerPage {
+		return store.Outlinks{}
 	}
-	return store.Outlinks{}
+	for _, l := range o.Links {
+		if l == "" || len(l) > urls.MaxURLLength {
+			return store.Outlinks{}
+		}
+	}
+	return store.Outlinks{Known: true, Followed: o.Followed, Depth: int(o.Depth), Links: o.Links}
 }
 
 // encodeFetchReply puts a helper's result on the wire.

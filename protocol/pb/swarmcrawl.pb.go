@@ -2298,18 +2298,22 @@ func (x *FetchTask) GetHasMeta() bool {
 // (0 is the zero time) on the clock of the node that wrote them; interval
 // is nanoseconds.
 type UrlMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	Etag          string                 `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
-	LastModified  string                 `protobuf:"bytes,3,opt,name=last_modified,json=lastModified,proto3" json:"last_modified,omitempty"`
-	Fingerprint   uint64                 `protobuf:"fixed64,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	ContentHash   uint64                 `protobuf:"fixed64,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
-	LastFetchNs   int64                  `protobuf:"varint,6,opt,name=last_fetch_ns,json=lastFetchNs,proto3" json:"last_fetch_ns,omitempty"`
-	NextCrawlNs   int64                  `protobuf:"varint,7,opt,name=next_crawl_ns,json=nextCrawlNs,proto3" json:"next_crawl_ns,omitempty"`
-	IntervalNs    int64                  `protobuf:"varint,8,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
-	Status        int32                  `protobuf:"varint,9,opt,name=status,proto3" json:"status,omitempty"`
-	Changes       int64                  `protobuf:"varint,10,opt,name=changes,proto3" json:"changes,omitempty"`
-	Fetches       int64                  `protobuf:"varint,11,opt,name=fetches,proto3" json:"fetches,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Url          string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Etag         string                 `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	LastModified string                 `protobuf:"bytes,3,opt,name=last_modified,json=lastModified,proto3" json:"last_modified,omitempty"`
+	Fingerprint  uint64                 `protobuf:"fixed64,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	ContentHash  uint64                 `protobuf:"fixed64,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	LastFetchNs  int64                  `protobuf:"varint,6,opt,name=last_fetch_ns,json=lastFetchNs,proto3" json:"last_fetch_ns,omitempty"`
+	NextCrawlNs  int64                  `protobuf:"varint,7,opt,name=next_crawl_ns,json=nextCrawlNs,proto3" json:"next_crawl_ns,omitempty"`
+	IntervalNs   int64                  `protobuf:"varint,8,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
+	Status       int32                  `protobuf:"varint,9,opt,name=status,proto3" json:"status,omitempty"`
+	Changes      int64                  `protobuf:"varint,10,opt,name=changes,proto3" json:"changes,omitempty"`
+	Fetches      int64                  `protobuf:"varint,11,opt,name=fetches,proto3" json:"fetches,omitempty"`
+	// outlinks are the page's followable links as the fetching node found
+	// them, so that whoever owns the page next follows them from a shorter
+	// path without fetching it again. Absent: the links are not known.
+	Outlinks      *Outlinks `protobuf:"bytes,12,opt,name=outlinks,proto3" json:"outlinks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2421,6 +2425,77 @@ func (x *UrlMeta) GetFetches() int64 {
 	return 0
 }
 
+func (x *UrlMeta) GetOutlinks() *Outlinks {
+	if x != nil {
+		return x.Outlinks
+	}
+	return nil
+}
+
+// Outlinks are the followable links a fetched page yielded, normalised,
+// in page order (for a redirect, its target). With followed, they were
+// reported from a page at depth; without, the page was as deep as links
+// are followed, and its links wait for a shorter path to it.
+type Outlinks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Followed      bool                   `protobuf:"varint,1,opt,name=followed,proto3" json:"followed,omitempty"`
+	Depth         int32                  `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Links         []string               `protobuf:"bytes,3,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outlinks) Reset() {
+	*x = Outlinks{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outlinks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outlinks) ProtoMessage() {}
+
+func (x *Outlinks) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
+func (*Outlinks) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Outlinks) GetFollowed() bool {
+	if x != nil {
+		return x.Followed
+	}
+	return false
+}
+
+func (x *Outlinks) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *Outlinks) GetLinks() []string {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
 // FetchBatchReply tells the owner what became of a batch. error alone
 // means the helper refused the batch before fetching anything (not the
 // owner's range as far as it knows, malformed); error with failed means
@@ -2447,7 +2522,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2534,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2547,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2544,7 +2619,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2631,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2644,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2643,7 +2718,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2730,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2743,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -2911,7 +2986,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tredirects\x18\x04 \x01(\rR\tredirects\x12\x18\n" +
 	"\arecrawl\x18\x05 \x01(\bR\arecrawl\x12*\n" +
 	"\x04meta\x18\x06 \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12\x19\n" +
-	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\xce\x02\n" +
+	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\x83\x03\n" +
 	"\aUrlMeta\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\x12#\n" +
@@ -2925,7 +3000,12 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06status\x18\t \x01(\x05R\x06status\x12\x18\n" +
 	"\achanges\x18\n" +
 	" \x01(\x03R\achanges\x12\x18\n" +
-	"\afetches\x18\v \x01(\x03R\afetches\"\xf1\x01\n" +
+	"\afetches\x18\v \x01(\x03R\afetches\x123\n" +
+	"\boutlinks\x18\f \x01(\v2\x17.swarmcrawl.v1.OutlinksR\boutlinks\"R\n" +
+	"\bOutlinks\x12\x1a\n" +
+	"\bfollowed\x18\x01 \x01(\bR\bfollowed\x12\x14\n" +
+	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x14\n" +
+	"\x05links\x18\x03 \x03(\tR\x05links\"\xf1\x01\n" +
 	"\x0fFetchBatchReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
 	"\x04busy\x18\x02 \x01(\bR\x04busy\x124\n" +
@@ -2971,7 +3051,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3007,9 +3087,10 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
 	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
 	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*FetchBatchReply)(nil),   // 34: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 35: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 36: swarmcrawl.v1.DeadLetter
+	(*Outlinks)(nil),          // 34: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 35: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 36: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 37: swarmcrawl.v1.DeadLetter
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3053,15 +3134,16 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	19, // 38: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
 	32, // 39: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
 	33, // 40: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	35, // 41: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 42: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	36, // 43: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 44: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	34, // 41: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	36, // 42: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	32, // 43: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	37, // 44: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	33, // 45: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3087,7 +3169,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
