@@ -36,16 +36,26 @@ import (
 func newClient(cfg *Config) (*http.Client, *Dialer, error) {
 	rt := cfg.Transport
 	var dialer *Dialer
+	if t, ok := rt.(*http.Transport); ok {
+		// A replacement transport's connections are gated too.
+		t = t.Clone()
+		dial := t.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		t.DialContext = gateDial(dial)
+		rt = t
+	}
 	if rt == nil {
 		var err error
 		if dialer, err = NewDialer(cfg.Dial); err != nil {
 			return nil, nil, err
 		}
-		direct := newTransport(cfg, nil, dialer.DialContext)
+		direct := newTransport(cfg, nil, gateDial(dialer.DialContext))
 		plain := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 		rt = &proxyRouter{
 			proxy:   cfg.Proxy,
-			proxied: newTransport(cfg, cfg.Proxy, plain.DialContext),
+			proxied: newTransport(cfg, cfg.Proxy, gateDial(plain.DialContext)),
 			direct:  direct,
 			policy:  dialer,
 		}
@@ -169,8 +179,20 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 			if a := info.Conn.RemoteAddr(); a != nil {
 				r.remoteAddr = a.String()
 			}
-			if gate != nil && !gate() {
+			if gate == nil {
+				return
+			}
+			check := func() bool {
+				if gate() {
+					return true
+				}
 				gated.Store(true)
+				return false
+			}
+			// The request's first write asks the gate (gate.go); a
+			// connection that cannot be armed is checked now, and the
+			// request cancelled, which races with its write.
+			if !armGate(info.Conn, check) && !check() {
 				cancel()
 			}
 		},
