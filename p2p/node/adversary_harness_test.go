@@ -395,6 +395,19 @@ func ownedBy(t *testing.T, n *node.Node, prefix string) string {
 	return ""
 }
 
+// seedOnly submits urls alone (not the web's seeds) as the operator
+// would; accepted URLs must all be fetched.
+func (a *adversary) seedOnly(urls ...string) {
+	a.t.Helper()
+	res := a.honest[0].Seed(a.ctx, urls)
+	if len(res.Rejected) > 0 || res.Accepted+res.Duplicates+res.Pending != len(urls) {
+		a.t.Fatalf("operator's seeds: %+v, want all %d accepted", res, len(urls))
+	}
+	a.mu.Lock()
+	a.mustFetch = append(a.mustFetch, urls...)
+	a.mu.Unlock()
+}
+
 // seed submits the synthetic web's seeds and extra as the operator would
 // (node.Seed on honest[0]); accepted URLs must all be fetched.
 func (a *adversary) seed(extra ...string) {

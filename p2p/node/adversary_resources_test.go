@@ -3,6 +3,7 @@ package node_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,8 +101,8 @@ func TestAdversaryStreamFlood(t *testing.T) {
 // TestAdversaryFullDiskReplica: "A replica on a full disk logged 'no
 // space left on device' and answered success; the owner kept accepting
 // with degraded=false." One node's data directory is on a small tmpfs
-// that is filled up once the swarm runs; a URL of a site another node
-// owns is then seeded. Its owner stores it, the full replica cannot, and
+// that is filled up once the swarm runs; URLs of a site another node owns
+// are then seeded. Its owner stores it, the full replica cannot, and
 // the owner counts a degraded write (status: shard.degraded_writes). A
 // store that failed a write stays failed until it is reopened (leveldb
 // keeps the journal's error), so the operator frees the space and stops
@@ -136,9 +137,13 @@ func TestAdversaryFullDiskReplica(t *testing.T) {
 	before := owner.Status().Shard.DegradedWrites
 	filler := filepath.Join(dir, "filler")
 	fill(t, filler)
-	a.seed("http://" + site + "/")
-	for end := time.Now().Add(20 * time.Second); owner.Status().Shard.DegradedWrites == before && time.Now().Before(end); {
-		time.Sleep(100 * time.Millisecond)
+	a.seed()
+	// A write may still fit in the journal's last allocated page: seed
+	// pages of the site one by one (each its own write at the owner and
+	// its replicas) until the full replica fails one, at most 200.
+	for i := 0; i < 200 && owner.Status().Shard.DegradedWrites == before; i++ {
+		a.seedOnly(fmt.Sprintf("http://%s/p/%d", site, i))
+		time.Sleep(50 * time.Millisecond)
 	}
 	if owner.Status().Shard.DegradedWrites == before {
 		t.Error("no owner counted a degraded write while a replica's disk was full")
