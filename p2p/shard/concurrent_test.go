@@ -55,8 +55,9 @@ func TestRunConcurrently(t *testing.T) {
 		}
 		mu.Lock()
 		to := c.byAddr(owner.Addr)
+		ok := to != nil && to.up() // under mu: the test marks nodes gone under it
 		mu.Unlock()
-		if to == nil || !to.up() {
+		if !ok {
 			return
 		}
 		if to.m.Accept(ctx, []Record{rec}) == nil {
