@@ -79,6 +79,12 @@ func printStatus(w io.Writer, st *node.Status) {
 	fmt.Fprintf(w, "seen        %d URLs\n", st.Seen)
 	fmt.Fprintf(w, "queued      %d URLs on %d hosts, %d in flight\n", c.Queued, c.Hosts, c.InFlight)
 	fmt.Fprintf(w, "fetched     %d pages (%d stored), %d errors, %d denied by robots.txt\n", c.Fetched, st.Pages, c.Errors, c.RobotsDenied)
+	if c.TrapPatterns > 0 {
+		fmt.Fprintf(w, "traps       %d URL patterns judged traps, %d links not followed\n", c.TrapPatterns, c.TrapLinks)
+		for _, tr := range c.Traps[max(0, len(c.Traps)-3):] {
+			fmt.Fprintf(w, "            %s%s: %s\n", tr.Host, tr.Pattern, tr.Reason)
+		}
+	}
 	fmt.Fprintf(w, "routing     %d tasks routed, %d waiting, %d lookups (%.2f hops mean), %d send errors\n", st.Routed, st.Outbox, st.Lookups, st.MeanLookupHops, st.SendErrors)
 	if d := st.Delegation; d.HotQueue > 0 || d.Delegated > 0 || d.Helped > 0 {
 		fmt.Fprintf(w, "hot hosts   %d tasks fetched by helpers (%d batches, %d failed), %d fetched for other owners\n",
