@@ -245,3 +245,31 @@ func heapGrowth(fn func()) uint64 {
 	}
 	return peak - base
 }
+
+// parseWeb is the synthetic web BenchmarkParsePages parses: pages of
+// ordinary, hot and trap hosts.
+var parseWeb = synthweb.Config{Seed: 1, Hosts: 40, HotHosts: 1, HotPages: 300, TrapHosts: 2}
+
+// BenchmarkParsePages does to each 200 answer of a synthetic web, in turn,
+// what a worker does to a new page: its title, text and fingerprint, and
+// its links. One op is one page: ns/op, B/op and allocs/op are per page.
+func BenchmarkParsePages(b *testing.B) {
+	pages := synthResponses(b, parseWeb)
+	var size int64
+	for _, p := range pages {
+		size += int64(len(p.body))
+	}
+	b.SetBytes(size / int64(len(pages)))
+	b.ReportAllocs()
+	b.Logf("%d pages, %d bytes on average", len(pages), size/int64(len(pages)))
+	for i := 0; b.Loop(); i++ {
+		p := pages[i%len(pages)]
+		c := extractContent(p.body, p.contentType)
+		Simhash(c.main)
+		if IsHTML(p.contentType, p.body) {
+			if _, _, err := ExtractLinks(p.body, p.pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
