@@ -27,7 +27,7 @@ const maxTrapPages = 40
 // through its handler, as a crawler that ignores robots.txt would, and
 // returns every 200 answer: the generated hosts' pages (orphans aside),
 // the case hosts' and at most maxTrapPages of each trap section. Links
-// are found with ExtractLinks; redirects are followed, slow pages skipped.
+// are found with oracleLinks (the links-only scan); redirects are followed, slow pages skipped.
 func synthResponses(tb testing.TB, cfg synthweb.Config) []synthResponse {
 	tb.Helper()
 	w, err := synthweb.New(cfg)
@@ -60,7 +60,7 @@ func synthResponses(tb testing.TB, cfg synthweb.Config) []synthResponse {
 			r := synthResponse{url: u, contentType: rec.Header().Get("Content-Type"), pageURL: pu, body: rec.Body.Bytes()}
 			out = append(out, r)
 			if IsHTML(r.contentType, r.body) {
-				next, _, _ = ExtractLinks(r.body, pu, "swarmcrawl", 0)
+				next, _, _ = oracleLinks(r.body, pu, "swarmcrawl", 0)
 			}
 		}
 		for _, l := range next {
