@@ -155,9 +155,9 @@ func oracleHTML(body io.Reader) (c content) {
 		c := content{title: titleBuf.String(), text: textBuf.String()}
 		outside.close(len(textBuf.b))
 		inMain.close(len(textBuf.b))
-		c.main = inMain.text(textBuf.b)
+		c.main = oracleSpansText(&inMain, textBuf.b)
 		if c.main == "" {
-			c.main = outside.text(textBuf.b)
+			c.main = oracleSpansText(&outside, textBuf.b)
 		}
 		if c.main == "" {
 			c.main = c.text
@@ -327,4 +327,24 @@ func (t *oracleTextBuilder) appendRune(r rune, size int) {
 	}
 	t.lineDue, t.spaceDue = false, false
 	t.b = utf8.AppendRune(t.b, r)
+}
+
+// oracleSpansText is spans.text before the single pass.
+func oracleSpansText(s *spans, b []byte) string {
+	n := 0
+	for _, sp := range s.done {
+		n += sp[1] - sp[0] + 1
+	}
+	out := make([]byte, 0, n)
+	for _, sp := range s.done {
+		part := bytes.TrimSpace(b[sp[0]:sp[1]])
+		if len(part) == 0 {
+			continue
+		}
+		if len(out) > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, part...)
+	}
+	return string(out)
 }

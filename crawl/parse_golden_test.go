@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -71,10 +72,10 @@ func diffParse(got parsed, want content, links []string, capped int, html bool) 
 		s += fmt.Sprintf("title %q, want %q; ", got.title, want.title)
 	}
 	if got.text != want.text {
-		s += fmt.Sprintf("text %.200q, want %.200q; ", got.text, want.text)
+		s += "text " + firstDiff(got.text, want.text) + "; "
 	}
 	if got.main != want.main {
-		s += fmt.Sprintf("main text %.200q, want %.200q; ", got.main, want.main)
+		s += "main text " + firstDiff(got.main, want.main) + "; "
 	}
 	if got.html != html {
 		s += fmt.Sprintf("html %v, want %v; ", got.html, html)
@@ -86,6 +87,16 @@ func diffParse(got parsed, want content, links []string, capped int, html bool) 
 		s += fmt.Sprintf("links %q (%d capped), want %q (%d)", got.links, got.capped, links, capped)
 	}
 	return s
+}
+
+// firstDiff shows where two texts first differ.
+func firstDiff(got, want string) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	from := max(i-20, 0)
+	return fmt.Sprintf("of %d bytes differs at %d: %.40q, want %.40q (of %d)", len(got), i, got[from:], want[from:], len(want))
 }
 
 // parseOncePageURL is the page the fuzz targets' documents come from.
@@ -131,6 +142,42 @@ func TestParsePageTranscodedLinksAsSent(t *testing.T) {
 		want, _, _ := oracleLinks(tc.body, parseOncePageURL, "swarmcrawl", 0)
 		if got.text != tc.text || !slices.Equal(got.links, want) || len(want) == 0 && tc.name != "utf-16" {
 			t.Errorf("%s: text %q, links %q; want %q, %q", tc.name, got.text, got.links, tc.text, want)
+		}
+	}
+}
+
+// TestTextBuilderMatchesOracle: the text builder, which appends runs of
+// printable ASCII at once, builds what the oracle's builder, which
+// appends one character at a time, builds from the same writes, up to
+// the limit too: random runs of ASCII words, whitespace, multi-byte,
+// invalid and control characters, with line breaks and spaces asked for
+// in between, under limits from 0 to 60 bytes.
+func TestTextBuilderMatchesOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 3))
+	pieces := []string{"word", "a", "longer-word,", " ", "  ", "\n", "\t", "é", "日本", "\xff", "\x01", "\u00a0", "\r\n", "x\ny", "\u2003"}
+	for i := range 20_000 {
+		limit := i % 61
+		got, want := textBuilder{limit: limit}, oracleTextBuilder{limit: limit}
+		for range 1 + r.IntN(12) {
+			switch r.IntN(6) {
+			case 0:
+				got.space()
+				want.space()
+			case 1:
+				got.lineBreak()
+				want.lineBreak()
+			default:
+				var s []byte
+				for range 1 + r.IntN(4) {
+					s = append(s, pieces[r.IntN(len(pieces))]...)
+				}
+				keep := r.IntN(3) == 0
+				got.write(s, keep)
+				want.write(s, keep)
+			}
+		}
+		if string(got.b) != string(want.b) || got.full != want.full {
+			t.Fatalf("limit %d: built %q (full %v), oracle %q (full %v)", limit, got.b, got.full, want.b, want.full)
 		}
 	}
 }

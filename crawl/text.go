@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -233,6 +234,7 @@ func boilerplate(a atom.Atom) bool {
 // nothing is kept per element.
 type textScan struct {
 	text, title textBuilder
+	buf         *[]byte // text's buffer, from textBufs
 	// The main text is kept as spans of the text: outside those outside
 	// boilerplate elements, inMain those also inside <main>.
 	outside, inMain spans
@@ -246,10 +248,18 @@ type textScan struct {
 }
 
 func newTextScan() *textScan {
-	s := &textScan{text: textBuilder{limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}}
+	buf := textBufs.Get().(*[]byte)
+	s := &textScan{text: textBuilder{b: (*buf)[:0], limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: buf}
 	s.outside.open(0)
 	return s
 }
+
+// textBufs holds text builders' buffers between pages: the text of a page
+// is copied out of its buffer once, and the next page writes into the
+// same buffer instead of growing a new one by copies, so that a page's
+// text costs one allocation of its size. A buffer grows to MaxTextBytes
+// at most.
+var textBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // done reports whether the text is full, or there is no text scan: no
 // later token changes the result, and a scan for text alone stops reading.
@@ -328,14 +338,19 @@ func (s *textScan) tagToken(tt html.TokenType, a atom.Atom) {
 	}
 }
 
-// result returns the title, text and main text taken so far.
+// result returns the title, text and main text taken so far (the main
+// text a substring of the text when it is one span of it), and gives the
+// text's buffer back to textBufs: it is called once, after the scan.
 func (s *textScan) result() content {
 	c := content{title: s.title.String(), text: s.text.String()}
-	s.outside.close(len(s.text.b))
-	s.inMain.close(len(s.text.b))
-	c.main = s.inMain.text(s.text.b)
+	*s.buf = s.text.b[:0]
+	textBufs.Put(s.buf)
+	s.text.b, s.buf = nil, nil
+	s.outside.close(len(c.text))
+	s.inMain.close(len(c.text))
+	c.main = s.inMain.text(c.text)
 	if c.main == "" {
-		c.main = s.outside.text(s.text.b)
+		c.main = s.outside.text(c.text)
 	}
 	if c.main == "" {
 		c.main = c.text
@@ -380,24 +395,31 @@ func (s *spans) set(in bool, at int) {
 	}
 }
 
-// text joins the spans of b, one line each.
-func (s *spans) text(b []byte) string {
-	n := 0
+// text joins the spans of t, trimmed, one line each. A single span is a
+// substring of t, not a copy.
+func (s *spans) text(t string) string {
+	n, parts, one := 0, 0, ""
 	for _, sp := range s.done {
-		n += sp[1] - sp[0] + 1
+		if part := strings.TrimSpace(t[sp[0]:sp[1]]); part != "" {
+			n, parts, one = n+len(part)+1, parts+1, part
+		}
 	}
-	out := make([]byte, 0, n)
+	if parts <= 1 {
+		return one
+	}
+	var b strings.Builder
+	b.Grow(n)
 	for _, sp := range s.done {
-		part := bytes.TrimSpace(b[sp[0]:sp[1]])
-		if len(part) == 0 {
+		part := strings.TrimSpace(t[sp[0]:sp[1]])
+		if part == "" {
 			continue
 		}
-		if len(out) > 0 {
-			out = append(out, '\n')
+		if b.Len() > 0 {
+			b.WriteByte('\n')
 		}
-		out = append(out, part...)
+		b.WriteString(part)
 	}
-	return string(out)
+	return b.String()
 }
 
 // tokenText returns the text of the current text token. The tokeniser's
@@ -488,6 +510,17 @@ func (t *textBuilder) lineBreak() { t.lineDue = true }
 func (t *textBuilder) write(s []byte, keepLines bool) {
 	for i := 0; i < len(s) && !t.full; {
 		c := s[i]
+		if ' ' < c && c < 0x7f {
+			// Most text is runs of printable ASCII between spaces, which
+			// are appended as they are.
+			j := i + 1
+			for j < len(s) && ' ' < s[j] && s[j] < 0x7f {
+				j++
+			}
+			t.appendASCII(s[i:j])
+			i = j
+			continue
+		}
 		r, size := rune(c), 1
 		if c >= utf8.RuneSelf {
 			r, size = utf8.DecodeRune(s[i:])
@@ -507,6 +540,46 @@ func (t *textBuilder) write(s []byte, keepLines bool) {
 	}
 }
 
+// grow makes room for n more bytes, doubling the buffer up to the limit
+// rather than growing a large one by a quarter at a time as append does:
+// the copies of a text as it grows cost at most its final size.
+func (t *textBuilder) grow(n int) {
+	if len(t.b)+n <= cap(t.b) {
+		return
+	}
+	b := make([]byte, len(t.b), max(min(2*cap(t.b), t.limit), len(t.b)+n, 256))
+	copy(b, t.b)
+	t.b = b
+}
+
+// appendASCII appends a run of printable ASCII after any due separator,
+// as appendRune would one character at a time: what passes the limit is
+// dropped.
+func (t *textBuilder) appendASCII(run []byte) {
+	sep := len(t.b) > 0 && (t.lineDue || t.spaceDue)
+	room := t.limit - len(t.b)
+	if sep {
+		room--
+	}
+	if room <= 0 {
+		t.full = true
+		return
+	}
+	if len(run) > room {
+		run, t.full = run[:room], true
+	}
+	t.grow(len(run) + 1)
+	if sep {
+		if t.lineDue {
+			t.b = append(t.b, '\n')
+		} else {
+			t.b = append(t.b, ' ')
+		}
+	}
+	t.lineDue, t.spaceDue = false, false
+	t.b = append(t.b, run...)
+}
+
 // appendRune appends r (encoded in size bytes, or invalid) after any due
 // separator, unless that would pass the limit.
 func (t *textBuilder) appendRune(r rune, size int) {
@@ -522,6 +595,7 @@ func (t *textBuilder) appendRune(r rune, size int) {
 		t.full = true
 		return
 	}
+	t.grow(need)
 	if sep {
 		if t.lineDue {
 			t.b = append(t.b, '\n')
