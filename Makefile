@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME  ?= 60s
 FUZZFLAGS ?= -fuzzminimizetime 5s
 
-.PHONY: all build test test-short run bench fuzz fuzz-corpus lint proto clean
+.PHONY: all build test test-short run bench bench-node fuzz fuzz-corpus lint proto clean
 
 all: build
 
@@ -38,12 +38,26 @@ run: build
 
 # Every benchmark, then a CPU profile of one crawler on the 1,000-host
 # synthetic web (zero delay), printed as the top functions and kept in
-# bin/crawl.cpu.prof for `go tool pprof`.
+# bin/crawl.cpu.prof for `go tool pprof`, then bench-node.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 20m $(PKGS)
 	mkdir -p bin
 	$(GO) test -run '^$$' -bench 'CrawlSynthetic' -benchtime 1x -cpuprofile bin/crawl.cpu.prof -o bin/crawl.test ./crawl/
 	$(GO) tool pprof -top -nodecount 25 bin/crawl.test bin/crawl.cpu.prof
+	$(MAKE) bench-node
+
+# One node of this tree and one of BASE (default: the previous commit),
+# side by side on issue 10's 1,000-host synthetic web, with no delay and
+# at 20 ms, BENCH_RUNS rounds (medians): new pages/s, CPU seconds per
+# 1,000 pages, time to 90/99/100% coverage and the politeness bound, and
+# the ratios (internal/nodebench). About 6 minutes a round on 2 cores.
+BASE       ?= HEAD~1
+BENCH_RUNS ?= 1
+bench-node: build
+	rm -rf bin/base && mkdir -p bin/base/src
+	git archive $(BASE) | tar -x -C bin/base/src
+	cd bin/base/src && $(GO) build -o ../swarmcrawl ./cmd/swarmcrawl
+	$(GO) run ./internal/nodebench -new $(BIN) -base bin/base/swarmcrawl -runs $(BENCH_RUNS)
 
 # Every fuzz target (each func FuzzX in a _test.go file) in turn for
 # FUZZTIME: go test -fuzz takes one target of one package per run. Each

@@ -176,7 +176,8 @@ func hostilePage(size int, latin1 bool) []byte {
 
 // BenchmarkParseHostile parses a 10 MiB link-dense page (about 480,000
 // links), the parse's worst case at the default body cap: its links, with
-// the default cap and without, and its text, as ASCII and as windows-1252. Besides time
+// the default cap and without, its text, and both as a worker takes them
+// (parsePage, "page"), as ASCII and as windows-1252. Besides time
 // and allocations it reports peak-MiB: the most the heap grew above its
 // level before the parse, sampled while the parse runs.
 func BenchmarkParseHostile(b *testing.B) {
@@ -198,6 +199,8 @@ func BenchmarkParseHostile(b *testing.B) {
 		}},
 		{"text", func() { ExtractText(body, "text/html") }},
 		{"text-latin1", func() { ExtractText(latin1, "text/html") }},
+		{"page", func() { parsePage(body, "text/html", pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage) }},
+		{"page-latin1", func() { parsePage(latin1, "text/html", pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage) }},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
@@ -244,4 +247,30 @@ func heapGrowth(fn func()) uint64 {
 		return 0
 	}
 	return peak - base
+}
+
+// parseWeb is the synthetic web BenchmarkParsePages parses: pages of
+// ordinary, hot and trap hosts.
+var parseWeb = synthweb.Config{Seed: 1, Hosts: 40, HotHosts: 1, HotPages: 300, TrapHosts: 2}
+
+// BenchmarkParsePages does to each 200 answer of a synthetic web, in turn,
+// what a worker does to a new page: its title, text and fingerprint, and
+// its links. One op is one page: ns/op, B/op and allocs/op are per page.
+func BenchmarkParsePages(b *testing.B) {
+	pages := synthResponses(b, parseWeb)
+	var size int64
+	for _, p := range pages {
+		size += int64(len(p.body))
+	}
+	b.SetBytes(size / int64(len(pages)))
+	b.ReportAllocs()
+	b.Logf("%d pages, %d bytes on average", len(pages), size/int64(len(pages)))
+	for i := 0; b.Loop(); i++ {
+		p := pages[i%len(pages)]
+		doc := parsePage(p.body, p.contentType, p.pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage)
+		if doc.err != nil {
+			b.Fatal(doc.err)
+		}
+		Simhash(doc.main)
+	}
 }

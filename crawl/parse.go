@@ -3,6 +3,7 @@ package crawl
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -61,14 +62,63 @@ func IsHTML(contentType string, body []byte) bool {
 // compares both outside those cases). Malformed HTML never panics and
 // never fails.
 func ExtractLinks(body []byte, pageURL *url.URL, uaToken string, maxLinks int) (links []string, capped int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			links, capped, err = nil, 0, fmt.Errorf("parse html: panic: %v", r)
+	s := newLinkScan(uaToken, maxLinks)
+	if err := scanHTML(bytes.NewReader(body), nil, s); err != nil {
+		return nil, 0, err
+	}
+	links, capped = s.resolve(pageURL)
+	return links, capped, nil
+}
+
+// maxRefBytes is the longest href worth keeping: urls.Normalize refuses
+// anything longer before looking at it.
+const maxRefBytes = 8 * urls.MaxURLLength
+
+// linkScan is what one pass over a document finds.
+type linkScan struct {
+	refs     []string            // distinct followable references, in document order
+	kept     map[string]struct{} // refs, as a set
+	max      int                 // cap on refs; 0: none
+	capped   int                 // link elements dropped beyond the cap
+	base     string              // the first <base href>
+	hasBase  bool
+	nofollow bool   // a <meta> forbids following the page's links
+	uaToken  string // the robots token a <meta name> may address
+}
+
+func newLinkScan(uaToken string, maxLinks int) *linkScan {
+	return &linkScan{kept: make(map[string]struct{}), max: max(maxLinks, 0), uaToken: uaToken}
+}
+
+// tag takes the current token, a start or self-closing tag of element a,
+// and collects its link reference, its first <base href> and its robots
+// <meta>, in the way the HTML5 tree parser would see them (the contents of
+// script, style, textarea, title, noscript and the other raw-text elements
+// are text to the tokeniser, and an element's first attribute of a name
+// wins over later ones). The tokeniser's TagName and TagAttr copy what
+// they return; the tag is told from its raw bytes by the caller, and only
+// the attributes of the few tags that matter are read.
+func (s *linkScan) tag(a atom.Atom, z *html.Tokenizer) {
+	switch a {
+	case atom.A, atom.Area, atom.Frame, atom.Iframe:
+		s.link(a, readAttrs(z))
+	case atom.Base:
+		if attr := readAttrs(z); attr.has&hasHref != 0 && !s.hasBase {
+			s.base, s.hasBase = string(attr.href), true
 		}
-	}()
-	s := scanLinks(body, uaToken, maxLinks)
+	case atom.Meta:
+		if attr := readAttrs(z); metaSaysNofollow(string(attr.name), string(attr.content), s.uaToken) {
+			s.nofollow = true
+		}
+	}
+}
+
+// resolve returns the links the scan found, resolved against the <base
+// href> or pageURL, normalised and deduplicated, and the number capped;
+// none when a <meta> forbids following them.
+func (s *linkScan) resolve(pageURL *url.URL) (links []string, capped int) {
 	if s.nofollow {
-		return nil, 0, nil
+		return nil, 0
 	}
 	resolveAgainst := pageURL
 	if s.hasBase {
@@ -86,56 +136,7 @@ func ExtractLinks(body []byte, pageURL *url.URL, uaToken string, maxLinks int) (
 		seen[n] = struct{}{}
 		links = append(links, n)
 	}
-	return links, s.capped, nil
-}
-
-// maxRefBytes is the longest href worth keeping: urls.Normalize refuses
-// anything longer before looking at it.
-const maxRefBytes = 8 * urls.MaxURLLength
-
-// linkScan is what one pass over a document finds.
-type linkScan struct {
-	refs     []string            // distinct followable references, in document order
-	kept     map[string]struct{} // refs, as a set
-	max      int                 // cap on refs; 0: none
-	capped   int                 // link elements dropped beyond the cap
-	base     string              // the first <base href>
-	hasBase  bool
-	nofollow bool // a <meta> forbids following the page's links
-}
-
-// scanLinks reads the tokens of a document once and collects its link
-// references, its first <base href> and its robots <meta>, in the way the
-// HTML5 tree parser would see them: the contents of script, style,
-// textarea, title, noscript and the other raw-text elements are text, and
-// an element's first attribute of a name wins over later ones.
-func scanLinks(body []byte, uaToken string, maxLinks int) *linkScan {
-	s := &linkScan{kept: make(map[string]struct{}), max: max(maxLinks, 0)}
-	z := html.NewTokenizer(bytes.NewReader(body))
-	for {
-		switch z.Next() {
-		case html.ErrorToken:
-			return s
-		case html.StartTagToken, html.SelfClosingTagToken:
-		default:
-			continue
-		}
-		// The tokeniser's TagName and TagAttr copy what they return; the
-		// tag is told from its raw bytes, and only the attributes of the
-		// few tags that matter are read.
-		switch a := tagAtom(z.Raw()); a {
-		case atom.A, atom.Area, atom.Frame, atom.Iframe:
-			s.link(a, readAttrs(z))
-		case atom.Base:
-			if attr := readAttrs(z); attr.has&hasHref != 0 && !s.hasBase {
-				s.base, s.hasBase = string(attr.href), true
-			}
-		case atom.Meta:
-			if attr := readAttrs(z); metaSaysNofollow(string(attr.name), string(attr.content), uaToken) {
-				s.nofollow = true
-			}
-		}
-	}
+	return links, s.capped
 }
 
 // link takes the reference of a link element (<a> and <area> href, or
@@ -275,4 +276,77 @@ func skipScheme(ref []byte) bool {
 		}
 	}
 	return false
+}
+
+// scanHTML reads the tokens of an HTML document once and hands them to a
+// text scan, a link scan or both (either may be nil): to the end of the
+// document when it has a link scan, else until the text is full. No tree
+// is built, so memory does not grow with the number of elements: the
+// tokeniser holds the token being read (the longest tag or run of text,
+// at most the body), and the scans what they keep. The tokeniser is not
+// known to panic; should it ever, the scans keep what they took before,
+// and the panic is returned as an error.
+func scanHTML(r io.Reader, text *textScan, links *linkScan) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("parse html: panic: %v", p)
+		}
+	}()
+	z := html.NewTokenizer(r)
+	for links != nil || !text.done() {
+		switch tt := z.Next(); tt {
+		case html.ErrorToken:
+			return nil
+		case html.TextToken:
+			if !text.done() {
+				text.textToken(z)
+			}
+		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
+			a := tagAtom(z.Raw())
+			if !text.done() {
+				text.tagToken(tt, a)
+			}
+			if links != nil && tt != html.EndTagToken {
+				links.tag(a, z)
+			}
+		}
+	}
+	return nil
+}
+
+// parsed is what parsePage finds in a response body.
+type parsed struct {
+	content          // title, text and main text
+	html    bool     // the body is HTML (see IsHTML)
+	links   []string // followable links, when asked for (see ExtractLinks)
+	capped  int      // link elements dropped beyond the cap
+	err     error    // the link scan failed: links is nil
+}
+
+// parsePage extracts what a worker needs of a response body: its title,
+// text and main text (see extractContent) and, when pageURL is not nil
+// and the body is HTML, its links, as ExtractLinks(body, pageURL, uaToken,
+// maxLinks) finds them. It reads the tokens of an HTML page once, feeding
+// both; only when the page has to be transcoded to UTF-8 for its text is
+// it read twice, since its links are taken from the bytes as sent, as
+// ExtractLinks takes them.
+func parsePage(body []byte, contentType string, pageURL *url.URL, uaToken string, maxLinks int) (p parsed) {
+	kind := textKind(contentType, body)
+	p.html = kind == kindHTML
+	if !p.html || pageURL == nil {
+		p.content = contentOf(kind, body, contentType)
+		return p
+	}
+	text, links := newTextScan(), newLinkScan(uaToken, maxLinks)
+	if r, transcoded := utf8Reader(body, contentType); transcoded {
+		_ = scanHTML(r, text, nil)
+		p.err = scanHTML(bytes.NewReader(body), nil, links)
+	} else {
+		p.err = scanHTML(r, text, links)
+	}
+	p.content = text.result()
+	if p.err == nil {
+		p.links, p.capped = links.resolve(pageURL)
+	}
+	return p
 }

@@ -60,7 +60,9 @@ var linkDocs = map[string]string{
 // normalised URLs, and what it keeps under a cap is the start of what it
 // keeps without one: a cap of n keeps the first n distinct references,
 // counts the rest, and changes nothing else (capped is 0 exactly when the
-// uncapped scan found no more than that).
+// uncapped scan found no more than that). The single pass a worker makes
+// (parsePage, for text/html) finds the same links as the links-only scan
+// it replaced (oracleLinks), with and without the cap.
 func FuzzExtractLinks(f *testing.F) {
 	const page = "http://example.com/dir/page.html"
 	pageURL, _ := url.Parse(page)
@@ -91,6 +93,13 @@ func FuzzExtractLinks(f *testing.F) {
 		all, allCapped, err := ExtractLinks(body, pageURL, "swarmcrawl", 0)
 		if err != nil || allCapped != 0 {
 			t.Fatalf("uncapped: %d capped, error %v", allCapped, err)
+		}
+		for _, max := range []int{0, limit} {
+			want, wantCapped, _ := oracleLinks(body, pageURL, "swarmcrawl", max)
+			got := parsePage(body, "text/html", pageURL, "swarmcrawl", max)
+			if !slices.Equal(got.links, want) || got.capped != wantCapped || got.err != nil {
+				t.Fatalf("cap %d: single pass %q (%d capped, error %v), links-only scan %q (%d)", max, got.links, got.capped, got.err, want, wantCapped)
+			}
 		}
 		seen := map[string]bool{}
 		for _, l := range all {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -78,11 +79,18 @@ func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, fi
 		hash = contentHash(r.body) ^ uint64(r.status)
 		changed = !f.hasMeta || f.meta.ContentHash != hash
 		if r.status >= 200 && r.status < 300 && !r.undecodable {
-			c.content(f, p)
-			switch {
-			case changed || f.refetch:
-				links, out = c.pageLinks(f, p, r, hash)
-			default:
+			// One parse for the text, the fingerprint and, of a new or
+			// changed page, the links.
+			follow := changed || f.refetch
+			var pageURL *url.URL
+			if follow {
+				pageURL = mustParse(t.URL)
+			}
+			doc := parsePage(r.body, p.ContentType, pageURL, c.token, c.cfg.MaxLinksPerPage)
+			c.content(f, p, doc.content)
+			if follow {
+				links, out = c.pageLinks(f, p, &doc, hash)
+			} else {
 				out = nil
 			}
 		}
@@ -189,13 +197,13 @@ func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.T
 	return links, hash, changed, dead
 }
 
-// content fills in the title, text and fingerprint of a 2xx page, and
-// checks the fingerprint against the pages seen before. The fingerprint is
-// that of the page's main text (see extractContent), so that pages that
-// share only a site's header, navigation and footer do not look alike.
-// Being a near-duplicate changes nothing about the page's links.
-func (c *Crawler) content(f *fetch, p *Page) {
-	text := extractContent(p.Body, p.ContentType)
+// content fills in the title, text and fingerprint of a 2xx page from
+// what parsePage found, and checks the fingerprint against the pages seen
+// before. The fingerprint is that of the page's main text (see
+// extractContent), so that pages that share only a site's header,
+// navigation and footer do not look alike. Being a near-duplicate changes
+// nothing about the page's links.
+func (c *Crawler) content(f *fetch, p *Page, text content) {
 	p.Title, p.Text = text.title, text.text
 	if p.Text == "" {
 		return
@@ -239,25 +247,24 @@ func hasWords(text string, n int) bool {
 	return false
 }
 
-// pageLinks extracts the followable links of a new or changed HTML page,
-// at most MaxLinksPerPage of them, leaving out traps, and returns those to
-// report and what became of them (kept in the URL's metadata). A page as
-// deep as links are followed reports none, but keeps them for a shorter
+// pageLinks takes the followable links parsePage found in a new or
+// changed HTML page, at most MaxLinksPerPage of them, leaves out traps,
+// and returns those to report and what became of them (kept in the URL's
+// metadata). A page as deep as links are followed reports none, but keeps them for a shorter
 // path to it (see reopen); so does a byte-identical copy of a page whose
 // links were followed from as shallow a depth (see exactCopy).
-func (c *Crawler) pageLinks(f *fetch, p *Page, r *response, hash uint64) ([]frontier.Task, *store.Outlinks) {
+func (c *Crawler) pageLinks(f *fetch, p *Page, doc *parsed, hash uint64) ([]frontier.Task, *store.Outlinks) {
 	t := f.task
 	out := &store.Outlinks{Known: true, Followed: true, Depth: t.Depth}
-	if !IsHTML(p.ContentType, r.body) {
+	if !doc.html {
 		return nil, out
 	}
-	found, capped, err := ExtractLinks(r.body, mustParse(t.URL), c.token, c.cfg.MaxLinksPerPage)
-	if err != nil {
+	if doc.err != nil {
 		c.countError("parse")
 	}
-	c.linksCapped.Add(int64(capped))
-	tasks := make([]frontier.Task, 0, len(found))
-	for _, u := range found {
+	c.linksCapped.Add(int64(doc.capped))
+	tasks := make([]frontier.Task, 0, len(doc.links))
+	for _, u := range doc.links {
 		if c.isTrap(u) {
 			c.countError("trap")
 			c.traps.repeated(u)

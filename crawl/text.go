@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -62,9 +63,19 @@ type content struct {
 // whose text is all boilerplate has its whole text as main text. Plain
 // text is all main text.
 func extractContent(body []byte, contentType string) content {
-	switch textKind(contentType, body) {
+	return contentOf(textKind(contentType, body), body, contentType)
+}
+
+// contentOf is extractContent of a body of the kind given.
+func contentOf(kind int, body []byte, contentType string) content {
+	switch kind {
 	case kindHTML:
-		return extractHTML(utf8Reader(body, contentType))
+		// The tokeniser is not known to panic; should it ever, the text
+		// gathered so far is still the best answer.
+		s := newTextScan()
+		r, _ := utf8Reader(body, contentType)
+		_ = scanHTML(r, s, nil)
+		return s.result()
 	case kindPlain:
 		// Two bytes per character are enough input for the cap in any
 		// charset a server would send.
@@ -123,14 +134,15 @@ func toUTF8(body []byte, contentType string) []byte {
 }
 
 // utf8Reader reads body as UTF-8 (see toUTF8), transcoding it on the fly
-// as the tokeniser asks for more: a page is never copied whole, and the
-// tokeniser stops reading once the text is full.
-func utf8Reader(body []byte, contentType string) io.Reader {
+// as the tokeniser asks for more: a page is never copied whole, and a
+// scan for text alone stops reading once the text is full. transcoded
+// says whether the reader decodes, or reads body as it is.
+func utf8Reader(body []byte, contentType string) (r io.Reader, transcoded bool) {
 	enc, name, _ := charset.DetermineEncoding(body, contentType)
 	if enc == nil || !transcodes(name, body) {
-		return bytes.NewReader(body)
+		return bytes.NewReader(body), false
 	}
-	return enc.NewDecoder().Reader(bytes.NewReader(body))
+	return enc.NewDecoder().Reader(bytes.NewReader(body)), true
 }
 
 // transcodes reports whether a body in the charset named needs converting
@@ -215,123 +227,135 @@ func boilerplate(a atom.Atom) bool {
 	return a == atom.Header || a == atom.Nav || a == atom.Footer || a == atom.Aside
 }
 
-// extractHTML tokenises an HTML document once and collects its title,
-// visible text and main text (see extractContent), and stops reading once
-// the text is full. Memory stays bounded whatever the page: the tokeniser
-// holds the token being read (at most the body), the builders at most
-// MaxTextBytes each and maxTitleBytes, and nothing is kept per element.
-func extractHTML(body io.Reader) (c content) {
-	textBuf := textBuilder{limit: MaxTextBytes}
-	titleBuf := textBuilder{limit: maxTitleBytes}
+// textScan collects the title, visible text and main text of an HTML
+// document (see extractContent) from its tokens, as scanHTML reads them.
+// Memory stays bounded whatever the page: the builders hold at most
+// MaxTextBytes each and maxTitleBytes, the spans at most maxSpans, and
+// nothing is kept per element.
+type textScan struct {
+	text, title textBuilder
+	buf         *[]byte // text's buffer, from textBufs
 	// The main text is kept as spans of the text: outside those outside
 	// boilerplate elements, inMain those also inside <main>.
-	var outside, inMain spans
-	result := func() content {
-		c := content{title: titleBuf.String(), text: textBuf.String()}
-		outside.close(len(textBuf.b))
-		inMain.close(len(textBuf.b))
-		c.main = inMain.text(textBuf.b)
-		if c.main == "" {
-			c.main = outside.text(textBuf.b)
+	outside, inMain spans
+	open            [16]int // open skipped elements, by slot
+	skipping        int     // sum of open
+	pre             int     // open pre/listing/plaintext elements
+	inTitle         bool
+	titleDone       bool
+	boiler          int // open boilerplate elements
+	mains           int // open main elements
+}
+
+func newTextScan() *textScan {
+	buf := textBufs.Get().(*[]byte)
+	s := &textScan{text: textBuilder{b: (*buf)[:0], limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: buf}
+	s.outside.open(0)
+	return s
+}
+
+// textBufs holds text builders' buffers between pages: the text of a page
+// is copied out of its buffer once, and the next page writes into the
+// same buffer instead of growing a new one by copies, so that a page's
+// text costs one allocation of its size. A buffer grows to MaxTextBytes
+// at most.
+var textBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// done reports whether the text is full, or there is no text scan: no
+// later token changes the result, and a scan for text alone stops reading.
+func (s *textScan) done() bool { return s == nil || s.text.full }
+
+// textToken takes the current token, a text token.
+func (s *textScan) textToken(z *html.Tokenizer) {
+	switch {
+	case s.skipping > 0:
+	case s.inTitle:
+		if !s.titleDone {
+			s.title.write(tokenText(z), false)
 		}
-		if c.main == "" {
-			c.main = c.text
-		}
-		return c
+	default:
+		s.text.write(tokenText(z), s.pre > 0)
 	}
-	defer func() {
-		// The tokeniser is not known to panic; should it ever, the text
-		// gathered so far is still the best answer.
-		if recover() != nil {
-			c = result()
+}
+
+// tagToken takes the current token, a start, self-closing or end tag
+// (tt) of element a.
+func (s *textScan) tagToken(tt html.TokenType, a atom.Atom) {
+	start := tt != html.EndTagToken
+	switch {
+	case skippedRaw(a):
+		// A raw element's contents run to its end tag even when it is
+		// written self-closing.
+		if start {
+			s.open[slot(a)]++
+			s.skipping++
+		} else if s.open[slot(a)] > 0 {
+			s.open[slot(a)]--
+			s.skipping--
 		}
-	}()
-	z := html.NewTokenizer(body)
-	var (
-		open      [16]int // open skipped elements, by slot
-		skipping  int     // sum of open
-		pre       int     // open pre/listing/plaintext elements
-		inTitle   bool
-		titleDone bool
-		boiler    int // open boilerplate elements
-		mains     int // open main elements
-	)
-	outside.open(0)
-	for !textBuf.full {
-		tt := z.Next()
-		switch tt {
-		case html.ErrorToken:
-			return result()
-		case html.TextToken:
-			switch {
-			case skipping > 0:
-			case inTitle:
-				if !titleDone {
-					titleBuf.write(tokenText(z), false)
-				}
-			default:
-				textBuf.write(tokenText(z), pre > 0)
-			}
-		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
-			a := tagAtom(z.Raw())
-			start := tt != html.EndTagToken
-			switch {
-			case skippedRaw(a):
-				// A raw element's contents run to its end tag even when
-				// it is written self-closing.
-				if start {
-					open[slot(a)]++
-					skipping++
-				} else if open[slot(a)] > 0 {
-					open[slot(a)]--
-					skipping--
-				}
-			case skippedNested(a):
-				if tt == html.StartTagToken {
-					open[slot(a)]++
-					skipping++
-				} else if tt == html.EndTagToken && open[slot(a)] > 0 {
-					open[slot(a)]--
-					skipping--
-				}
-			case a == atom.Title:
-				// <title> is raw text to the tokeniser wherever it is,
-				// so its contents always end at </title>. One inside a
-				// skipped element (an svg icon's) is dropped with it.
-				if start {
-					inTitle = true
-				} else if inTitle {
-					inTitle = false
-					titleDone = titleDone || len(titleBuf.b) > 0
-				}
-			case a == atom.Td || a == atom.Th:
-				textBuf.space()
-			case blockElement(a):
-				textBuf.lineBreak()
-				switch {
-				case boilerplate(a) && tt == html.StartTagToken:
-					boiler++
-				case boilerplate(a) && tt == html.EndTagToken && boiler > 0:
-					boiler--
-				case a == atom.Main && tt == html.StartTagToken:
-					mains++
-				case a == atom.Main && tt == html.EndTagToken && mains > 0:
-					mains--
-				}
-				at := len(textBuf.b)
-				outside.set(boiler == 0, at)
-				inMain.set(boiler == 0 && mains > 0, at)
-				if a == atom.Pre || a == atom.Listing || a == atom.Plaintext {
-					if tt == html.StartTagToken {
-						pre++
-					} else if tt == html.EndTagToken && pre > 0 {
-						pre--
-					}
-				}
+	case skippedNested(a):
+		if tt == html.StartTagToken {
+			s.open[slot(a)]++
+			s.skipping++
+		} else if tt == html.EndTagToken && s.open[slot(a)] > 0 {
+			s.open[slot(a)]--
+			s.skipping--
+		}
+	case a == atom.Title:
+		// <title> is raw text to the tokeniser wherever it is, so its
+		// contents always end at </title>. One inside a skipped element
+		// (an svg icon's) is dropped with it.
+		if start {
+			s.inTitle = true
+		} else if s.inTitle {
+			s.inTitle = false
+			s.titleDone = s.titleDone || len(s.title.b) > 0
+		}
+	case a == atom.Td || a == atom.Th:
+		s.text.space()
+	case blockElement(a):
+		s.text.lineBreak()
+		switch {
+		case boilerplate(a) && tt == html.StartTagToken:
+			s.boiler++
+		case boilerplate(a) && tt == html.EndTagToken && s.boiler > 0:
+			s.boiler--
+		case a == atom.Main && tt == html.StartTagToken:
+			s.mains++
+		case a == atom.Main && tt == html.EndTagToken && s.mains > 0:
+			s.mains--
+		}
+		at := len(s.text.b)
+		s.outside.set(s.boiler == 0, at)
+		s.inMain.set(s.boiler == 0 && s.mains > 0, at)
+		if a == atom.Pre || a == atom.Listing || a == atom.Plaintext {
+			if tt == html.StartTagToken {
+				s.pre++
+			} else if tt == html.EndTagToken && s.pre > 0 {
+				s.pre--
 			}
 		}
 	}
-	return result()
+}
+
+// result returns the title, text and main text taken so far (the main
+// text a substring of the text when it is one span of it), and gives the
+// text's buffer back to textBufs: it is called once, after the scan.
+func (s *textScan) result() content {
+	c := content{title: s.title.String(), text: s.text.String()}
+	*s.buf = s.text.b[:0]
+	textBufs.Put(s.buf)
+	s.text.b, s.buf = nil, nil
+	s.outside.close(len(c.text))
+	s.inMain.close(len(c.text))
+	c.main = s.inMain.text(c.text)
+	if c.main == "" {
+		c.main = s.outside.text(c.text)
+	}
+	if c.main == "" {
+		c.main = c.text
+	}
+	return c
 }
 
 // spans marks parts of a text being built: the main text of a page.
@@ -371,24 +395,31 @@ func (s *spans) set(in bool, at int) {
 	}
 }
 
-// text joins the spans of b, one line each.
-func (s *spans) text(b []byte) string {
-	n := 0
+// text joins the spans of t, trimmed, one line each. A single span is a
+// substring of t, not a copy.
+func (s *spans) text(t string) string {
+	n, parts, one := 0, 0, ""
 	for _, sp := range s.done {
-		n += sp[1] - sp[0] + 1
+		if part := strings.TrimSpace(t[sp[0]:sp[1]]); part != "" {
+			n, parts, one = n+len(part)+1, parts+1, part
+		}
 	}
-	out := make([]byte, 0, n)
+	if parts <= 1 {
+		return one
+	}
+	var b strings.Builder
+	b.Grow(n)
 	for _, sp := range s.done {
-		part := bytes.TrimSpace(b[sp[0]:sp[1]])
-		if len(part) == 0 {
+		part := strings.TrimSpace(t[sp[0]:sp[1]])
+		if part == "" {
 			continue
 		}
-		if len(out) > 0 {
-			out = append(out, '\n')
+		if b.Len() > 0 {
+			b.WriteByte('\n')
 		}
-		out = append(out, part...)
+		b.WriteString(part)
 	}
-	return string(out)
+	return b.String()
 }
 
 // tokenText returns the text of the current text token. The tokeniser's
@@ -479,6 +510,17 @@ func (t *textBuilder) lineBreak() { t.lineDue = true }
 func (t *textBuilder) write(s []byte, keepLines bool) {
 	for i := 0; i < len(s) && !t.full; {
 		c := s[i]
+		if ' ' < c && c < 0x7f {
+			// Most text is runs of printable ASCII between spaces, which
+			// are appended as they are.
+			j := i + 1
+			for j < len(s) && ' ' < s[j] && s[j] < 0x7f {
+				j++
+			}
+			t.appendASCII(s[i:j])
+			i = j
+			continue
+		}
 		r, size := rune(c), 1
 		if c >= utf8.RuneSelf {
 			r, size = utf8.DecodeRune(s[i:])
@@ -498,6 +540,46 @@ func (t *textBuilder) write(s []byte, keepLines bool) {
 	}
 }
 
+// grow makes room for n more bytes, doubling the buffer up to the limit
+// rather than growing a large one by a quarter at a time as append does:
+// the copies of a text as it grows cost at most its final size.
+func (t *textBuilder) grow(n int) {
+	if len(t.b)+n <= cap(t.b) {
+		return
+	}
+	b := make([]byte, len(t.b), max(min(2*cap(t.b), t.limit), len(t.b)+n, 256))
+	copy(b, t.b)
+	t.b = b
+}
+
+// appendASCII appends a run of printable ASCII after any due separator,
+// as appendRune would one character at a time: what passes the limit is
+// dropped.
+func (t *textBuilder) appendASCII(run []byte) {
+	sep := len(t.b) > 0 && (t.lineDue || t.spaceDue)
+	room := t.limit - len(t.b)
+	if sep {
+		room--
+	}
+	if room <= 0 {
+		t.full = true
+		return
+	}
+	if len(run) > room {
+		run, t.full = run[:room], true
+	}
+	t.grow(len(run) + 1)
+	if sep {
+		if t.lineDue {
+			t.b = append(t.b, '\n')
+		} else {
+			t.b = append(t.b, ' ')
+		}
+	}
+	t.lineDue, t.spaceDue = false, false
+	t.b = append(t.b, run...)
+}
+
 // appendRune appends r (encoded in size bytes, or invalid) after any due
 // separator, unless that would pass the limit.
 func (t *textBuilder) appendRune(r rune, size int) {
@@ -513,6 +595,7 @@ func (t *textBuilder) appendRune(r rune, size int) {
 		t.full = true
 		return
 	}
+	t.grow(need)
 	if sep {
 		if t.lineDue {
 			t.b = append(t.b, '\n')

@@ -3,6 +3,7 @@ package crawl
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,6 +252,20 @@ func FuzzExtractText(f *testing.F) {
 		return out
 	})
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		// The single pass a worker makes finds what the text-only and the
+		// links-only scans it replaced found (oracle_test.go).
+		got, want := parsePage(body, contentType, parseOncePageURL, "swarmcrawl", 3), oracleContent(body, contentType)
+		if isHTML := IsHTML(contentType, body); got.html != isHTML || isHTML != (textKind(contentType, body) == kindHTML) {
+			t.Fatalf("HTML: single pass %v, IsHTML %v, textKind %d", got.html, isHTML, textKind(contentType, body))
+		}
+		var wantLinks []string
+		var wantCapped int
+		if got.html {
+			wantLinks, wantCapped, _ = oracleLinks(body, parseOncePageURL, "swarmcrawl", 3)
+		}
+		if got.content != want || !slices.Equal(got.links, wantLinks) || got.capped != wantCapped || got.err != nil {
+			t.Fatalf("single pass and the scans it replaced differ: %s", diffParse(got, want, wantLinks, wantCapped, got.html))
+		}
 		title, text := ExtractText(body, contentType)
 		if !utf8.ValidString(title) || !utf8.ValidString(text) {
 			t.Fatalf("invalid UTF-8: title %q text %q", title, text)

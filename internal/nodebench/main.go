@@ -1,0 +1,349 @@
+// Command nodebench measures swarmcrawl node binaries side by side on the
+// synthetic web of issue 10 (1,000 hosts, ten hot hosts, 91 hosts with a
+// Crawl-delay of 2 s, 20 trap hosts), served by this process so that a
+// node's CPU time is its own: one node, default flags, first with no delay
+// and then with --delay 20ms, for each binary in turn (new, base, new,
+// base, ... for -runs rounds). It prints, as medians over the runs, the new
+// pages per second up to 90% coverage, the node's CPU seconds per 1,000
+// pages it fetched, the times to 90%, 99% and 100% coverage of the pages
+// within the default depth of a seed, the politeness bound (the largest,
+// over hosts, of reachable pages times the host's effective delay), and
+// the ratios new/base; then each run's checks: duplicates, robots.txt and
+// politeness violations and the share of fetches spent on traps.
+//
+//	go run ./internal/nodebench -new bin/swarmcrawl -base bin/base/swarmcrawl
+//
+// make bench builds both binaries (the base from the previous commit) and
+// runs it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+)
+
+// web is issue 10's synthetic web (crawl's trapWeb).
+var web = synthweb.Config{Seed: 1, Hosts: 1000, HotHosts: 10, HotPages: 1600, TrapHosts: 20, CrawlDelayHosts: 91}
+
+// delays are the crawls each binary makes in a round.
+var delays = []time.Duration{0, 20 * time.Millisecond}
+
+func main() {
+	newBin := flag.String("new", "bin/swarmcrawl", "node binary under test")
+	baseBin := flag.String("base", "", "baseline node binary (none: the new one alone)")
+	runs := flag.Int("runs", 1, "rounds: each binary crawls once per delay per round")
+	hosts := flag.Int("hosts", web.Hosts, "hosts of the synthetic web")
+	timeout := flag.Duration("timeout", 10*time.Minute, "longest one crawl may take")
+	flag.Parse()
+	web.Hosts = *hosts
+	if err := run(*newBin, *baseBin, *runs, *timeout, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "nodebench:", err)
+		os.Exit(1)
+	}
+}
+
+// result is what one crawl of the web by one node showed.
+type result struct {
+	delay          time.Duration
+	fetched        int           // distinct URLs requested, robots.txt left out
+	reached        []float64     // seconds from seeding to 90%, 99% and 100% coverage; NaN if not reached
+	coverage       float64       // share of the reachable pages fetched
+	cpu            time.Duration // the node process's user and system time
+	duplicates     int
+	robots, polite int // violations
+	trap, pages    int // requests to traps, of all page requests
+}
+
+var levels = []float64{0.90, 0.99, 1}
+
+func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer) error {
+	w, err := synthweb.Start(web)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	def := crawl.DefaultConfig()
+	token := crawl.ProductToken(def.UserAgent)
+	truth := w.Within(token, def.MaxDepth)
+	bins := []string{newBin}
+	if baseBin != "" {
+		bins = append(bins, baseBin)
+	}
+	results := map[string][]result{}
+	for round := range runs {
+		for _, bin := range bins {
+			for _, d := range delays {
+				fmt.Fprintf(os.Stderr, "round %d: %s, delay %v ...", round+1, bin, d)
+				r, err := crawlOnce(w, bin, d, truth, token, timeout)
+				if err != nil {
+					return fmt.Errorf("%s, delay %v: %w", bin, d, err)
+				}
+				fmt.Fprintf(os.Stderr, " %d pages, %.1f%% coverage, CPU %.1fs\n", r.fetched, 100*r.coverage, r.cpu.Seconds())
+				results[bin] = append(results[bin], r)
+			}
+		}
+	}
+	report(out, w, truth, bins, results, runs)
+	return nil
+}
+
+// crawlOnce runs one node of bin with --delay d until it has fetched every
+// page of truth (or timeout), stops it and measures the crawl.
+func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, token string, timeout time.Duration) (result, error) {
+	r := result{delay: d}
+	dir, err := os.MkdirTemp("", "nodebench-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.Command(bin, "node", "--data", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
+		"--nat=false", "--discovery=false", "--log-level", "error", "--delay", d.String())
+	cmd.Env = append(os.Environ(), "HTTP_PROXY="+w.URL(), "http_proxy="+w.URL(), "NO_PROXY=", "no_proxy=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return r, err
+	}
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	addr, err := listening(stdout, 30*time.Second)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // stderr is complete once Wait returns
+		return r, fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	w.ResetLog()
+	start := time.Now()
+	if out, err := exec.Command(bin, append([]string{"seed", "--peer", addr}, w.Seeds()...)...).CombinedOutput(); err != nil {
+		return r, fmt.Errorf("seed: %w: %s", err, out)
+	}
+	want := make(map[string]bool, len(truth))
+	for _, u := range truth {
+		want[u] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// Until every page is fetched, or nothing was requested for idle: a
+	// crawl that missed pages does not wait for the timeout.
+	const idle = 30 * time.Second
+	requests, active := 0, time.Now()
+	for ctx.Err() == nil && time.Since(active) < idle {
+		log := w.Log()
+		if len(firstFetches(log, want)) == len(truth) {
+			break
+		}
+		if len(log) > requests {
+			requests, active = len(log), time.Now()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err := stop(cmd, 30*time.Second); err != nil {
+		return r, err
+	}
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+
+	log := w.Log()
+	first := firstFetches(log, want)
+	times := make([]time.Duration, 0, len(first))
+	for _, t := range first {
+		times = append(times, t.Sub(start))
+	}
+	slices.Sort(times)
+	for _, l := range levels {
+		n := int(math.Ceil(l * float64(len(truth))))
+		if n <= len(times) {
+			r.reached = append(r.reached, times[n-1].Seconds())
+		} else {
+			r.reached = append(r.reached, math.NaN())
+		}
+	}
+	r.coverage = float64(len(first)) / float64(len(truth))
+	seen := map[string]bool{}
+	for _, q := range log {
+		if q.Path != "/robots.txt" {
+			seen[q.URL] = true
+		}
+	}
+	r.fetched = len(seen)
+	r.duplicates = len(w.Duplicates())
+	r.robots = len(w.CheckRobots(token))
+	r.polite = len(w.CheckPoliteness(d))
+	r.trap, r.pages = w.TrapRequests()
+	return r, nil
+}
+
+// firstFetches returns the time of the first answered request of each URL
+// of want in log.
+func firstFetches(log []synthweb.Request, want map[string]bool) map[string]time.Time {
+	first := map[string]time.Time{}
+	for _, q := range log {
+		if q.Status == 0 || !want[q.URL] {
+			continue
+		}
+		if _, ok := first[q.URL]; !ok {
+			first[q.URL] = q.Time
+		}
+	}
+	return first
+}
+
+// listening reads a node's output until it prints an address to reach it
+// by, and keeps reading the rest.
+func listening(stdout io.Reader, timeout time.Duration) (string, error) {
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening: "); ok && !sent {
+				found <- a
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			return "", errors.New("node exited before listening")
+		}
+		return a, nil
+	case <-time.After(timeout):
+		return "", errors.New("node did not print its address")
+	}
+}
+
+// stop interrupts a node and waits for it to exit, killing it after grace.
+func stop(cmd *exec.Cmd, grace time.Duration) error {
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		return fmt.Errorf("interrupt node: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// bound is the politeness bound of a crawl at delay d: the largest, over
+// hosts, of their reachable pages times their effective delay.
+func bound(w *synthweb.Web, truth []string, d time.Duration) time.Duration {
+	perHost := map[string]int{}
+	for _, u := range truth {
+		h, _, _ := strings.Cut(strings.TrimPrefix(u, "http://"), "/")
+		perHost[h]++
+	}
+	maxCD := crawl.DefaultConfig().MaxCrawlDelay
+	var b time.Duration
+	for h, n := range perHost {
+		b = max(b, time.Duration(n)*max(d, min(w.CrawlDelay(h), maxCD)))
+	}
+	return b
+}
+
+func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, results map[string][]result, runs int) {
+	fmt.Fprintf(out, "synthetic web: %d hosts, %d pages within depth %d of a seed; medians of %d run(s)\n",
+		web.Hosts, len(truth), crawl.DefaultConfig().MaxDepth, runs)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "\t")
+	for _, b := range bins {
+		fmt.Fprintf(tw, "%s\t", b)
+	}
+	if len(bins) == 2 {
+		fmt.Fprint(tw, "new/base\t")
+	}
+	fmt.Fprintln(tw)
+	row := func(name string, d time.Duration, f func(result) float64) {
+		fmt.Fprintf(tw, "%s\t", name)
+		var v []float64
+		for _, b := range bins {
+			var xs []float64
+			for _, r := range results[b] {
+				if r.delay == d {
+					xs = append(xs, f(r))
+				}
+			}
+			v = append(v, median(xs))
+			fmt.Fprintf(tw, "%s\t", format(v[len(v)-1]))
+		}
+		if len(v) == 2 {
+			fmt.Fprintf(tw, "%.2f\t", v[0]/v[1])
+		}
+		fmt.Fprintln(tw)
+	}
+	cells := len(bins) // after the name; every line has as many, or tabwriter ends the columns
+	if len(bins) == 2 {
+		cells++
+	}
+	for _, d := range delays {
+		fmt.Fprintf(tw, "delay %v (politeness bound %.1fs)\t%s\n", d, bound(w, truth, d).Seconds(), strings.Repeat("\t", cells))
+		if d == 0 {
+			row("  new pages/s to 90%", d, func(r result) float64 { return 0.9 * float64(len(truth)) / r.reached[0] })
+		}
+		row("  CPU s per 1,000 pages", d, func(r result) float64 { return 1000 * r.cpu.Seconds() / float64(r.fetched) })
+		for i, l := range levels {
+			row(fmt.Sprintf("  s to %g%% coverage", 100*l), d, func(r result) float64 { return r.reached[i] })
+		}
+		row("  100% / politeness bound", d, func(r result) float64 { return r.reached[2] / bound(w, truth, d).Seconds() })
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "checks, run by run: coverage, duplicates, robots and politeness violations, trap fetches")
+	for _, b := range bins {
+		for _, r := range results[b] {
+			fmt.Fprintf(out, "  %s, delay %v: %.2f%%, %d, %d, %d, %d of %d (%.1f%%)\n", b, r.delay, 100*r.coverage,
+				r.duplicates, r.robots, r.polite, r.trap, r.pages, 100*float64(r.trap)/float64(max(r.pages, 1)))
+		}
+	}
+}
+
+// format writes a figure with three significant digits, in full when it
+// is larger.
+func format(x float64) string {
+	if math.Abs(x) >= 100 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
+}
+
+// median of xs, NaN for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
