@@ -3,6 +3,7 @@ package urls
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -166,7 +167,8 @@ func cleanRef(s string) string {
 // host that would still end in a dot ("example.com..") is refused, so that
 // the result is its own normal form. An IPv6 zone ("[fe80::1%25en0]") is
 // refused too: it names an interface of the machine that reads the URL, so
-// it means nothing to a swarm, and written back it would not parse.
+// it means nothing to a swarm, and written back it would not parse; so is
+// a host with a colon that is not an IPv6 address.
 func normalizeHost(host string) (string, error) {
 	if strings.IndexByte(host, '%') >= 0 {
 		return "", fmt.Errorf("invalid host %q: an IPv6 zone", host)
@@ -187,6 +189,14 @@ func normalizeHost(host string) (string, error) {
 	}
 	if strings.HasSuffix(host, ".") {
 		return "", fmt.Errorf("invalid host %q: empty label", host)
+	}
+	// A host with a colon is written back in brackets as an IPv6
+	// address; anything else ("000::" without brackets leaves
+	// "000:" here) would not parse again.
+	if strings.IndexByte(host, ':') >= 0 {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return "", fmt.Errorf("invalid host %q: not an IPv6 address", host)
+		}
 	}
 	return strings.ToLower(host), nil
 }

@@ -108,6 +108,7 @@ func TestNormalizeErrors(t *testing.T) {
 		{"bad host", nil, "http://exa mple.com/", nil, "invalid character"},
 		{"ipv6 zone", nil, "http://[fe80::1%25en0]/", nil, "an IPv6 zone"},
 		{"only dots", nil, "http://../", nil, "empty label"},
+		{"colons but not IPv6", base, "//000000000000000::", nil, "not an IPv6 address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
