@@ -569,6 +569,13 @@ func (t *textBuilder) appendASCII(run []byte) {
 		run, t.full = run[:room], true
 	}
 	t.grow(len(run) + 1)
+	t.separate(sep)
+	t.b = append(t.b, run...)
+}
+
+// separate writes the due separator (a line break over a space) if sep,
+// and clears what was due.
+func (t *textBuilder) separate(sep bool) {
 	if sep {
 		if t.lineDue {
 			t.b = append(t.b, '\n')
@@ -577,7 +584,6 @@ func (t *textBuilder) appendASCII(run []byte) {
 		}
 	}
 	t.lineDue, t.spaceDue = false, false
-	t.b = append(t.b, run...)
 }
 
 // appendRune appends r (encoded in size bytes, or invalid) after any due
@@ -596,13 +602,6 @@ func (t *textBuilder) appendRune(r rune, size int) {
 		return
 	}
 	t.grow(need)
-	if sep {
-		if t.lineDue {
-			t.b = append(t.b, '\n')
-		} else {
-			t.b = append(t.b, ' ')
-		}
-	}
-	t.lineDue, t.spaceDue = false, false
+	t.separate(sep)
 	t.b = utf8.AppendRune(t.b, r)
 }

@@ -16,11 +16,12 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	now := m.clock.Now()
 	var admitted []Claim
 	var refused []error
+	k := m.knownPeers()
 	for _, c := range req.Claims {
 		if c.Epoch.IsZero() {
 			continue
 		}
-		if err := m.admitClaim(from, c, now, true); err != nil {
+		if err := m.admitClaim(k, from, c, now, true); err != nil {
 			refused = append(refused, err)
 			continue
 		}

@@ -70,7 +70,7 @@ func (m *Manager) newEpochLocked(r Range, floor Epoch, now time.Time) Epoch {
 // node's state, or nil. replica is true for a replica write (this node
 // must lie outside the claim); a handoff or merge into this node's own
 // arc may cover it.
-func (m *Manager) admitClaim(from ring.Peer, c Claim, now time.Time, replica bool) error {
+func (m *Manager) admitClaim(k knownPeers, from ring.Peer, c Claim, now time.Time, replica bool) error {
 	if c.Epoch.Owner != from.Addr {
 		return fmt.Errorf("claim %s from %s names another owner: %w", c, from, errImplausible)
 	}
@@ -78,7 +78,7 @@ func (m *Manager) admitClaim(from ring.Peer, c Claim, now time.Time, replica boo
 		return fmt.Errorf("claim %s from %s: epoch more than %v ahead of this node's clock: %w",
 			c, from, m.cfg.MaxClockSkew, errImplausible)
 	}
-	return m.plausible(from, c.Range, now, replica, true)
+	return m.plausible(k, from, c.Range, now, replica, true)
 }
 
 // admitGiver reports why the handoff or merge req, sent by from, may not
@@ -102,31 +102,45 @@ func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time)
 	if slices.Contains(m.ring.Successors(), from) {
 		return nil
 	}
-	return m.plausible(from, req.Range, now, false, false)
+	return m.plausible(m.knownPeers(), from, req.Range, now, false, false)
 }
 
-// plausible reports why from cannot own r in this node's view of the
-// ring, or nil (see "Who may claim what"). replica: this node may not lie
-// between r's start and from. live: nor may a node heard from within
-// Lease.
-func (m *Manager) plausible(from ring.Peer, r Range, now time.Time, replica, live bool) error {
+// knownPeers is this node's view of the ring when it judges a message:
+// itself, its predecessor, successors and fingers, and which of them are
+// suspected dead.
+type knownPeers struct {
+	peers   []ring.Peer
+	suspect map[string]bool
+}
+
+// knownPeers takes the ring's view once, for every claim of a message.
+func (m *Manager) knownPeers() knownPeers {
+	st := m.ring.State()
+	k := knownPeers{
+		peers:   append(append([]ring.Peer{m.self, st.Predecessor}, st.Successors...), st.Fingers...),
+		suspect: make(map[string]bool, len(st.Suspects)),
+	}
+	for _, p := range st.Suspects {
+		k.suspect[p.Addr] = true
+	}
+	return k
+}
+
+// plausible reports why from cannot own r in the view k of the ring, or
+// nil (see "Who may claim what"). replica: this node may not lie between
+// r's start and from. live: nor may a node heard from within Lease.
+func (m *Manager) plausible(k knownPeers, from ring.Peer, r Range, now time.Time, replica, live bool) error {
 	if from.ID != r.To && r.Contains(from.ID) {
 		return fmt.Errorf("%s lies inside the range %s it claims: %w", from, r, errImplausible)
 	}
 	// between: the open arc from r's start to the sender; with r.From ==
 	// from.ID (the whole ring) everything but the sender.
 	between := func(id ring.ID) bool { return id != from.ID && id.Between(r.From, from.ID) }
-	st := m.ring.State()
-	suspect := make(map[string]bool, len(st.Suspects))
-	for _, p := range st.Suspects {
-		suspect[p.Addr] = true
-	}
-	known := append(append([]ring.Peer{m.self, st.Predecessor}, st.Successors...), st.Fingers...)
 	seen := map[string]bool{from.Addr: true}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	others := 0
-	for _, p := range known {
+	for _, p := range k.peers {
 		if p.IsZero() || seen[p.Addr] || !between(p.ID) {
 			continue
 		}
@@ -136,7 +150,7 @@ func (m *Manager) plausible(from ring.Peer, r Range, now time.Time, replica, liv
 			if replica {
 				return fmt.Errorf("range %s from %s covers this node: %w", r, from, errImplausible)
 			}
-		case suspect[p.Addr]:
+		case k.suspect[p.Addr]:
 		case live && now.Sub(m.lastHeard[p.Addr]) < m.cfg.Lease:
 			return fmt.Errorf("range %s from %s passes over %s, which is alive: %w", r, from, p, errImplausible)
 		default:
