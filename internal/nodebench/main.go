@@ -357,6 +357,14 @@ func bound(w *synthweb.Web, truth []string, d time.Duration) time.Duration {
 func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, results map[string][]result, runs int) {
 	fmt.Fprintf(out, "synthetic web: %d hosts, %d pages within depth %d of a seed; medians of %d run(s)\n",
 		web.Hosts, len(truth), crawl.DefaultConfig().MaxDepth, runs)
+	largest := largestHost(truth)
+	n := 0
+	for _, u := range truth {
+		if strings.HasPrefix(u, "http://"+largest+"/") {
+			n++
+		}
+	}
+	fmt.Fprintf(out, "largest host: %s, %d pages\n", largest, n)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "\t")
 	for _, b := range bins {
