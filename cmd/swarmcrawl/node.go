@@ -32,7 +32,8 @@ type nodeOptions struct {
 	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
 	minFreeDisk                                     sizeFlag
-	nat, discovery, allowPrivate                    bool
+	nat, discovery, allowPrivate, sitemaps          bool
+	sitemapGuess                                    bool
 }
 
 // register defines the flags; every default is read from the node's
@@ -69,6 +70,8 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
+	fs.BoolVar(&o.sitemaps, "sitemaps", !def.IgnoreSitemaps, "queue the sitemaps a host's robots.txt names and the URLs they list")
+	fs.BoolVar(&o.sitemapGuess, "sitemap-guess", def.GuessSitemap, "also try a host's /sitemap.xml when its robots.txt names no sitemap (one more request per host)")
 	fs.StringVar(&o.swarmKey, "swarm-key", "", "pre-shared key file (`swarmcrawl swarm-key`) of a private swarm: peers without it cannot connect; TCP and WebSocket only")
 	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
 	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
@@ -186,6 +189,8 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Crawl.MaxRetries = zeroIsNone(o.maxRetries)
 	cfg.Crawl.RetryBase = o.retryBase
 	cfg.Crawl.MaxPagesPerHost = zeroIsNone(o.maxPagesPerHost)
+	cfg.Crawl.IgnoreSitemaps = !o.sitemaps
+	cfg.Crawl.GuessSitemap = o.sitemapGuess
 	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
 	cfg.Crawl.Dial.MaxConnsPerIP = zeroIsNone(o.maxConnsPerIP)
 	cfg.Crawl.Dial.DNSTTL = o.dnsTTL
