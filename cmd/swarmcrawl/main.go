@@ -18,6 +18,7 @@ const usage = `swarmcrawl: a decentralized web crawler
 Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
                     [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
+  swarmcrawl config [node options]   the node's effective configuration, as a --config file (YAML)
   swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
@@ -46,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "node":
 		err = runNode(args[1:], stdout, stderr)
+	case "config":
+		err = runConfig(args[1:], stdout, stderr)
 	case "seed":
 		err = runSeed(args[1:], stdin, stdout, stderr)
 	case "status":

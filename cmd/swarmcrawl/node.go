@@ -77,7 +77,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the node to `file` until it stops (for go tool pprof)")
-	fs.StringVar(&o.config, "config", "", "file of `name = value` lines with the same names as these options; flags override it")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of these options (name: value; `swarmcrawl config` prints one); flags override it")
 }
 
 func runNode(args []string, stdout, stderr io.Writer) error {
