@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -123,5 +124,33 @@ func TestConfigFileRoundTrip(t *testing.T) {
 	}
 	if got := effective("--config", path, "--workers", "7"); got["workers"] != "7" {
 		t.Errorf("workers %q with --workers 7 on the command line, want 7", got["workers"])
+	}
+}
+
+// TestLogFormat checks --log-format: json gives one JSON object a line with
+// the level, message and attributes; text gives key=value; anything else
+// is refused with one line.
+func TestLogFormat(t *testing.T) {
+	var b bytes.Buffer
+	log, err := newLogger(&b, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("range acquired", "range", "(a, b]", "urls", 3)
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || rec["level"] != "INFO" || rec["msg"] != "range acquired" || rec["urls"] != float64(3) {
+		t.Fatalf("json log line %q: %v %v", b.String(), rec, err)
+	}
+	b.Reset()
+	if log, err = newLogger(&b, "info", "text"); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("range acquired", "urls", 3)
+	if !strings.Contains(b.String(), `msg="range acquired" urls=3`) {
+		t.Fatalf("text log line %q", b.String())
+	}
+	if _, err := newLogger(&b, "info", "xml"); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Fatalf("--log-format xml: %v", err)
 	}
 }

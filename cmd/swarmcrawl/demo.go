@@ -27,6 +27,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	data := fs.String("data", "", "parent directory for the nodes' data (default: a temporary directory, removed at exit)")
 	logLevel := fs.String("log-level", "warn", "node log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if *delay < 0 {
 		return usageErr("--delay must not be negative")
 	}
-	log, err := newLogger(stderr, *logLevel)
+	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}

@@ -122,10 +122,19 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// newLogger returns the log/slog logger of a command: records of level and
+// above written to w as text (key=value) or JSON lines.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageErr("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErr("--log-format %q: want text or json", format)
 }

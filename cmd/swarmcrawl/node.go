@@ -23,6 +23,7 @@ import (
 // nodeOptions are the options of `swarmcrawl node`, shared with the config file.
 type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
+	logFormat                                       string
 	swarmKey, allowPeers, seedFrom, cpuProfile      string
 	listen, bootstrap, relays                       listFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
@@ -76,6 +77,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
 	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json: one log record a line on stderr")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the node to `file` until it stops (for go tool pprof)")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of these options (name: value; `swarmcrawl config` prints one); flags override it")
 }
@@ -135,7 +137,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if o.data == "" {
 		return node.Config{}, usageErr("--data is required")
 	}
-	log, err := newLogger(stderr, o.logLevel)
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return node.Config{}, err
 	}
