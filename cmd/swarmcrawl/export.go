@@ -46,16 +46,24 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		w = f
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	var n int
-	switch *format {
-	case "jsonl":
-		n, err = warc.ExportJSONL(files, bw)
-	case "warc":
-		n, err = concatFiles(files, bw)
+	progress := newProgressLine(stderr)
+	n := 0
+	for i, file := range files {
+		var m int
+		switch *format {
+		case "jsonl":
+			m, err = warc.ExportJSONL([]string{file}, bw)
+		case "warc":
+			m, err = concatFiles([]string{file}, bw)
+		}
+		n += m
+		if err != nil {
+			progress.clear()
+			return fmt.Errorf("export: %w", err)
+		}
+		progress.show(i+1 == len(files), "exporting: %d of %d WARC files (%.0f%%)", i+1, len(files), 100*float64(i+1)/float64(len(files)))
 	}
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
+	progress.clear()
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

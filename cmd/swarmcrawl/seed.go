@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
 func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -62,7 +64,7 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	res, err := p2p.SubmitSeeds(ctx, h, *peerAddr, urls)
+	res, err := submitInChunks(ctx, h, *peerAddr, urls, newProgressLine(stderr))
 	if errors.Is(err, p2p.ErrNoConnection) && *swarmKey == "" {
 		return fmt.Errorf("%w (if the swarm is private, give its key with --swarm-key)", err)
 	}
@@ -92,4 +94,29 @@ func readLines(r io.Reader) ([]string, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// seedChunk is how many seeds go in one SubmitSeeds call: a long list is
+// sent a chunk at a time so that its progress can be shown.
+const seedChunk = 10 * protocol.MaxSeedURLs
+
+// submitInChunks submits urls a chunk at a time, showing on progress how
+// many were sent, and sums the results.
+func submitInChunks(ctx context.Context, h host.Host, addr string, urls []string, progress *progressLine) (p2p.SeedResult, error) {
+	defer progress.clear()
+	var total p2p.SeedResult
+	for sent := 0; sent < len(urls); {
+		n := min(seedChunk, len(urls)-sent)
+		res, err := p2p.SubmitSeeds(ctx, h, addr, urls[sent:sent+n])
+		total.Accepted += res.Accepted
+		total.Duplicates += res.Duplicates
+		total.Pending += res.Pending
+		total.Rejected = append(total.Rejected, res.Rejected...)
+		if err != nil {
+			return total, err
+		}
+		sent += n
+		progress.show(sent == len(urls), "seeding: %d of %d URLs sent (%.0f%%), %d accepted", sent, len(urls), 100*float64(sent)/float64(len(urls)), total.Accepted+total.Duplicates+total.Pending)
+	}
+	return total, nil
 }
