@@ -141,6 +141,11 @@ type Stats struct {
 	DelegateFails   int64            // delegated batches that failed after they were sent
 	FetchP50        time.Duration    // median request latency over the last latencyWindow requests
 	FetchP99        time.Duration    // 99th percentile of the same
+	FetchLatency    Histogram        // every request's latency since start (robots.txt and helpers' batches included)
+	Responses       map[string]int64 // responses by status class: "2xx", "3xx", "4xx", "5xx" ("1xx", "other")
+	HostsReady      int64            // hosts whose next request is allowed now, waiting for a worker
+	HostsWaiting    int64            // hosts with work waiting for their politeness gap
+	RobotsCached    int64            // origins whose robots.txt rules are cached
 	Dial            DialStats        // DNS cache and per-IP cap of direct connections
 }
 
@@ -170,6 +175,8 @@ type Crawler struct {
 	nearDups, budgetDropped                        atomic.Int64
 	depthCut, exactCopies, reopened, refetched     atomic.Int64
 	sitemaps, sitemapRecrawls                      atomic.Int64
+	latencyHist                                    latencyHistogram
+	responses                                      statusClasses
 	delegated, helped, delegateFails               atomic.Int64
 
 	// noHelperUntil (Unix nanoseconds of Config.Clock) stops delegation
@@ -415,6 +422,11 @@ func (c *Crawler) Stats() Stats {
 	copy(lat, c.latency[:n])
 	c.mu.Unlock()
 	s.FetchP50, s.FetchP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	s.FetchLatency = c.latencyHist.snapshot()
+	s.Responses = c.responses.snapshot()
+	ready, waiting := c.frontier.HostStates()
+	s.HostsReady, s.HostsWaiting = int64(ready), int64(waiting)
+	s.RobotsCached = int64(c.robots.len())
 	return s
 }
 
@@ -425,6 +437,7 @@ func (c *Crawler) countError(kind string) {
 }
 
 func (c *Crawler) recordLatency(d time.Duration) {
+	c.latencyHist.observe(d)
 	c.mu.Lock()
 	c.latency[c.latencyN%latencyWindow] = d
 	c.latencyN++

@@ -230,6 +230,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	raw, truncated, err := readCapped(resp.Body, limit, resp.ContentLength)
 	r.duration = time.Since(start)
 	c.recordLatency(r.duration)
+	c.responses.add(resp.StatusCode)
 	if err != nil {
 		kind := "body"
 		if classify(err) == "timeout" {

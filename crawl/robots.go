@@ -453,6 +453,13 @@ type robotsCache struct {
 	maxEntries int
 }
 
+// len is the number of origins cached.
+func (c *robotsCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
 func newRobotsCache() *robotsCache {
 	return &robotsCache{entries: make(map[string]*robotsRules), sweepAt: 1024, maxEntries: maxRobotsEntries}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-libp2p/p2p/transport/websocket"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures the libp2p host of a node. A zero field takes its
@@ -39,6 +40,10 @@ type Config struct {
 	// in both directions, once the peer has authenticated: bootstrap
 	// peers, relays and seed clients must be listed too.
 	AllowPeers []peer.ID
+	// Metrics, when set, is where libp2p registers its Prometheus metrics
+	// (swarm, identify, hole punching, AutoNAT, relays, the resource
+	// manager). Unset: libp2p's default registerer.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns the defaults noted on Config's fields.
@@ -87,7 +92,10 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 	}
 	// The resource manager is made last: libp2p.New owns it from here,
 	// and closes it with the host or when it fails.
-	mgr, err := newResourceManager()
+	if cfg.Metrics != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics))
+	}
+	mgr, err := newResourceManager(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}

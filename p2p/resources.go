@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // What peers can make a node hold is bounded by the libp2p resource
@@ -96,8 +97,17 @@ func resourceLimits() rcmgr.ConcreteLimitConfig {
 }
 
 // newResourceManager returns the resource manager of a node's host.
-func newResourceManager() (network.ResourceManager, error) {
-	mgr, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(resourceLimits()))
+func newResourceManager(metrics prometheus.Registerer) (network.ResourceManager, error) {
+	var opts []rcmgr.Option
+	if metrics != nil {
+		rcmgr.MustRegisterWith(metrics)
+		str, err := rcmgr.NewStatsTraceReporter()
+		if err != nil {
+			return nil, fmt.Errorf("resource manager: %w", err)
+		}
+		opts = append(opts, rcmgr.WithTraceReporter(str))
+	}
+	mgr, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(resourceLimits()), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}

@@ -314,6 +314,24 @@ func (f *Frontier) InFlight() int {
 	return f.inFlight
 }
 
+// HostStates returns how many hosts are ready for a request now (waiting
+// for a worker) and how many wait for their politeness gap or a
+// Retry-After.
+func (f *Frontier) HostStates() (ready, waiting int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	ready = len(f.ready.items)
+	for _, q := range f.waiting.items {
+		if q.nextAllowed.After(now) {
+			waiting++
+		} else {
+			ready++ // its turn has come; Next moves it when a worker asks
+		}
+	}
+	return ready, waiting
+}
+
 // Hosts returns the number of hosts with queued or in-flight tasks.
 func (f *Frontier) Hosts() int {
 	f.mu.Lock()

@@ -46,6 +46,7 @@ func (n *Node) apiHandler() http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.Status())
 	})
+	mux.Handle("GET /metrics", metricsHandler(n.metrics))
 	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
 	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

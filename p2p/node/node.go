@@ -26,6 +26,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -60,6 +61,7 @@ type Node struct {
 	log      *slog.Logger
 
 	host    host.Host
+	metrics *prometheus.Registry // served at /metrics; libp2p's metrics too
 	streams *p2p.Streams
 	ringTr  *p2p.RingTransport
 	ring    *ring.Node
@@ -152,7 +154,10 @@ func (n *Node) openStorage() error {
 		n.closeStorage()
 		return fmt.Errorf("new node: %w", err)
 	}
-	if n.host, err = p2p.NewHost(key, cfg.Host); err != nil {
+	n.metrics = newRegistry()
+	hostCfg := cfg.Host
+	hostCfg.Metrics = n.metrics
+	if n.host, err = p2p.NewHost(key, hostCfg); err != nil {
 		n.closeStorage()
 		return fmt.Errorf("new node: %w", err)
 	}
@@ -254,6 +259,7 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
+	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
 		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
@@ -37,12 +38,15 @@ type owner struct {
 	// maxDepth refuses tasks deeper than the crawl would follow, so a
 	// broken peer cannot push unbounded-depth work.
 	maxDepth int
+
+	// What became of the URLs offered (the metrics' dedupe hit rate).
+	accepted, duplicates, rejected atomic.Int64
 }
 
 // Accept takes tasks routed to this node. Every task ends up in exactly
 // one of accepted, duplicates, notOwned or rejected.
-func (o *owner) Accept(ctx context.Context, tasks []frontier.Task) (acceptResult, error) {
-	var res acceptResult
+func (o *owner) Accept(ctx context.Context, tasks []frontier.Task) (res acceptResult, err error) {
+	defer func() { o.count(res) }()
 	entries := make([]store.SeenEntry, 0, len(tasks))
 	queued := make([]frontier.Task, 0, len(tasks))
 	for _, t := range tasks {
@@ -93,4 +97,11 @@ func (o *owner) Accept(ctx context.Context, tasks []frontier.Task) (acceptResult
 	}
 	res.accepted = len(fresh)
 	return res, nil
+}
+
+// count adds an Accept's outcome to the owner's counters.
+func (o *owner) count(res acceptResult) {
+	o.accepted.Add(int64(res.accepted))
+	o.duplicates.Add(int64(res.duplicates))
+	o.rejected.Add(int64(len(res.rejected)))
 }

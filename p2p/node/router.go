@@ -48,7 +48,13 @@ type router struct {
 	lookupHops atomic.Int64
 	sendErrors atomic.Int64
 	throttled  atomic.Int64 // batches owners refused for now (quota)
+	// hops counts lookups by their hop count, the last slot holding
+	// maxHopsCounted and more (the metrics' lookup hops histogram).
+	hops [maxHopsCounted + 1]atomic.Int64
 }
+
+// maxHopsCounted is the largest hop count the histogram tells apart.
+const maxHopsCounted = 16
 
 type cachedOwner struct {
 	peer    ring.Peer
@@ -148,6 +154,7 @@ func (r *router) lookup(ctx context.Context, key ring.ID) (ring.Peer, error) {
 	}
 	r.lookups.Add(1)
 	r.lookupHops.Add(int64(hops))
+	r.hops[min(max(hops, 0), maxHopsCounted)].Add(1)
 	r.mu.Lock()
 	if len(r.cache) >= ownerCacheMax {
 		clear(r.cache)

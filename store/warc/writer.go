@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,7 +81,13 @@ type Writer struct {
 	size   int64    // bytes in f
 	seq    int      // sequence number of the next file
 	closed bool
+
+	written atomic.Int64 // compressed bytes written to every file
 }
+
+// BytesWritten is how many (compressed) bytes the Writer wrote to its
+// files since it was made.
+func (w *Writer) BytesWritten() int64 { return w.written.Load() }
 
 // NewWriter returns a Writer for dir, creating dir if needed. The first
 // file is created by the first write.
@@ -163,6 +170,7 @@ func (w *Writer) append(b []byte) error {
 	n, err := w.f.Write(b)
 	if err == nil {
 		w.size += int64(n)
+		w.written.Add(int64(n))
 		return nil
 	}
 	if n > 0 {
