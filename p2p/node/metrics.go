@@ -144,4 +144,3 @@ func hopsHistogram(r *router) prometheus.Metric {
 	}
 	return prometheus.MustNewConstHistogram(descLookups, cum, float64(sum), buckets)
 }
-
