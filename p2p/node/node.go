@@ -60,6 +60,7 @@ type Node struct {
 	log      *slog.Logger
 
 	host    host.Host
+	nat     *p2p.NAT // the host's reachability, relays and hole punching
 	streams *p2p.Streams
 	ringTr  *p2p.RingTransport
 	ring    *ring.Node
@@ -152,10 +153,12 @@ func (n *Node) openStorage() error {
 		n.closeStorage()
 		return fmt.Errorf("new node: %w", err)
 	}
-	if n.host, err = p2p.NewHost(key, cfg.Host); err != nil {
+	h, err := p2p.NewHost(key, cfg.Host)
+	if err != nil {
 		n.closeStorage()
 		return fmt.Errorf("new node: %w", err)
 	}
+	n.host, n.nat = h, h.NAT
 	n.log = cfg.Logger.With("node", p2p.ShortID(n.host.ID()))
 	return nil
 }
@@ -290,6 +293,11 @@ func (n *Node) Start(ctx context.Context) error {
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
 
+	// A node behind NAT joins once peers can reach it (through a relay),
+	// or not at all.
+	if err := n.waitReachable(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	bootstrap, _ := p2p.ParseAddrInfos(n.cfg.Bootstrap)
 	if !n.cfg.DisableDiscovery {
 		d, err := p2p.NewDiscovery(ctx, n.host, bootstrap, n.log)
@@ -324,6 +332,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goRun("router", func() { n.router.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
+	n.goRun("reachability", func() { n.reachLoop(runCtx) })
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}
