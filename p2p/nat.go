@@ -137,7 +137,7 @@ type NATStats struct {
 // these stats, or "" when some can (or it cannot be known yet): it is
 // private and holds no relay reservation.
 func (s NATStats) Unreachable() string {
-	if s.Reachability != network.ReachabilityPrivate.String() || len(s.Reservations) > 0 {
+	if s.Reachability != "private" || len(s.Reservations) > 0 {
 		return ""
 	}
 	how := "AutoNAT found it"
@@ -165,6 +165,7 @@ type NAT struct {
 	attempts, successes, failures        atomic.Int64
 	directDials, directFails, protoFails atomic.Int64
 
+	host    host.Host
 	sub     event.Subscription
 	done    chan struct{}
 	closeMu sync.Once
@@ -194,7 +195,7 @@ func (n *NAT) start(h host.Host) error {
 	if err != nil {
 		return fmt.Errorf("nat: subscribe: %w", err)
 	}
-	n.sub = sub
+	n.host, n.sub = h, sub
 	go n.run()
 	return nil
 }
@@ -243,6 +244,12 @@ func (n *NAT) Trace(evt *holepunch.Event) {
 		}
 	case *holepunch.ProtocolErrorEvt:
 		n.protoFails.Add(1)
+		// No hole punch will happen over this relayed connection (the
+		// peer could not take part yet, or had no public address): it is
+		// closed, so that the next dial through the relay starts another.
+		if n.host != nil {
+			closeRelayed(n.host, evt.Remote, 0)
+		}
 	}
 }
 
@@ -253,7 +260,7 @@ func (n *NAT) Stats() NATStats {
 	reach, relayAddrs := n.reach, slices.Clone(n.relayAddrs)
 	n.mu.Unlock()
 	s := NATStats{
-		Reachability: reach.String(),
+		Reachability: strings.ToLower(reach.String()),
 		Forced:       n.forced,
 		Relays:       n.relays,
 		RelayService: n.relayService,
@@ -291,17 +298,20 @@ func relayOf(a ma.Multiaddr) string {
 	return ""
 }
 
-// WaitReservation waits until the host holds a relay reservation, or ctx
-// ends, checking every interval (0: 100ms); it reports whether it holds
-// one.
-func (n *NAT) WaitReservation(ctx context.Context, interval time.Duration) bool {
+// WaitReservation waits until the host holds a relay reservation and,
+// when holePunch is set, answers hole punches (libp2p starts to once the
+// host knows a public address of its own, which the relay tells it), or
+// until ctx ends, checking every interval (0: 100ms); it reports whether
+// it got there. Peers that reach a node through its relay before it
+// answers hole punches stay on the relayed connection until it is closed.
+func (n *NAT) WaitReservation(ctx context.Context, holePunch bool, interval time.Duration) bool {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if len(n.Stats().Reservations) > 0 {
+		if len(n.Stats().Reservations) > 0 && (!holePunch || slices.Contains(n.host.Mux().Protocols(), holepunch.Protocol)) {
 			return true
 		}
 		select {
@@ -345,4 +355,32 @@ func Connections(h host.Host, limit int) []PeerConn {
 		}
 	}
 	return out
+}
+
+// StaleRelayedAge is the age from which a relayed connection to a peer
+// that has no direct one is closed when a stream to the peer could not
+// open. Hole punching starts when a relayed connection opens and takes
+// seconds; a relayed connection this old carried a hole punch that
+// failed, and the next dial through the relay starts another.
+const StaleRelayedAge = 20 * time.Second
+
+// closeStaleRelayed closes h's relayed connections to p older than
+// StaleRelayedAge, unless h has a direct connection to p.
+func closeStaleRelayed(h host.Host, p peer.ID) { closeRelayed(h, p, StaleRelayedAge) }
+
+// closeRelayed closes h's relayed connections to p older than age, unless
+// h has a direct connection to p.
+func closeRelayed(h host.Host, p peer.ID, age time.Duration) {
+	var stale []network.Conn
+	for _, c := range h.Network().ConnsToPeer(p) {
+		if !c.Stat().Limited && !isCircuit(c.RemoteMultiaddr()) {
+			return
+		}
+		if time.Since(c.Stat().Opened) >= age {
+			stale = append(stale, c)
+		}
+	}
+	for _, c := range stale {
+		_ = c.Close()
+	}
 }

@@ -419,7 +419,7 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 			errs = append(errs, fmt.Errorf("connect %s: %w", b.ID, err))
 			continue
 		}
-		if err := n.ring.Join(ctx, p2p.RingPeer(b.ID)); err != nil {
+		if err := n.joinThrough(ctx, b.ID); err != nil {
 			errs = append(errs, fmt.Errorf("join through %s: %w", b.ID, err))
 			continue
 		}
@@ -430,6 +430,32 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrNoBootstrap, errors.Join(errs...))
+}
+
+// Joining through a bootstrap peer that answers is tried up to
+// joinAttempts times, joinRetry apart (within Config.JoinTimeout): the
+// join's first exchange with a peer behind NAT rides on a relayed
+// connection, and fails if the hole punch that makes it direct takes
+// longer than a ring call may; the next attempt finds it direct.
+const (
+	joinAttempts = 5
+	joinRetry    = time.Second
+)
+
+// joinThrough joins the ring through the member b, retrying a failed join.
+func (n *Node) joinThrough(ctx context.Context, b peer.ID) error {
+	for attempt := 1; ; attempt++ {
+		err := n.ring.Join(ctx, p2p.RingPeer(b))
+		if err == nil || attempt == joinAttempts {
+			return err
+		}
+		n.log.Info("join failed, retrying", "through", p2p.ShortID(b), "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(joinRetry):
+		}
+	}
 }
 
 // ErrNoBootstrap is Start's error when no bootstrap peer could be joined

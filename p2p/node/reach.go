@@ -22,7 +22,8 @@ import (
 var ErrUnreachable = errors.New("unreachable")
 
 // waitReachable returns, for a node declared private, once it holds a
-// relay reservation, and ErrUnreachable, with the reason, if it gets none
+// relay reservation and (with NAT traversal on) answers hole punches, and
+// ErrUnreachable, with the reason, if it gets none
 // within the reservation timeout. A node not declared private returns at
 // once: AutoNAT decides later, and reachLoop reports it.
 func (n *Node) waitReachable(ctx context.Context) error {
@@ -32,7 +33,7 @@ func (n *Node) waitReachable(ctx context.Context) error {
 	if len(n.cfg.Host.Relays) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.ReservationTimeout)
 		defer cancel()
-		if n.nat.WaitReservation(ctx, 0) {
+		if n.nat.WaitReservation(ctx, !n.cfg.Host.DisableNAT, 0) {
 			st := n.nat.Stats()
 			n.log.Info("relay reservation held", "relays", st.Reservations, "addrs", st.RelayAddrs)
 			return nil
