@@ -164,6 +164,7 @@ func TestNATTraversal(t *testing.T) {
 	cfg := synthweb.DefaultConfig()
 	cfg.Seed = 11
 	cfg.Hosts = 24
+	cfg.PagesPerHost = 24
 	web, err := synthweb.Serve(cfg, ln)
 	if err != nil {
 		t.Fatal(err)
@@ -291,8 +292,8 @@ func TestNATTraversal(t *testing.T) {
 		}
 		return ""
 	})
-	s.waitFor("a third of the web fetched", 90*time.Second, func() string {
-		if f := fetched(); f < len(truth)/3 {
+	s.waitFor("a quarter of the web fetched", 90*time.Second, func() string {
+		if f := fetched(); f < len(truth)/4 {
 			return fmt.Sprintf("%d of %d pages", f, len(truth))
 		}
 		return ""
@@ -339,15 +340,30 @@ func TestNATTraversal(t *testing.T) {
 	// replicas, and the crawl still reaches every page.
 	var victim *natMember
 	sts := s.statuses()
-	for _, m := range nated {
-		if st := sts[m]; victim == nil && st.Shard != nil && len(st.Shard.Claims) > 0 {
+	work := func(st nodeStatus) int64 { return st.Crawl.Queued + st.Crawl.InFlight }
+	promotions := int64(0)
+	for m, st := range sts {
+		if m.lan > 0 && st.Shard != nil && len(st.Shard.Claims) > 0 && (victim == nil || work(st) > work(sts[victim])) {
 			victim = m
 		}
+		if st.Shard != nil {
+			promotions += st.Shard.Promotions
+		}
+	}
+	if victim == nil || work(sts[victim]) == 0 {
+		t.Fatalf("no NATed peer with work in progress to kill: %v", sts)
 	}
 	hp := map[string]p2p.HolePunchStats{}
 	for m, st := range sts {
 		hp[m.name] = st.NAT.HolePunch
 	}
+	// The status as a person reads it, on the peer about to be killed.
+	text, err := topo.command(victim.role, nil, bin, "status", "--data", victim.p.data).CombinedOutput()
+	if err != nil || !strings.Contains(string(text), "reachable   private (--reachability), reservations on 1 of 1 relays") ||
+		!strings.Contains(string(text), "(direct)") || !strings.Contains(string(text), "relayed at  /ip4/"+relayIP) {
+		t.Errorf("status of a NATed peer: %v\n%s", err, text)
+	}
+	victimWork := work(sts[victim])
 	if err := victim.p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -360,17 +376,25 @@ func TestNATTraversal(t *testing.T) {
 		}
 		return ""
 	})
-	s.waitFor("the live nodes' claims partition the ring", 30*time.Second, func() string {
+	s.waitFor("the live nodes' claims partition the ring, after a promotion", 30*time.Second, func() string {
 		byMember := map[*member]nodeStatus{}
+		after := int64(0)
 		for m, st := range s.statuses() {
 			byMember[&m.member] = st
+			if st.Shard != nil {
+				after += st.Shard.Promotions
+			}
 		}
 		if p := claimProblems(byMember); len(p) > 0 {
 			return strings.Join(p, "; ")
 		}
+		if after == promotions {
+			return fmt.Sprintf("no replica promoted since the kill (%d promotions)", after)
+		}
 		return ""
 	})
-	t.Logf("%s (LAN %d) killed; whole web (%d pages) fetched %v later", victim.name, victim.lan, len(truth), time.Since(killedAt).Round(100*time.Millisecond))
+	t.Logf("%s (LAN %d) killed with %d URLs queued or in flight; its range taken over, whole web (%d pages) fetched %v later",
+		victim.name, victim.lan, victimWork, len(truth), time.Since(killedAt).Round(100*time.Millisecond))
 	if v := web.CheckRobots(token); len(v) > 0 {
 		t.Errorf("%d robots.txt violations, e.g. %v", len(v), v[:min(5, len(v))])
 	}
@@ -445,4 +469,3 @@ func runFailsIn(topo *netTopo, role string, env []string, bin string, args []str
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	return lines[len(lines)-1]
 }
-
