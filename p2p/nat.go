@@ -133,11 +133,25 @@ type NATStats struct {
 	HolePunch    HolePunchStats `json:"hole_punch"`
 }
 
-// Unreachable returns why no peer can open a connection to a node with
-// these stats, or "" when some can (or it cannot be known yet): it is
-// private and holds no relay reservation.
+// FailedPunchesUnreachable is how many hole punches must have failed,
+// with none succeeding, before a private node says that peers behind
+// other NATs cannot reach it.
+const FailedPunchesUnreachable = 3
+
+// Unreachable returns why peers cannot open a connection to a node with
+// these stats, or "" when they can (or it cannot be known yet): it is
+// private and holds no relay reservation, so nobody can; or every one of
+// its hole punches failed (FailedPunchesUnreachable at least), so peers
+// behind other NATs reach it only through its relay, which carries no
+// swarmcrawl traffic.
 func (s NATStats) Unreachable() string {
-	if s.Reachability != "private" || len(s.Reservations) > 0 {
+	if s.Reachability != "private" {
+		return ""
+	}
+	if len(s.Reservations) > 0 {
+		if h := s.HolePunch; h.Successes == 0 && h.Failures+h.ProtocolErrors >= FailedPunchesUnreachable {
+			return fmt.Sprintf("unreachable from other NATs: %d hole punches failed and none succeeded, so peers behind NAT reach this node only through its relay, which carries no swarmcrawl traffic (is its NAT symmetric?); give it a port forward, or run it where it is reachable", h.Failures+h.ProtocolErrors)
+		}
 		return ""
 	}
 	how := "AutoNAT found it"
@@ -165,10 +179,10 @@ type NAT struct {
 	attempts, successes, failures        atomic.Int64
 	directDials, directFails, protoFails atomic.Int64
 
-	host    host.Host
-	sub     event.Subscription
-	done    chan struct{}
-	closeMu sync.Once
+	host      atomic.Pointer[host.Host] // set by start
+	sub       event.Subscription
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 var _ holepunch.EventTracer = (*NAT)(nil)
@@ -195,7 +209,8 @@ func (n *NAT) start(h host.Host) error {
 	if err != nil {
 		return fmt.Errorf("nat: subscribe: %w", err)
 	}
-	n.host, n.sub = h, sub
+	n.host.Store(&h)
+	n.sub = sub
 	go n.run()
 	return nil
 }
@@ -217,7 +232,7 @@ func (n *NAT) run() {
 // Close stops following the host's events. It is safe to call more than
 // once, and on a NAT that never started.
 func (n *NAT) Close() {
-	n.closeMu.Do(func() {
+	n.closeOnce.Do(func() {
 		if n.sub == nil {
 			return
 		}
@@ -247,8 +262,8 @@ func (n *NAT) Trace(evt *holepunch.Event) {
 		// No hole punch will happen over this relayed connection (the
 		// peer could not take part yet, or had no public address): it is
 		// closed, so that the next dial through the relay starts another.
-		if n.host != nil {
-			closeRelayed(n.host, evt.Remote, 0)
+		if h := n.host.Load(); h != nil {
+			closeRelayed(*h, evt.Remote, 0)
 		}
 	}
 }
@@ -283,6 +298,12 @@ func (n *NAT) Stats() NATStats {
 	return s
 }
 
+// answersHolePunches reports whether the host serves DCUtR.
+func (n *NAT) answersHolePunches() bool {
+	h := n.host.Load()
+	return h != nil && slices.Contains((*h).Mux().Protocols(), holepunch.Protocol)
+}
+
 // relayOf returns the relay's peer ID in a circuit address
 // (.../p2p/RELAY/p2p-circuit...), "" if there is none.
 func relayOf(a ma.Multiaddr) string {
@@ -311,7 +332,7 @@ func (n *NAT) WaitReservation(ctx context.Context, holePunch bool, interval time
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if len(n.Stats().Reservations) > 0 && (!holePunch || slices.Contains(n.host.Mux().Protocols(), holepunch.Protocol)) {
+		if len(n.Stats().Reservations) > 0 && (!holePunch || n.answersHolePunches()) {
 			return true
 		}
 		select {

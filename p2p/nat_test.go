@@ -46,6 +46,9 @@ func TestUnreachable(t *testing.T) {
 		{p2p.NATStats{Reachability: "private", Relays: []string{"R"}, Reservations: []string{"R"}}, ""},
 		{p2p.NATStats{Reachability: "private", Forced: true}, "(--reachability private) and has no relay"},
 		{p2p.NATStats{Reachability: "private", Relays: []string{"R1", "R2"}}, "(AutoNAT found it) and none of its relays (R1, R2) granted it a reservation"},
+		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 5, Failures: 2, ProtocolErrors: 1}}, "unreachable from other NATs: 3 hole punches failed and none succeeded"},
+		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 5, Failures: 2}}, ""},
+		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 9, Failures: 8, Successes: 1}}, ""},
 	} {
 		got := c.st.Unreachable()
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {

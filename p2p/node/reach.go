@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -43,10 +44,14 @@ func (n *Node) waitReachable(ctx context.Context) error {
 		}
 	}
 	why := n.nat.Stats().Unreachable()
+	if why == "" {
+		// A reservation, but no public address to punch holes with.
+		why = "unreachable: this node holds a relay reservation but learned no public address of its own from its relays, so peers cannot reach it directly through hole punching"
+	}
 	if len(n.cfg.Host.Relays) > 0 {
 		why = fmt.Sprintf("%s (waited %v)", why, n.cfg.ReservationTimeout)
 	}
-	return fmt.Errorf("%w%s", ErrUnreachable, why[len("unreachable"):])
+	return fmt.Errorf("%w: %s", ErrUnreachable, strings.TrimPrefix(why, "unreachable: "))
 }
 
 // reachInterval is how often reachLoop looks at the node's reachability.
