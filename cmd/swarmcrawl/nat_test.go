@@ -3,6 +3,9 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // natMember is one node process of the NAT test.
@@ -25,6 +31,7 @@ type natMember struct {
 	role string // its namespace
 	lan  int    // 1 or 2 behind a NAT router, 0 on the public segment
 	id   string // peer ID
+	port string // TCP port it listens on
 }
 
 // natSwarm is the NAT test's swarm: nodes in the namespaces of a netTopo,
@@ -54,7 +61,7 @@ func (s *natSwarm) start(role string, lan int, data, listen string, extra ...str
 	name := fmt.Sprintf("node-%d", len(s.nodes))
 	args := s.nodeArgs(name, data, listen, extra...)
 	p := startProc(s.t, s.topo.command(role, s.env, s.bin, args...), data)
-	m := &natMember{member: member{name: name, args: args, p: p}, role: role, lan: lan}
+	m := &natMember{member: member{name: name, args: args, p: p}, role: role, lan: lan, port: listen[strings.LastIndex(listen, "/")+1:]}
 	s.nodes = append(s.nodes, m)
 	if st, err := s.status(m); err == nil {
 		m.id = st.PeerID
@@ -64,16 +71,10 @@ func (s *natSwarm) start(role string, lan int, data, listen string, extra ...str
 	return m
 }
 
-// addrOn returns m's address on ip.
-func (m *natMember) addrOn(t *testing.T, ip string) string {
-	t.Helper()
-	for _, a := range m.p.addrs {
-		if strings.HasPrefix(a, "/ip4/"+ip+"/tcp/") {
-			return a
-		}
-	}
-	t.Fatalf("%s has no address on %s: %v", m.name, ip, m.p.addrs)
-	return ""
+// addrOn returns m's address on ip, a local address of its namespace:
+// its listen port there, with its peer ID.
+func (m *natMember) addrOn(ip string) string {
+	return fmt.Sprintf("/ip4/%s/tcp/%s/p2p/%s", ip, m.port, m.id)
 }
 
 func (s *natSwarm) status(m *natMember) (nodeStatus, error) {
@@ -188,7 +189,7 @@ func TestNATTraversal(t *testing.T) {
 	}()
 
 	boot := s.start(nsBoot, 0, t.TempDir(), "/ip4/0.0.0.0/tcp/4001", "--reachability", "public")
-	bootAddr := boot.addrOn(t, bootIP)
+	bootAddr := boot.addrOn(bootIP)
 	// The relay's identity is made first, so that the NATed peers can be
 	// pointed at it before it runs.
 	relayData := t.TempDir()
@@ -269,7 +270,7 @@ func TestNATTraversal(t *testing.T) {
 	}
 
 	seeds := web.Seeds()
-	out, err := topo.command(nsBoot, nil, bin, append([]string{"seed", "--swarm-key", keyFile, "--peer", "/ip4/127.0.0.1/tcp/4001/p2p/" + boot.id}, seeds...)...).CombinedOutput()
+	out, err := topo.command(nsBoot, nil, bin, append([]string{"seed", "--swarm-key", keyFile, "--peer", boot.addrOn("127.0.0.1")}, seeds...)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), fmt.Sprintf("accepted %d of %d seeds", len(seeds), len(seeds))) {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
@@ -402,7 +403,8 @@ func TestNATTraversal(t *testing.T) {
 		t.Errorf("%d politeness violations, e.g. %v", len(v), v[:min(5, len(v))])
 	}
 
-	// The hole punching of the run, from the last statuses.
+	// The hole punching between the two home NATs, from the last
+	// statuses (the killed peer's from before the kill).
 	for m, st := range s.statuses() {
 		hp[m.name] = st.NAT.HolePunch
 	}
@@ -418,12 +420,125 @@ func TestNATTraversal(t *testing.T) {
 		total.ProtocolErrors += h.ProtocolErrors
 		per = append(per, fmt.Sprintf("%s %d/%d", m.name, h.Successes, h.Attempts))
 	}
-	t.Logf("hole punching: %d attempts, %d successes, %d failures, %d protocol errors; %d dials back (%d failed); per node successes/attempts: %s",
+	t.Logf("hole punching between the two home NATs: %d attempts, %d successes, %d failures, %d protocol errors (both sides count); %d dials back (%d failed); per node successes/attempts: %s",
 		total.Attempts, total.Successes, total.Failures, total.ProtocolErrors, total.DirectDials, total.DirectDialFailures, strings.Join(per, ", "))
 	if total.Successes == 0 {
 		t.Errorf("no hole punch succeeded")
 	}
+
+	sym := s.symmetricPeer(natFlags, keyFile)
+	if st, err := s.status(sym); err == nil {
+		h := st.NAT.HolePunch
+		t.Logf("%s, behind a symmetric NAT: %d hole punches, %d failed, %d protocol errors, %d succeeded: %s", sym.name, h.Attempts, h.Failures, h.ProtocolErrors, h.Successes, st.NAT.Unreachable)
+	}
 	t.Logf("wall time %v", time.Since(began).Round(100*time.Millisecond))
+}
+
+// symmetricPeer starts a peer behind LAN 2's router in l2c, where every
+// connection gets a new random port (a symmetric NAT), placed on the ring
+// just before a public peer so that it can join (through public peers
+// only); a URL of its range is then seeded through a LAN 1 peer, whose
+// tasks must reach it through the relay. No hole punch can work (its
+// replication to peers behind NAT cannot either, so it may never hold its
+// range), and the peer says so in status and in one log line. It returns
+// the peer.
+func (s *natSwarm) symmetricPeer(natFlags []string, keyFile string) *natMember {
+	t := s.t
+	t.Helper()
+	type position struct {
+		at uint64
+		m  *natMember
+	}
+	var ring []position
+	for m, st := range s.statuses() {
+		at, err := parseRingID(st.RingID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ring = append(ring, position{at, m})
+	}
+	slices.SortFunc(ring, func(a, b position) int { return cmp.Compare(a.at, b.at) })
+	// The largest arc of the ring that ends at a public peer: the new
+	// peer goes in its middle half.
+	var from, size uint64
+	for i, p := range ring {
+		prev := ring[(i+len(ring)-1)%len(ring)]
+		if p.m.lan == 0 && p.at-prev.at > size {
+			from, size = prev.at, p.at-prev.at
+		}
+	}
+	data := t.TempDir()
+	var at uint64
+	for i := 0; ; i++ {
+		if i == 100_000 {
+			t.Fatalf("no key placed in (%x, %x] in %d tries", from, from+size, i)
+		}
+		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at = uint64(p2p.RingID(id)); at-from < size/4 || at-from > 3*(size/4) {
+			continue
+		}
+		raw, err := crypto.MarshalPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "identity.key"), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	// A host of the new peer's range (from, at].
+	host := ""
+	for i := 0; host == ""; i++ {
+		if i == 1_000_000 {
+			t.Fatalf("no host name with a key in (%x, %x]", from, at)
+		}
+		if h := fmt.Sprintf("sym%d.synth.test", i); inArc(urls.HostKey(h), from, at) {
+			host = h
+		}
+	}
+	sym := s.start(nsL2C, 2, data, "/ip4/0.0.0.0/tcp/4203", natFlags...)
+	var lan1 *natMember
+	for _, m := range s.nodes {
+		if m.lan == 1 && m.state == running {
+			lan1 = m
+		}
+	}
+	s.waitFor(lan1.name+" knows "+sym.name, 30*time.Second, func() string {
+		st, err := s.status(lan1)
+		if err != nil {
+			return err.Error()
+		}
+		if !slices.ContainsFunc(st.Successors, func(p node.PeerInfo) bool { return p.PeerID == sym.id }) {
+			return fmt.Sprintf("successors %v", st.Successors)
+		}
+		return ""
+	})
+	out, err := s.topo.command(lan1.role, nil, s.bin, "seed", "--swarm-key", keyFile, "--peer", lan1.addrOn("127.0.0.1"), "http://"+host+"/").CombinedOutput()
+	// The seed may well fail: the member that takes it routes it to its
+	// owner before it answers, and cannot reach it.
+	t.Logf("seed through %s, to %s: %v %s", lan1.name, sym.name, err, bytes.TrimSpace(out))
+	const want = "unreachable from other NATs: "
+	s.waitFor(sym.name+" says peers behind NAT cannot reach it", 90*time.Second, func() string {
+		st, err := s.status(sym)
+		if err != nil {
+			return err.Error()
+		}
+		if !strings.HasPrefix(st.NAT.Unreachable, want) {
+			return fmt.Sprintf("unreachable %q, hole punching %+v", st.NAT.Unreachable, st.NAT.HolePunch)
+		}
+		if !strings.Contains(logOf(sym.p), "level=ERROR msg=\""+want) {
+			return "no ERROR line in its log"
+		}
+		return ""
+	})
+	return sym
 }
 
 // natIP returns the public address of the NAT router of LAN lan.

@@ -31,7 +31,7 @@ import (
 //	 boot .10       relay .11      nat1 .21         nat2 .22   (wan)
 //	                                 │ masquerade      │ masquerade
 //	                           10.1.0.0/24 (br0)  10.2.0.0/24 (br0)
-//	                            l1a .2   l1b .3    l2a .2   l2b .3
+//	                            l1a .2   l1b .3    l2a .2   l2b .3   l2c .4
 //
 // The public addresses are ordinary unicast ones (libp2p hole punches only
 // towards addresses manet.IsPublicAddr accepts), but no packet to them
@@ -47,6 +47,10 @@ import (
 // unanswered and the retransmitted one passes. Linux conntrack takes a
 // SYN in the reply direction of a connection in SYN_SENT as a TCP
 // simultaneous open (state SYN_SENT2), which is what DCUtR over TCP needs.
+//
+// Except for the .4 host of a LAN (l2c): its connections get a random
+// source port each, an endpoint-dependent ("symmetric") mapping that
+// defeats hole punching, as some carrier-grade NATs do.
 
 // natPrefix starts the name of every namespace the NAT test makes,
 // followed by the test process's PID, so that leftovers of a test that
@@ -71,6 +75,7 @@ const (
 	nsL1B   = "l1b"
 	nsL2A   = "l2a"
 	nsL2B   = "l2b"
+	nsL2C   = "l2c"
 )
 
 // Addresses of the topology.
@@ -119,7 +124,7 @@ func newNetTopo(t *testing.T) *netTopo {
 	removeLeftovers(t)
 	n := &netTopo{t: t, prefix: fmt.Sprintf("%s%d-", natPrefix, os.Getpid())}
 	t.Cleanup(n.remove)
-	for _, ns := range []string{nsPub, nsBoot, nsRelay, nsNAT1, nsNAT2, nsL1A, nsL1B, nsL2A, nsL2B} {
+	for _, ns := range []string{nsPub, nsBoot, nsRelay, nsNAT1, nsNAT2, nsL1A, nsL1B, nsL2A, nsL2B, nsL2C} {
 		n.ip("netns", "add", n.ns(ns))
 		n.made = append(n.made, n.ns(ns))
 		n.ip("-n", n.ns(ns), "link", "set", "lo", "up")
@@ -131,25 +136,30 @@ func newNetTopo(t *testing.T) *netTopo {
 	n.plug(nsRelay, "eth0", relayIP+"/24", nsPub, "relay", "")
 	n.plug(nsNAT1, "wan", nat1IP+"/24", nsPub, "nat1", "")
 	n.plug(nsNAT2, "wan", nat2IP+"/24", nsPub, "nat2", "")
-	for i, lan := range []struct{ router, a, b string }{{nsNAT1, nsL1A, nsL1B}, {nsNAT2, nsL2A, nsL2B}} {
+	for i, lan := range []struct{ router, a, b, c string }{{nsNAT1, nsL1A, nsL1B, ""}, {nsNAT2, nsL2A, nsL2B, nsL2C}} {
 		subnet := fmt.Sprintf("10.%d.0.", i+1)
 		n.ip("-n", n.ns(lan.router), "link", "add", "br0", "type", "bridge")
 		n.ip("-n", n.ns(lan.router), "addr", "add", subnet+"1/24", "dev", "br0")
 		n.ip("-n", n.ns(lan.router), "link", "set", "br0", "up")
 		n.plug(lan.a, "eth0", subnet+"2/24", lan.router, "lana", subnet+"1")
 		n.plug(lan.b, "eth0", subnet+"3/24", lan.router, "lanb", subnet+"1")
+		if lan.c != "" {
+			n.plug(lan.c, "eth0", subnet+"4/24", lan.router, "lanc", subnet+"1")
+		}
 		n.run(lan.router, nil, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		n.run(lan.router, strings.NewReader(natRules), "nft", "-f", "-")
+		n.run(lan.router, strings.NewReader(fmt.Sprintf(natRules, subnet+"4")), "nft", "-f", "-")
 	}
 	return n
 }
 
 // natRules are a NAT router's nftables rules: masquerade towards the
-// public segment, and a stateful filter that admits from it only replies.
+// public segment (with a random port for each connection of the address
+// in %s), and a stateful filter that admits from it only replies.
 const natRules = `
 table ip nat {
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
+		ip saddr %s oifname "wan" masquerade random
 		oifname "wan" masquerade
 	}
 }

@@ -446,7 +446,7 @@ const (
 func (n *Node) joinThrough(ctx context.Context, b peer.ID) error {
 	for attempt := 1; ; attempt++ {
 		err := n.ring.Join(ctx, p2p.RingPeer(b))
-		if err == nil || attempt == joinAttempts {
+		if err == nil || attempt == joinAttempts || errors.Is(err, ring.ErrIDTaken) {
 			return err
 		}
 		n.log.Info("join failed, retrying", "through", p2p.ShortID(b), "attempt", attempt, "err", err)
