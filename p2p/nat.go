@@ -114,6 +114,10 @@ type HolePunchStats struct {
 	// ProtocolErrors counts hole punches that failed before any dial
 	// (the peers could not agree on addresses).
 	ProtocolErrors int64 `json:"protocol_errors"`
+	// Unpunched counts the peers with which the last
+	// FailedPunchesUnreachable hole punches (or more) all failed, and to
+	// which there is no direct connection.
+	Unpunched int `json:"unpunched"`
 }
 
 // NATStats is a node's reachability as its host sees it.
@@ -133,24 +137,26 @@ type NATStats struct {
 	HolePunch    HolePunchStats `json:"hole_punch"`
 }
 
-// FailedPunchesUnreachable is how many hole punches must have failed,
-// with none succeeding, before a private node says that peers behind
-// other NATs cannot reach it.
+// FailedPunchesUnreachable is how many hole punches with one peer must
+// fail in a row, with no direct connection to it since, before the peer
+// counts as one that cannot reach this node (HolePunchStats.Unpunched).
 const FailedPunchesUnreachable = 3
+
+// maxPunchPeers bounds the peers whose hole-punch outcomes a NAT keeps.
+const maxPunchPeers = 1024
 
 // Unreachable returns why peers cannot open a connection to a node with
 // these stats, or "" when they can (or it cannot be known yet): it is
-// private and holds no relay reservation, so nobody can; or every one of
-// its hole punches failed (FailedPunchesUnreachable at least), so peers
-// behind other NATs reach it only through its relay, which carries no
-// swarmcrawl traffic.
+// private and holds no relay reservation, so nobody can; or hole punching
+// failed again and again with some peers (Unpunched), which then reach it
+// only through its relay, which carries no swarmcrawl traffic.
 func (s NATStats) Unreachable() string {
 	if s.Reachability != "private" {
 		return ""
 	}
 	if len(s.Reservations) > 0 {
-		if h := s.HolePunch; h.Successes == 0 && h.Failures+h.ProtocolErrors >= FailedPunchesUnreachable {
-			return fmt.Sprintf("unreachable from other NATs: %d hole punches failed and none succeeded, so peers behind NAT reach this node only through its relay, which carries no swarmcrawl traffic (is its NAT symmetric?); give it a port forward, or run it where it is reachable", h.Failures+h.ProtocolErrors)
+		if n := s.HolePunch.Unpunched; n > 0 {
+			return fmt.Sprintf("unreachable from other NATs: hole punching failed %d times in a row with %d peers, which reach this node only through its relay, which carries no swarmcrawl traffic (is its NAT symmetric?); give it a port forward, or run it where it is reachable", FailedPunchesUnreachable, n)
 		}
 		return ""
 	}
@@ -178,6 +184,9 @@ type NAT struct {
 
 	attempts, successes, failures        atomic.Int64
 	directDials, directFails, protoFails atomic.Int64
+	// failedInRow counts, per peer, the hole punches that failed since
+	// the last that succeeded (guarded by mu; at most maxPunchPeers).
+	failedInRow map[peer.ID]int
 
 	host      atomic.Pointer[host.Host] // set by start
 	sub       event.Subscription
@@ -190,7 +199,7 @@ var _ holepunch.EventTracer = (*NAT)(nil)
 // newNAT makes the monitor of a host built with cfg; start connects it to
 // the host once there is one.
 func newNAT(cfg Config, relays []peer.AddrInfo) *NAT {
-	n := &NAT{relayService: cfg.RelayService, done: make(chan struct{})}
+	n := &NAT{relayService: cfg.RelayService, done: make(chan struct{}), failedInRow: map[peer.ID]int{}}
 	for _, r := range relays {
 		n.relays = append(n.relays, r.ID.String())
 	}
@@ -249,8 +258,12 @@ func (n *NAT) Trace(evt *holepunch.Event) {
 	case *holepunch.EndHolePunchEvt:
 		if e.Success {
 			n.successes.Add(1)
+			n.mu.Lock()
+			delete(n.failedInRow, evt.Remote)
+			n.mu.Unlock()
 		} else {
 			n.failures.Add(1)
+			n.punchFailed(evt.Remote)
 		}
 	case *holepunch.DirectDialEvt:
 		n.directDials.Add(1)
@@ -259,6 +272,7 @@ func (n *NAT) Trace(evt *holepunch.Event) {
 		}
 	case *holepunch.ProtocolErrorEvt:
 		n.protoFails.Add(1)
+		n.punchFailed(evt.Remote)
 		// No hole punch will happen over this relayed connection (the
 		// peer could not take part yet, or had no public address): it is
 		// closed, so that the next dial through the relay starts another.
@@ -268,9 +282,43 @@ func (n *NAT) Trace(evt *holepunch.Event) {
 	}
 }
 
+// punchFailed counts a failed hole punch with p.
+func (n *NAT) punchFailed(p peer.ID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.failedInRow[p]; !ok && len(n.failedInRow) >= maxPunchPeers {
+		for q := range n.failedInRow { // forget one: the map stays bounded
+			delete(n.failedInRow, q)
+			break
+		}
+	}
+	n.failedInRow[p]++
+}
+
+// unpunched returns how many peers hole punching failed with
+// FailedPunchesUnreachable times in a row, and which h has no direct
+// connection to; it forgets the peers h is directly connected to.
+func (n *NAT) unpunched() int {
+	h := n.host.Load()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	count := 0
+	for p, fails := range n.failedInRow {
+		if h != nil && ConnKind(*h, p) == ConnDirect {
+			delete(n.failedInRow, p)
+			continue
+		}
+		if fails >= FailedPunchesUnreachable {
+			count++
+		}
+	}
+	return count
+}
+
 // Stats returns the host's reachability, reservations and hole-punch
 // counters now.
 func (n *NAT) Stats() NATStats {
+	unpunched := n.unpunched()
 	n.mu.Lock()
 	reach, relayAddrs := n.reach, slices.Clone(n.relayAddrs)
 	n.mu.Unlock()
@@ -286,6 +334,7 @@ func (n *NAT) Stats() NATStats {
 			DirectDials:        n.directDials.Load(),
 			DirectDialFailures: n.directFails.Load(),
 			ProtocolErrors:     n.protoFails.Load(),
+			Unpunched:          unpunched,
 		},
 	}
 	for _, a := range relayAddrs {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
@@ -46,9 +47,8 @@ func TestUnreachable(t *testing.T) {
 		{p2p.NATStats{Reachability: "private", Relays: []string{"R"}, Reservations: []string{"R"}}, ""},
 		{p2p.NATStats{Reachability: "private", Forced: true}, "(--reachability private) and has no relay"},
 		{p2p.NATStats{Reachability: "private", Relays: []string{"R1", "R2"}}, "(AutoNAT found it) and none of its relays (R1, R2) granted it a reservation"},
-		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 5, Failures: 2, ProtocolErrors: 1}}, "unreachable from other NATs: 3 hole punches failed and none succeeded"},
-		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 5, Failures: 2}}, ""},
-		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 9, Failures: 8, Successes: 1}}, ""},
+		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 9, Failures: 5, Successes: 4, Unpunched: 2}}, "unreachable from other NATs: hole punching failed 3 times in a row with 2 peers"},
+		{p2p.NATStats{Reachability: "private", Reservations: []string{"R"}, HolePunch: p2p.HolePunchStats{Attempts: 5, Failures: 5}}, ""},
 	} {
 		got := c.st.Unreachable()
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
@@ -128,5 +128,33 @@ func TestRelayedConnectionCarriesNoStreams(t *testing.T) {
 	}
 	if n := served.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times over a relayed connection", n)
+	}
+}
+
+// Hole-punch events are counted, and a peer with which the last three
+// hole punches failed counts as unpunched until one succeeds.
+func TestHolePunchCounters(t *testing.T) {
+	n := p2p.NewNATForTest()
+	a, b := peer.ID("peer-a"), peer.ID("peer-b")
+	trace := func(p peer.ID, evt any) { n.Trace(&holepunch.Event{Remote: p, Evt: evt}) }
+	for range 3 {
+		trace(a, &holepunch.StartHolePunchEvt{})
+		trace(a, &holepunch.EndHolePunchEvt{Success: false})
+	}
+	trace(b, &holepunch.ProtocolErrorEvt{})
+	trace(b, &holepunch.StartHolePunchEvt{})
+	trace(b, &holepunch.EndHolePunchEvt{Success: false})
+	trace(b, &holepunch.DirectDialEvt{Success: false})
+	want := p2p.HolePunchStats{Attempts: 4, Failures: 4, ProtocolErrors: 1, DirectDials: 1, DirectDialFailures: 1, Unpunched: 1}
+	if got := n.Stats().HolePunch; got != want {
+		t.Fatalf("after 3 failures with a and 2 with b: %+v, want %+v", got, want)
+	}
+	trace(b, &holepunch.EndHolePunchEvt{Success: false})
+	if got := n.Stats().HolePunch.Unpunched; got != 2 {
+		t.Fatalf("after a third failure with b: %d unpunched, want 2", got)
+	}
+	trace(a, &holepunch.EndHolePunchEvt{Success: true})
+	if got := n.Stats().HolePunch; got.Unpunched != 1 || got.Successes != 1 {
+		t.Fatalf("after a success with a: %+v, want 1 unpunched, 1 success", got)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
-	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // natMember is one node process of the NAT test.
@@ -438,7 +437,7 @@ func TestNATTraversal(t *testing.T) {
 // connection gets a new random port (a symmetric NAT), placed on the ring
 // just before a public peer so that it can join (through public peers
 // only); a URL of its range is then seeded through a LAN 1 peer, whose
-// tasks must reach it through the relay. No hole punch can work (its
+// tasks would reach it through the relay. No hole punch can work (its
 // replication to peers behind NAT cannot either, so it may never hold its
 // range), and the peer says so in status and in one log line. It returns
 // the peer.
@@ -510,19 +509,12 @@ func (s *natSwarm) symmetricPeer(natFlags []string, keyFile string) *natMember {
 			lan1 = m
 		}
 	}
-	s.waitFor(lan1.name+" knows "+sym.name, 30*time.Second, func() string {
-		st, err := s.status(lan1)
-		if err != nil {
-			return err.Error()
-		}
-		if !slices.ContainsFunc(st.Successors, func(p node.PeerInfo) bool { return p.PeerID == sym.id }) {
-			return fmt.Sprintf("successors %v", st.Successors)
-		}
-		return ""
-	})
 	out, err := s.topo.command(lan1.role, nil, s.bin, "seed", "--swarm-key", keyFile, "--peer", lan1.addrOn("127.0.0.1"), "http://"+host+"/").CombinedOutput()
 	// The seed may well fail: the member that takes it routes it to its
-	// owner before it answers, and cannot reach it.
+	// owner before it answers, and cannot reach it. (It may also go to
+	// the range's previous owner: a member drops from its view of the ring
+	// a peer it cannot reach. The ring's own maintenance between the new
+	// peer and those behind LAN 1's router tries hole punches too.)
 	t.Logf("seed through %s, to %s: %v %s", lan1.name, sym.name, err, bytes.TrimSpace(out))
 	const want = "unreachable from other NATs: "
 	s.waitFor(sym.name+" says peers behind NAT cannot reach it", 90*time.Second, func() string {

@@ -137,8 +137,8 @@ func printNAT(w io.Writer, n node.NATStatus) {
 		fmt.Fprintf(w, "relayed at  %s\n", a)
 	}
 	if h := n.HolePunch; h.Attempts > 0 || h.DirectDials > 0 || h.ProtocolErrors > 0 {
-		fmt.Fprintf(w, "hole punch  %d attempts, %d direct, %d failed; %d dials back (%d failed), %d protocol errors\n",
-			h.Attempts, h.Successes, h.Failures, h.DirectDials, h.DirectDialFailures, h.ProtocolErrors)
+		fmt.Fprintf(w, "hole punch  %d attempts, %d direct, %d failed; %d dials back (%d failed), %d protocol errors; %d peers failed 3 times in a row\n",
+			h.Attempts, h.Successes, h.Failures, h.DirectDials, h.DirectDialFailures, h.ProtocolErrors, h.Unpunched)
 	}
 }
 
