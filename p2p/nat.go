@@ -156,7 +156,11 @@ func (s NATStats) Unreachable() string {
 	}
 	if len(s.Reservations) > 0 {
 		if n := s.HolePunch.Unpunched; n > 0 {
-			return fmt.Sprintf("unreachable from other NATs: hole punching failed %d times in a row with %d peers, which reach this node only through its relay, which carries no swarmcrawl traffic (is its NAT symmetric?); give it a port forward, or run it where it is reachable", FailedPunchesUnreachable, n)
+			peers := fmt.Sprintf("%d peers, which reach", n)
+			if n == 1 {
+				peers = "1 peer, which reaches"
+			}
+			return fmt.Sprintf("unreachable from other NATs: hole punching failed %d times in a row with %s this node only through its relay, which carries no swarmcrawl traffic (is its NAT symmetric?); give it a port forward, or run it where it is reachable", FailedPunchesUnreachable, peers)
 		}
 		return ""
 	}
