@@ -29,9 +29,11 @@ type Config struct {
 	// name matched against robots.txt groups and <meta name=...> tags.
 	// Default DefaultUserAgent.
 	UserAgent string
-	// Delay is the minimum time between the completion of one request to a
-	// host and the start of the next (default 1s). A larger robots.txt
-	// Crawl-delay wins. None: no pause at all, for benchmarks and tests.
+	// Delay is the minimum time between the moment a host answered one
+	// request (its response headers arrived; for a failed request, when it
+	// failed) and the start of the next, which also waits for the previous
+	// response to be read (default 1s). A larger robots.txt Crawl-delay
+	// wins. None: no pause at all, for benchmarks and tests.
 	Delay time.Duration
 	// MaxCrawlDelay caps the robots.txt Crawl-delay honoured (default 60s),
 	// so one robots.txt cannot park a host for hours. None: Crawl-delay is

@@ -14,10 +14,6 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
-// ringStandIn plays the part of the ring and the owners' seen sets for a
-// single crawler: every discovered link goes through one exact seen set and
-// new ones come back to the same crawler. Its scope is the synthetic web, as
-// an operator's allowlist would be.
 // ringStandIn plays the owners of a one-node ring: a seen set that keeps
 // the smallest depth of each URL and queues a URL again when a shorter
 // path to it arrives, as the node's intake does.

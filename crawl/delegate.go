@@ -137,6 +137,11 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 		return true
 	}
 	b := c.newBatch(l, items, budget)
+	// The helper starts at once: not before the host's turn (the lease
+	// may have come a little ahead of it).
+	if d := l.NotBefore().Sub(c.now()); d > 0 && !sleepCtx(ctx, d) {
+		return true // stopping: End puts the batch back
+	}
 	sent := c.now()
 	res, err := c.cfg.Delegate.Delegate(ctx, b)
 	recv := c.now()

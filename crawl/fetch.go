@@ -137,6 +137,9 @@ type response struct {
 	// undecodable is set when the content coding is unknown or corrupt.
 	undecodable bool
 	duration    time.Duration
+	// answered is when the response headers arrived: the politeness gap
+	// before the host's next request runs from there.
+	answered time.Time
 }
 
 // fetchError is a failed request with the kind it is counted under.
@@ -223,6 +226,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 		return nil, &fetchError{classify(err), fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), err)}
 	}
 	defer resp.Body.Close()
+	r.answered = c.now()
 	raw, truncated, err := readCapped(resp.Body, limit, resp.ContentLength)
 	r.duration = time.Since(start)
 	c.recordLatency(r.duration)

@@ -137,6 +137,7 @@ type batchPace struct {
 var _ pace = (*batchPace)(nil)
 
 func (p *batchPace) Host() string                    { return p.host }
+func (p *batchPace) NotBefore() time.Time            { return time.Time{} } // the batch's gap runs from last
 func (p *batchPace) Last() time.Time                 { return p.last }
 func (p *batchPace) Contacted(at time.Time)          { p.last = at }
 func (p *batchPace) RaiseCrawlDelay(d time.Duration) { p.crawlDelay = max(p.crawlDelay, d) }

@@ -72,6 +72,7 @@ func (c *Crawler) handle(ctx context.Context, l *frontier.Lease) {
 // crawl loop's; a helper's batch has its own (batchPace).
 type pace interface {
 	Host() string
+	NotBefore() time.Time
 	Last() time.Time
 	Contacted(at time.Time)
 	Gap() time.Duration
@@ -83,16 +84,24 @@ var _ pace = (*frontier.Lease)(nil)
 
 // request waits until the host may be contacted again under l, then GETs
 // rawURL, asking gate (see get) right before the request is written. The
-// first request of a lease does not wait: the frontier only hands out
-// hosts that are ready.
+// first request of a lease waits for the lease's NotBefore (the frontier
+// leases a host a little ahead of it, so that the work before a request
+// is done in the gap); the next ones wait the gap after the previous one
+// was answered.
 func (c *Crawler) request(ctx context.Context, l pace, gate func() bool, rawURL string, limit int64, extra http.Header) (*response, error) {
+	at := l.NotBefore()
 	if last := l.Last(); !last.IsZero() {
-		if d := last.Add(l.Gap()).Sub(c.now()); d > 0 && !sleepCtx(ctx, d) {
-			return nil, ctx.Err()
-		}
+		at = latest(at, last.Add(l.Gap()))
+	}
+	if d := at.Sub(c.now()); d > 0 && !sleepCtx(ctx, d) {
+		return nil, ctx.Err()
 	}
 	r, err := c.get(ctx, rawURL, limit, extra, gate)
-	l.Contacted(c.now()) // a failed request still counts as contact
+	answered := c.now() // a failed request still counts as contact
+	if r != nil && !r.answered.IsZero() {
+		answered = r.answered
+	}
+	l.Contacted(answered)
 	return r, err
 }
 

@@ -275,7 +275,9 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		return c, nil
 	}
 	db.putQueueCounters(b, before, c, seq)
-	if err := db.ldb.Write(b, nil); err != nil {
+	err = db.ldb.Write(b, nil)
+	db.wroteQueueCounters(c, seq, err)
+	if err != nil {
 		return before, ldbErr(err, "write crawl state (%d records)", b.Len())
 	}
 	return c, nil
@@ -291,6 +293,33 @@ func checkPriority(p int) error {
 // queueCounters reads the counters and the last sequence number. Called
 // with the queue lock held.
 func (db *DB) queueCounters() (QueueCounts, uint64, error) {
+	if qc := &db.queueCache; qc.valid {
+		return qc.counts, qc.seq, nil
+	}
+	c, seq, err := db.readQueueCounters()
+	if err == nil {
+		db.queueCache = queueCounterCache{valid: true, counts: c, seq: seq}
+	}
+	return c, seq, err
+}
+
+// queueCounterCache is a copy of the queue counters and sequence number in
+// memory; valid is false until they are read, and again after a write that
+// failed (which may or may not have reached the store).
+type queueCounterCache struct {
+	valid  bool
+	counts QueueCounts
+	seq    uint64
+}
+
+// wroteQueueCounters records the outcome of a write of the queue counters
+// (see putQueueCounters) under the queue lock.
+func (db *DB) wroteQueueCounters(c QueueCounts, seq uint64, err error) {
+	db.queueCache = queueCounterCache{valid: err == nil, counts: c, seq: seq}
+}
+
+// readQueueCounters reads the counters and sequence number from the store.
+func (db *DB) readQueueCounters() (QueueCounts, uint64, error) {
 	var c QueueCounts
 	q, err := db.readCounter(metaQueueCount)
 	if err != nil {
@@ -502,7 +531,9 @@ func (db *DB) PromoteDue(now time.Time, n int) ([]QueueEntry, error) {
 		c.Queued++
 	}
 	db.putQueueCounters(b, before, c, seq)
-	if err := db.ldb.Write(b, nil); err != nil {
+	err = db.ldb.Write(b, nil)
+	db.wroteQueueCounters(c, seq, err)
+	if err != nil {
 		return nil, ldbErr(err, "promote %d scheduled entries", len(due))
 	}
 	return due, nil

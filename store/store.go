@@ -185,6 +185,11 @@ type DB struct {
 
 	outbox outboxState // see outbox.go
 
+	// queueCache holds the queue counters and sequence number as last
+	// written, under the queue lock (see queue.go): read once, not on
+	// every queue write.
+	queueCache queueCounterCache
+
 	// shardMu serialises the read-merge-write of PutShardRecords.
 	shardMu sync.Mutex
 

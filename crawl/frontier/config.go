@@ -15,11 +15,19 @@ const None = -1
 // Config configures a Frontier. Every field has a default that a zero
 // value stands for; start from a zero Config or from DefaultConfig.
 type Config struct {
-	// Delay is the least time between the completion of one request to a
-	// host and the start of the next (default 1s). A larger robots.txt
-	// Crawl-delay wins. None (any negative value): no pause at all, for
-	// benchmarks and tests.
+	// Delay is the least time between the moment a host answered one
+	// request (its response headers arrived; for a request that got no
+	// response, the moment it failed) and the start of the next (default
+	// 1s). A larger robots.txt Crawl-delay wins. None (any negative
+	// value): no pause at all, for benchmarks and tests.
 	Delay time.Duration
+	// LeaseAhead is how long before a host's next allowed request the
+	// frontier may lease it (default 5ms), so that the holder does what
+	// comes before a request (robots.txt rules, the URL's metadata, the
+	// ownership check) during the gap and sends at its end (see
+	// Lease.NotBefore) instead of after it. None (any negative value):
+	// hosts are leased only once their next request is allowed.
+	LeaseAhead time.Duration
 	// MaxCrawlDelay caps the robots.txt Crawl-delay honoured (default 1m),
 	// so one robots.txt cannot park a host for hours. None (any negative
 	// value): Crawl-delay is not honoured, only Delay.
@@ -48,6 +56,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Delay:           time.Second,
+		LeaseAhead:      5 * time.Millisecond,
 		MaxCrawlDelay:   time.Minute,
 		MaxPagesPerHost: 100_000,
 		KeyMode:         urls.KeyHost,
@@ -60,6 +69,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.Delay == 0 {
 		c.Delay = d.Delay
+	}
+	if c.LeaseAhead == 0 {
+		c.LeaseAhead = d.LeaseAhead
 	}
 	if c.MaxCrawlDelay == 0 {
 		c.MaxCrawlDelay = d.MaxCrawlDelay

@@ -49,11 +49,13 @@ const promoteBatch = 1024
 // the best priority goes first, ties in the order the hosts became ready.
 //
 // A host has at most one request in flight: Next hands out a Lease only on
-// a host that is not leased and whose next-allowed time has passed, and the
-// host stays leased until Lease.End. End sets the next-allowed time from
-// the moment the last request under the lease completed, so the gap the
-// server sees between the end of one request and the start of the next is
-// never shorter than the delay, however long the request took.
+// a host that is not leased and whose next-allowed time is at most
+// Config.LeaseAhead away, the lease says when its first request may start
+// (NotBefore), and the host stays leased until Lease.End. End sets the
+// next-allowed time from the moment the last request under the lease was
+// answered, so the gap the server sees between answering one request and
+// receiving the next is never shorter than the delay, however long the
+// request took; the holder prepares its next request during that gap.
 //
 // A task handed out stays in the store until Complete records what became
 // of it (fetched, dropped, rescheduled, dead-lettered), so a node that
@@ -64,6 +66,7 @@ type Frontier struct {
 	db            *store.DB
 	delay         time.Duration // 0 for None
 	maxCrawlDelay time.Duration // 0 for None
+	leaseAhead    time.Duration // 0 for None
 	now           func() time.Time
 	keyMode       urls.KeyMode
 	budget        int64 // per-host page budget, 0 = unlimited
@@ -152,6 +155,7 @@ func New(db *store.DB, cfg Config) (*Frontier, error) {
 		db:            db,
 		delay:         off(cfg.Delay),
 		maxCrawlDelay: off(cfg.MaxCrawlDelay),
+		leaseAhead:    off(cfg.LeaseAhead),
 		now:           cfg.Clock,
 		keyMode:       cfg.KeyMode,
 		budget:        int64(max(cfg.MaxPagesPerHost, 0)),

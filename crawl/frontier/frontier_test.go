@@ -38,10 +38,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func task(u string) Task { return Task{URL: u} }
 
-// newTestFrontier returns a frontier on a fresh store.
+// newTestFrontier returns a frontier on a fresh store that leases a host
+// only once its next request is allowed (no LeaseAhead), so that tests of
+// the schedule see each host's next-allowed time as the time it is ready
+// (TestFrontierLeaseAhead tests the lease ahead).
 func newTestFrontier(t testing.TB, delay, maxCrawlDelay time.Duration, now func() time.Time) *Frontier {
 	t.Helper()
-	return newConfigFrontier(t, Config{Delay: delay, MaxCrawlDelay: maxCrawlDelay, Clock: now})
+	return newConfigFrontier(t, Config{Delay: delay, MaxCrawlDelay: maxCrawlDelay, LeaseAhead: None, Clock: now})
 }
 
 // newConfigFrontier returns a frontier with cfg on a fresh store.
@@ -156,6 +159,31 @@ func TestFrontierOneInFlightPerHost(t *testing.T) {
 	}
 	done(t, l, clk.Now(), 0)
 	mustNext(t, f, "http://a.test/2") // FIFO within the host
+}
+
+// TestFrontierLeaseAhead checks that a host is leased LeaseAhead before
+// its next request is allowed, with that time as the lease's NotBefore, and
+// not earlier; and that a host whose turn has come has NotBefore in the
+// past (nothing to wait for).
+func TestFrontierLeaseAhead(t *testing.T) {
+	clk := newFakeClock()
+	t0 := clk.Now()
+	const ahead = 5 * time.Millisecond
+	f := newConfigFrontier(t, Config{Delay: time.Second, MaxCrawlDelay: time.Minute, LeaseAhead: ahead, Clock: clk.Now})
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
+	l := mustNext(t, f, "http://a.test/1")
+	if l.NotBefore().After(clk.Now()) {
+		t.Fatalf("first lease NotBefore %v, after now %v", l.NotBefore(), clk.Now())
+	}
+	done(t, l, t0, 0) // answered at t0: the next request may start at t0+1s
+	mustWait(t, f, t0.Add(time.Second-ahead))
+	clk.Advance(time.Second - ahead - time.Millisecond)
+	mustWait(t, f, t0.Add(time.Second-ahead))
+	clk.Advance(time.Millisecond)
+	l = mustNext(t, f, "http://a.test/2")
+	if want := t0.Add(time.Second); !l.NotBefore().Equal(want) {
+		t.Fatalf("lease NotBefore %v, want %v (the delay after the answer)", l.NotBefore(), want)
+	}
 }
 
 func TestFrontierDelayFromCompletion(t *testing.T) {
@@ -307,7 +335,7 @@ func TestFrontierSweepsIdleHosts(t *testing.T) {
 }
 
 func TestFrontierNextBlocksAndWakes(t *testing.T) {
-	f := newTestFrontier(t, 50*time.Millisecond, time.Minute, nil)
+	f := newConfigFrontier(t, Config{Delay: 50 * time.Millisecond, MaxCrawlDelay: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
@@ -334,8 +362,12 @@ func TestFrontierNextBlocksAndWakes(t *testing.T) {
 	if err != nil || l.Task().URL != "http://a.test/2" {
 		t.Fatalf("Next = %v, %v", leaseTask(l), err)
 	}
-	if waited := time.Since(end); waited < 50*time.Millisecond {
-		t.Fatalf("Next returned after %v, before the 50ms delay", waited)
+	ahead := DefaultConfig().LeaseAhead
+	if waited := time.Since(end); waited < 50*time.Millisecond-ahead {
+		t.Fatalf("Next returned after %v, more than the lease ahead (%v) before the 50ms delay", waited, ahead)
+	}
+	if l.NotBefore().Before(end.Add(50 * time.Millisecond)) {
+		t.Fatalf("lease NotBefore %v, before the 50ms delay after %v", l.NotBefore(), end)
 	}
 
 	// Ends with the context.
@@ -355,7 +387,7 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 		perHost = 8
 		delay   = 5 * time.Millisecond
 	)
-	f := newTestFrontier(t, delay, time.Minute, nil)
+	f := newConfigFrontier(t, Config{Delay: delay, MaxCrawlDelay: time.Minute}) // leased ahead, NotBefore honoured
 	for i := range perHost {
 		for h := range hosts {
 			push(t, f, task(fmt.Sprintf("http://h%d.test/%d", h, i)))
@@ -378,6 +410,7 @@ func TestFrontierConcurrentPoliteness(t *testing.T) {
 					return
 				}
 				tk, host := l.Task(), l.Host()
+				time.Sleep(time.Until(l.NotBefore()))
 				start := time.Now()
 				mu.Lock()
 				if busy[host] {
@@ -691,7 +724,7 @@ func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
 	clk := newFakeClock()
 	dir := t.TempDir()
 	db := openStoreAt(t, dir)
-	cfg := Config{Delay: None, MaxCrawlDelay: time.Minute, MaxPagesPerHost: 2, Clock: clk.Now}
+	cfg := Config{Delay: None, MaxCrawlDelay: time.Minute, MaxPagesPerHost: 2, LeaseAhead: None, Clock: clk.Now}
 	f, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -33,9 +33,12 @@ type Lease struct {
 	f     *Frontier
 	q     *hostQueue
 	first Task
+	// notBefore is the host's next-allowed time when it was leased: up to
+	// Config.LeaseAhead after that.
+	notBefore time.Time
 
 	// What End makes of the host; set by the holder alone.
-	last       time.Time // completion of the last request; zero before the first
+	last       time.Time // when the last request was answered; zero before the first
 	crawlDelay time.Duration
 	slowUntil  time.Time // a Retry-After: the host stays closed until then, durably
 	deferUntil time.Time
@@ -59,11 +62,16 @@ type leaseItem struct {
 // with its head task.
 func (f *Frontier) leaseLocked(q *hostQueue) *Lease {
 	e := f.takeLocked(q)
-	l := &Lease{f: f, q: q, first: taskOf(&e)}
+	l := &Lease{f: f, q: q, first: taskOf(&e), notBefore: q.nextAllowed}
 	l.items = []leaseItem{{seq: e.Seq, task: l.first}}
 	q.lease = l
 	return l
 }
+
+// NotBefore is when the first request under the lease may start: the
+// host's next-allowed time, which the frontier leases up to
+// Config.LeaseAhead ahead of.
+func (l *Lease) NotBefore() time.Time { return l.notBefore }
 
 // Host returns the leased host: a lowercase hostname without port.
 func (l *Lease) Host() string { return l.q.host }
@@ -221,13 +229,13 @@ func (l *Lease) dropHead() ([]store.QueueEntry, error) {
 	return batch, nil
 }
 
-// Contacted records that a request under the lease completed at at (a
-// failed request counts too): the host's next request waits the gap from
-// there.
+// Contacted records that the host answered a request under the lease at
+// at (its response headers arrived; for a request that failed, when it
+// failed): the host's next request waits the gap from there.
 func (l *Lease) Contacted(at time.Time) { l.last = at }
 
-// Last returns when the last request under the lease completed, or zero
-// when none was made.
+// Last returns when the last request under the lease was answered, or
+// zero when none was made.
 func (l *Lease) Last() time.Time { return l.last }
 
 // RaiseCrawlDelay raises the host's Crawl-delay for the gap after this

@@ -76,7 +76,7 @@ func (f *Frontier) tryNextLocked() (*Lease, time.Time) {
 	if !f.nextDue.IsZero() && !f.nextDue.After(now) {
 		f.promoteLocked(now)
 	}
-	for len(f.waiting.items) > 0 && !f.waiting.items[0].nextAllowed.After(now) {
+	for len(f.waiting.items) > 0 && !f.waiting.items[0].nextAllowed.After(now.Add(f.leaseAhead)) {
 		q := heap.Pop(&f.waiting).(*hostQueue)
 		q.heap = nil
 		if f.ensureHeadLocked(q) {
@@ -99,7 +99,7 @@ func (f *Frontier) tryNextLocked() (*Lease, time.Time) {
 	}
 	var readyAt time.Time
 	if len(f.waiting.items) > 0 {
-		readyAt = f.waiting.items[0].nextAllowed
+		readyAt = f.waiting.items[0].nextAllowed.Add(-f.leaseAhead)
 	}
 	if !f.nextDue.IsZero() && (readyAt.IsZero() || f.nextDue.Before(readyAt)) {
 		readyAt = f.nextDue

@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,7 +42,10 @@ import (
 // web is issue 10's synthetic web (crawl's trapWeb).
 var web = synthweb.Config{Seed: 1, Hosts: 1000, HotHosts: 10, HotPages: 1600, TrapHosts: 20, CrawlDelayHosts: 91}
 
-// delays are the crawls each binary makes in a round.
+// profileDir, when set, is where the new binary's CPU profiles go.
+var profileDir string
+
+// delays are the crawls each binary makes in a round (-delays).
 var delays = []time.Duration{0, 20 * time.Millisecond}
 
 func main() {
@@ -50,6 +54,18 @@ func main() {
 	runs := flag.Int("runs", 1, "rounds: each binary crawls once per delay per round")
 	hosts := flag.Int("hosts", web.Hosts, "hosts of the synthetic web")
 	timeout := flag.Duration("timeout", 10*time.Minute, "longest one crawl may take")
+	flag.StringVar(&profileDir, "profile", "", "directory where the new binary writes a CPU profile of each crawl (new-DELAY-rROUND.prof)")
+	flag.Func("delays", "comma-separated --delay values each binary crawls with in a round (default 0,20ms)", func(v string) error {
+		delays = nil
+		for _, f := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || d < 0 {
+				return fmt.Errorf("bad delay %q", f)
+			}
+			delays = append(delays, d)
+		}
+		return nil
+	})
 	flag.Parse()
 	web.Hosts = *hosts
 	if err := run(*newBin, *baseBin, *runs, *timeout, os.Stdout); err != nil {
@@ -68,6 +84,18 @@ type result struct {
 	duplicates     int
 	robots, polite int // violations
 	trap, pages    int // requests to traps, of all page requests
+	hot            hostPace
+}
+
+// hostPace is how the requests to one host (the one with the most pages
+// within reach) were spread over a crawl: when the first came, how many
+// there were, the median interval between two, and the time spent in
+// intervals longer than twice the gap the host needs (stalls) beyond it.
+type hostPace struct {
+	host          string
+	requests      int
+	first, median time.Duration
+	stalled       time.Duration
 }
 
 var levels = []float64{0.90, 0.99, 1}
@@ -90,7 +118,11 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 		for _, bin := range bins {
 			for _, d := range delays {
 				fmt.Fprintf(os.Stderr, "round %d: %s, delay %v ...", round+1, bin, d)
-				r, err := crawlOnce(w, bin, d, truth, token, timeout)
+				var extra []string
+				if profileDir != "" && bin == newBin {
+					extra = []string{"--cpu-profile", filepath.Join(profileDir, fmt.Sprintf("new-%v-r%d.prof", d, round+1))}
+				}
+				r, err := crawlOnce(w, bin, d, truth, token, timeout, extra...)
 				if err != nil {
 					return fmt.Errorf("%s, delay %v: %w", bin, d, err)
 				}
@@ -105,18 +137,22 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 
 // crawlOnce runs one node of bin with --delay d until it has fetched every
 // page of truth (or timeout), stops it and measures the crawl.
-func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, token string, timeout time.Duration) (result, error) {
+func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, token string, timeout time.Duration, extra ...string) (result, error) {
 	r := result{delay: d}
 	dir, err := os.MkdirTemp("", "nodebench-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	cmd := exec.Command(bin, "node", "--data", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
-		"--nat=false", "--discovery=false", "--log-level", "error", "--delay", d.String())
+	args := []string{"node", "--data", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0",
+		"--nat=false", "--discovery=false", "--log-level", "error", "--delay", d.String()}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "HTTP_PROXY="+w.URL(), "http_proxy="+w.URL(), "NO_PROXY=", "no_proxy=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	if os.Getenv("NODEBENCH_DEBUG") != "" {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return r, err
@@ -193,7 +229,54 @@ func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, tok
 	r.robots = len(w.CheckRobots(token))
 	r.polite = len(w.CheckPoliteness(d))
 	r.trap, r.pages = w.TrapRequests()
+	r.hot = paceOf(w, log, largestHost(truth), start, d)
 	return r, nil
+}
+
+// largestHost is the host with the most pages in truth.
+func largestHost(truth []string) string {
+	perHost := map[string]int{}
+	best := ""
+	for _, u := range truth {
+		h, _, _ := strings.Cut(strings.TrimPrefix(u, "http://"), "/")
+		perHost[h]++
+		if perHost[h] > perHost[best] || perHost[h] == perHost[best] && h < best {
+			best = h
+		}
+	}
+	return best
+}
+
+// paceOf measures the requests to host in log, seeded at start, against
+// the gap the host needs at delay d.
+func paceOf(w *synthweb.Web, log []synthweb.Request, host string, start time.Time, d time.Duration) hostPace {
+	p := hostPace{host: host}
+	gap := max(d, min(w.CrawlDelay(host), crawl.DefaultConfig().MaxCrawlDelay))
+	var prev time.Time
+	var gaps []float64
+	for _, q := range log {
+		if q.Host != host {
+			continue
+		}
+		p.requests++
+		if prev.IsZero() {
+			p.first = q.Time.Sub(start)
+		} else {
+			g := q.Time.Sub(prev)
+			gaps = append(gaps, float64(g))
+			if g > 2*gap {
+				if os.Getenv("NODEBENCH_DEBUG") != "" {
+					fmt.Fprintf(os.Stderr, "stall at +%v: %v\n", prev.Sub(start).Round(time.Millisecond), g.Round(time.Millisecond))
+				}
+				p.stalled += g - gap
+			}
+		}
+		prev = q.Time
+	}
+	if m := median(gaps); !math.IsNaN(m) {
+		p.median = time.Duration(m)
+	}
+	return p
 }
 
 // firstFetches returns the time of the first answered request of each URL
@@ -274,6 +357,14 @@ func bound(w *synthweb.Web, truth []string, d time.Duration) time.Duration {
 func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, results map[string][]result, runs int) {
 	fmt.Fprintf(out, "synthetic web: %d hosts, %d pages within depth %d of a seed; medians of %d run(s)\n",
 		web.Hosts, len(truth), crawl.DefaultConfig().MaxDepth, runs)
+	largest := largestHost(truth)
+	n := 0
+	for _, u := range truth {
+		if strings.HasPrefix(u, "http://"+largest+"/") {
+			n++
+		}
+	}
+	fmt.Fprintf(out, "largest host: %s, %d pages\n", largest, n)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "\t")
 	for _, b := range bins {
@@ -315,6 +406,9 @@ func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, resul
 			row(fmt.Sprintf("  s to %g%% coverage", 100*l), d, func(r result) float64 { return r.reached[i] })
 		}
 		row("  100% / politeness bound", d, func(r result) float64 { return r.reached[2] / bound(w, truth, d).Seconds() })
+		row("  largest host: first request s", d, func(r result) float64 { return r.hot.first.Seconds() })
+		row("  largest host: median interval ms", d, func(r result) float64 { return float64(r.hot.median) / 1e6 })
+		row("  largest host: s stalled", d, func(r result) float64 { return r.hot.stalled.Seconds() })
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, "checks, run by run: coverage, duplicates, robots and politeness violations, trap fetches")
