@@ -86,6 +86,7 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 			}
 			return later // or ctx ended
 		}
+		c.discoverSitemaps(ctx, origin, rules, t)
 	}
 	l.RaiseCrawlDelay(rules.crawlDelay)
 	switch {

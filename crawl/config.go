@@ -122,12 +122,23 @@ type Config struct {
 	// Retry-After is not honoured.
 	MaxRetryAfter time.Duration
 	// NearDupDistance is the largest simhash distance at which a page
-	// counts as a near-duplicate of another (default 3); a near-duplicate's
-	// links are not reported again. None: no page is checked. Since zero
+	// counts as a near-duplicate of another (default 3), which is counted
+	// (Stats.NearDups) and changes nothing else: its links are followed.
+	// None: no page is checked. Since zero
 	// means the default, the strictest distance that can be chosen is 1
 	// (fingerprints that differ in one bit); identical fingerprints alone
 	// cannot be asked for.
 	NearDupDistance int
+	// IgnoreSitemaps turns off sitemaps (default: used). With them, the
+	// Sitemap lines of a host's robots.txt are queued once the robots.txt
+	// is fetched, one level deeper than the task it was fetched for, and a
+	// fetched sitemap's URLs on its own host are reported as links; see
+	// sitemap.go.
+	IgnoreSitemaps bool
+	// GuessSitemap also queues a host's /sitemap.xml when its robots.txt
+	// names no sitemap (default off: one more request per host, mostly
+	// answered 404).
+	GuessSitemap bool
 	// RobotsTTL is how long a fetched robots.txt is trusted (default 24h).
 	RobotsTTL time.Duration
 	// KeyMode is how the node computes ring keys (default urls.KeyHost);

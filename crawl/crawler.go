@@ -106,40 +106,42 @@ type PageSink interface {
 
 // Stats is a snapshot of a Crawler's counters.
 type Stats struct {
-	Fetched       int64            // pages handed to the PageSink
-	Requests      int64            // HTTP requests sent, robots.txt included
-	Errors        int64            // failures of any kind, the sum of ErrorsByKind
-	ErrorsByKind  map[string]int64 // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "delegate", "other"
-	RobotsDenied  int64            // tasks dropped because robots.txt disallows them
-	RobotsFetched int64            // robots.txt requests made
-	Redirects     int64            // redirect targets reported as new tasks
-	LinksReported int64            // links handed to the LinkSink, redirect targets included
-	LinksCapped   int64            // link elements dropped beyond Config.MaxLinksPerPage on their page
-	Retries       int64            // failed fetches rescheduled for another attempt
-	DeadLetters   int64            // dead letters in the store
-	NotModified   int64            // 304 answers to conditional requests
-	Recrawls      int64            // fetches of URLs crawled before
-	Changed       int64            // recrawls that found the content changed
-	NearDups      int64            // pages found to be near-duplicates (their links are followed all the same)
-	ExactCopies   int64            // byte-identical copies of pages whose links were followed from as shallow a depth: their links were not reported again
-	DepthCut      int64            // pages as deep as links are followed whose links were kept for a shorter path
-	Reopened      int64            // pages fetched before, queued again from a shorter path, whose kept links were followed from there without a request
-	Refetched     int64            // pages fetched again from a shorter path because this node did not know their links
-	TrapPatterns  int64            // URL patterns judged spider traps (see Config.TrapDates)
-	TrapLinks     int64            // links not followed, or stripped of a session id, because of them
-	Traps         []TrapReport     // the newest of them (at most 100), by host, each with its reason
-	BudgetDropped int64            // tasks dropped because their host's page budget was spent
-	Queued        int64            // tasks waiting in the frontier
-	Scheduled     int64            // tasks waiting for a time: retries and recrawls
-	InFlight      int64            // tasks being fetched or processed
-	Hosts         int64            // hosts with queued or in-flight tasks
-	BytesFetched  int64            // body bytes received as sent, robots.txt included
-	Delegated     int64            // tasks of hot hosts a helper fetched for this owner
-	Helped        int64            // tasks this crawler fetched for other owners
-	DelegateFails int64            // delegated batches that failed after they were sent
-	FetchP50      time.Duration    // median request latency over the last latencyWindow requests
-	FetchP99      time.Duration    // 99th percentile of the same
-	Dial          DialStats        // DNS cache and per-IP cap of direct connections
+	Fetched         int64            // pages handed to the PageSink
+	Requests        int64            // HTTP requests sent, robots.txt included
+	Errors          int64            // failures of any kind, the sum of ErrorsByKind
+	ErrorsByKind    map[string]int64 // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "delegate", "other"
+	RobotsDenied    int64            // tasks dropped because robots.txt disallows them
+	RobotsFetched   int64            // robots.txt requests made
+	Redirects       int64            // redirect targets reported as new tasks
+	LinksReported   int64            // links handed to the LinkSink, redirect targets included
+	LinksCapped     int64            // link elements dropped beyond Config.MaxLinksPerPage on their page
+	Retries         int64            // failed fetches rescheduled for another attempt
+	DeadLetters     int64            // dead letters in the store
+	NotModified     int64            // 304 answers to conditional requests
+	Recrawls        int64            // fetches of URLs crawled before
+	Changed         int64            // recrawls that found the content changed
+	NearDups        int64            // pages found to be near-duplicates (their links are followed all the same)
+	Sitemaps        int64            // sitemap files (and sitemap indexes) read
+	SitemapRecrawls int64            // URLs queued for a recrawl because their sitemap lastmod is later than their last fetch
+	ExactCopies     int64            // byte-identical copies of pages whose links were followed from as shallow a depth: their links were not reported again
+	DepthCut        int64            // pages as deep as links are followed whose links were kept for a shorter path
+	Reopened        int64            // pages fetched before, queued again from a shorter path, whose kept links were followed from there without a request
+	Refetched       int64            // pages fetched again from a shorter path because this node did not know their links
+	TrapPatterns    int64            // URL patterns judged spider traps (see Config.TrapDates)
+	TrapLinks       int64            // links not followed, or stripped of a session id, because of them
+	Traps           []TrapReport     // the newest of them (at most 100), by host, each with its reason
+	BudgetDropped   int64            // tasks dropped because their host's page budget was spent
+	Queued          int64            // tasks waiting in the frontier
+	Scheduled       int64            // tasks waiting for a time: retries and recrawls
+	InFlight        int64            // tasks being fetched or processed
+	Hosts           int64            // hosts with queued or in-flight tasks
+	BytesFetched    int64            // body bytes received as sent, robots.txt included
+	Delegated       int64            // tasks of hot hosts a helper fetched for this owner
+	Helped          int64            // tasks this crawler fetched for other owners
+	DelegateFails   int64            // delegated batches that failed after they were sent
+	FetchP50        time.Duration    // median request latency over the last latencyWindow requests
+	FetchP99        time.Duration    // 99th percentile of the same
+	Dial            DialStats        // DNS cache and per-IP cap of direct connections
 }
 
 // Crawler fetches enqueued tasks politely with a pool of workers.
@@ -167,6 +169,7 @@ type Crawler struct {
 	retries, notModified, recrawls, changed        atomic.Int64
 	nearDups, budgetDropped                        atomic.Int64
 	depthCut, exactCopies, reopened, refetched     atomic.Int64
+	sitemaps, sitemapRecrawls                      atomic.Int64
 	delegated, helped, delegateFails               atomic.Int64
 
 	// noHelperUntil (Unix nanoseconds of Config.Clock) stops delegation
@@ -364,33 +367,35 @@ func (c *Crawler) Idle() bool {
 func (c *Crawler) Stats() Stats {
 	counts := c.frontier.Counts()
 	s := Stats{
-		Fetched:       c.fetched.Load(),
-		Requests:      c.requests.Load(),
-		RobotsDenied:  c.robotsDenied.Load(),
-		RobotsFetched: c.robotsFetched.Load(),
-		Redirects:     c.redirects.Load(),
-		LinksReported: c.linksReported.Load(),
-		LinksCapped:   c.linksCapped.Load(),
-		Retries:       c.retries.Load(),
-		DeadLetters:   counts.Dead,
-		NotModified:   c.notModified.Load(),
-		Recrawls:      c.recrawls.Load(),
-		Changed:       c.changed.Load(),
-		NearDups:      c.nearDups.Load(),
-		ExactCopies:   c.exactCopies.Load(),
-		DepthCut:      c.depthCut.Load(),
-		Reopened:      c.reopened.Load(),
-		Refetched:     c.refetched.Load(),
-		BudgetDropped: c.budgetDropped.Load(),
-		Queued:        int64(c.frontier.Len()),
-		Scheduled:     counts.Scheduled,
-		InFlight:      c.inFlight.Load(),
-		Hosts:         int64(c.frontier.Hosts()),
-		BytesFetched:  c.bytesFetched.Load(),
-		Delegated:     c.delegated.Load(),
-		Helped:        c.helped.Load(),
-		DelegateFails: c.delegateFails.Load(),
-		ErrorsByKind:  make(map[string]int64),
+		Fetched:         c.fetched.Load(),
+		Requests:        c.requests.Load(),
+		RobotsDenied:    c.robotsDenied.Load(),
+		RobotsFetched:   c.robotsFetched.Load(),
+		Redirects:       c.redirects.Load(),
+		LinksReported:   c.linksReported.Load(),
+		LinksCapped:     c.linksCapped.Load(),
+		Retries:         c.retries.Load(),
+		DeadLetters:     counts.Dead,
+		NotModified:     c.notModified.Load(),
+		Recrawls:        c.recrawls.Load(),
+		Changed:         c.changed.Load(),
+		NearDups:        c.nearDups.Load(),
+		ExactCopies:     c.exactCopies.Load(),
+		Sitemaps:        c.sitemaps.Load(),
+		SitemapRecrawls: c.sitemapRecrawls.Load(),
+		DepthCut:        c.depthCut.Load(),
+		Reopened:        c.reopened.Load(),
+		Refetched:       c.refetched.Load(),
+		BudgetDropped:   c.budgetDropped.Load(),
+		Queued:          int64(c.frontier.Len()),
+		Scheduled:       counts.Scheduled,
+		InFlight:        c.inFlight.Load(),
+		Hosts:           int64(c.frontier.Hosts()),
+		BytesFetched:    c.bytesFetched.Load(),
+		Delegated:       c.delegated.Load(),
+		Helped:          c.helped.Load(),
+		DelegateFails:   c.delegateFails.Load(),
+		ErrorsByKind:    make(map[string]int64),
 	}
 	s.TrapPatterns, s.TrapLinks, s.Traps = c.traps.stats()
 	if c.dialer != nil {

@@ -88,10 +88,23 @@ func (c *Crawler) process(ctx context.Context, f *fetch) (o frontier.Outcome, fi
 			}
 			doc := parsePage(r.body, p.ContentType, pageURL, c.token, c.cfg.MaxLinksPerPage)
 			c.content(f, p, doc.content)
-			if follow {
-				links, out = c.pageLinks(f, p, &doc, hash)
-			} else {
+			switch {
+			case !follow:
 				out = nil
+			case !doc.html && !c.cfg.IgnoreSitemaps && mayBeSitemap(p.ContentType, r.body):
+				var ok bool
+				if links, ok = c.sitemapLinks(f, r.body); ok {
+					// Too many links to keep with the URL: a shorter
+					// path to a sitemap fetches it again.
+					out = &store.Outlinks{}
+					if t.Depth >= c.cfg.MaxDepth {
+						links = nil
+					}
+					break
+				}
+				links, out = c.pageLinks(f, p, &doc, hash)
+			default:
+				links, out = c.pageLinks(f, p, &doc, hash)
 			}
 		}
 		if r.undecodable {

@@ -68,6 +68,8 @@ type robotsRules struct {
 	rules      []robotsRule
 	crawlDelay time.Duration
 	expires    time.Time
+	// sitemaps are the file's Sitemap lines (see robotsSitemaps).
+	sitemaps []string
 
 	// What was fetched, kept so that the host's next owner can use the
 	// same file (see HostSnapshot): the HTTP status (0 when there was no
@@ -126,7 +128,7 @@ func robotsFromResponse(status int, body []byte, token string, now time.Time, tt
 func parseRobots(body []byte, token string) *robotsRules {
 	groups := parseRobotsGroups(body)
 	rules, delay := selectRobotsGroups(groups, token)
-	return &robotsRules{rules: rules, crawlDelay: delay}
+	return &robotsRules{rules: rules, crawlDelay: delay, sitemaps: robotsSitemaps(body)}
 }
 
 // robotsGroup is one group of a robots.txt: its user-agent lines and the
@@ -219,6 +221,7 @@ var robotsKeys = map[string]string{
 	"disallow": "disallow", "dissallow": "disallow", "dissalow": "disallow",
 	"disalow": "disallow", "diasllow": "disallow", "disallaw": "disallow",
 	"crawl-delay": "crawl-delay", "crawldelay": "crawl-delay", "crawl delay": "crawl-delay",
+	"sitemap": "sitemap", "site-map": "sitemap",
 }
 
 // robotsRecord splits one line into its canonical key and its value, with

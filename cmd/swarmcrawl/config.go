@@ -1,55 +1,145 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // applyConfigFile sets every flag named in the file that was not given on
-// the command line, so the command line always wins. The file holds the
-// same option names as the flags, one `name = value` a line; blank lines
-// and lines starting with # are ignored.
+// the command line, so the command line always wins. The file is YAML: a
+// mapping from the options' names (the flags' names, without dashes) to
+// their values, a list for an option that takes several (listen: [a, b]).
+// Every error names the file, the line and the option.
 func applyConfigFile(fs *flag.FlagSet, path string) error {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
+	values, err := parseConfig(data)
+	if err != nil {
+		return fmt.Errorf("config %s%w", path, err)
+	}
 	explicit := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
+	for _, v := range values {
+		switch {
+		case v.name == "config":
+			return fmt.Errorf("config %s:%d: a config file cannot name another config file", path, v.line)
+		case fs.Lookup(v.name) == nil:
+			return fmt.Errorf("config %s:%d: unknown option %q", path, v.line, v.name)
+		case explicit[v.name]:
 			continue
 		}
-		name, value, ok := strings.Cut(text, "=")
-		if !ok {
-			return fmt.Errorf("config %s:%d: want name = value, got %q", path, line, text)
+		if err := fs.Set(v.name, v.value); err != nil {
+			return fmt.Errorf("config %s:%d: %s: invalid value %q: %w", path, v.line, v.name, v.value, err)
 		}
-		name = strings.TrimPrefix(strings.TrimSpace(name), "--")
-		value = strings.Trim(strings.TrimSpace(value), `"`)
-		if name == "config" {
-			return fmt.Errorf("config %s:%d: a config file cannot name another config file", path, line)
-		}
-		if fs.Lookup(name) == nil {
-			return fmt.Errorf("config %s:%d: unknown option %q", path, line, name)
-		}
-		if explicit[name] {
-			continue
-		}
-		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("config %s:%d: %s: %w", path, line, name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil
+}
+
+// configValue is one option of a config file, as a flag value.
+type configValue struct {
+	name, value string
+	line        int
+}
+
+// parseConfig reads a YAML config file: a mapping of option names to
+// scalars or lists of scalars (joined with commas, as a list flag takes
+// them). An error starts with ":LINE: " for the file name to go before.
+func parseConfig(data []byte) ([]configValue, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf(": %w", err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, nil // empty, or comments only
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		if root.Kind == yaml.ScalarNode && strings.Contains(root.Value, "=") {
+			return nil, fmt.Errorf(":%d: the config file is YAML: write `name: value`, not `name = value`", root.Line)
+		}
+		return nil, fmt.Errorf(":%d: want a mapping of option names to values", root.Line)
+	}
+	seen := map[string]int{}
+	var out []configValue
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf(":%d: an option name must be a plain word", k.Line)
+		}
+		name := k.Value
+		if first, dup := seen[name]; dup {
+			return nil, fmt.Errorf(":%d: option %q given twice (first on line %d)", k.Line, name, first)
+		}
+		seen[name] = k.Line
+		var value string
+		switch v.Kind {
+		case yaml.ScalarNode:
+			value = v.Value
+		case yaml.SequenceNode:
+			parts := make([]string, 0, len(v.Content))
+			for _, item := range v.Content {
+				if item.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf(":%d: %s: a list of plain values only", item.Line, name)
+				}
+				parts = append(parts, item.Value)
+			}
+			value = strings.Join(parts, ",")
+		default:
+			return nil, fmt.Errorf(":%d: %s: want a value or a list of values", v.Line, name)
+		}
+		out = append(out, configValue{name: name, value: value, line: k.Line})
+	}
+	return out, nil
+}
+
+// writeConfig writes every option of fs but config as a YAML config file
+// that applyConfigFile reads back to the same values: each with its usage
+// as a comment, lists as YAML lists, values quoted where YAML would read
+// them otherwise.
+func writeConfig(w io.Writer, fs *flag.FlagSet) error {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		_, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "# %s\n", strings.ReplaceAll(usage, "\n", " "))
+		if l, ok := f.Value.(*listFlag); ok {
+			items := make([]string, len(*l))
+			for i, item := range *l {
+				items[i] = yamlScalar(item)
+			}
+			fmt.Fprintf(&b, "%s: [%s]\n", f.Name, strings.Join(items, ", "))
+			return
+		}
+		value := yamlScalar(f.Value.String())
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case bool, int, int64, uint, uint64, float64:
+				value = f.Value.String() // a YAML bool or number, read back as written
+			}
+		}
+		fmt.Fprintf(&b, "%s: %s\n", f.Name, value)
+	})
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// yamlScalar writes s so that YAML reads it back as the same string.
+func yamlScalar(s string) string {
+	out, err := yaml.Marshal(s)
+	if err != nil {
+		return strconv.Quote(s)
+	}
+	return strings.TrimSuffix(string(out), "\n")
 }
 
 // listFlag is a comma-separated list option that may also be repeated.
@@ -111,4 +201,25 @@ func (s *sizeFlag) Set(v string) error {
 	}
 	*s = sizeFlag(b)
 	return nil
+}
+
+// runConfig prints the effective configuration of `swarmcrawl node` with
+// the same arguments: every option, from the defaults, the --config file
+// and the flags given (which win), as a YAML config file.
+func runConfig(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("config", stderr)
+	var o nodeOptions
+	o.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if o.config != "" {
+		if err := applyConfigFile(fs, o.config); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	return writeConfig(stdout, fs)
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +30,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	data := fs.String("data", "", "parent directory for the nodes' data (default: a temporary directory, removed at exit)")
 	logLevel := fs.String("log-level", "warn", "node log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,7 +40,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if *delay < 0 {
 		return usageErr("--delay must not be negative")
 	}
-	log, err := newLogger(stderr, *logLevel)
+	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
@@ -77,7 +81,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	defer swarm.Close()
+	defer swarm.Halt() // the whole swarm stops: no node leaves for another
 	for i, n := range swarm.Nodes {
 		fmt.Fprintf(stdout, "node %d  ring %s  %s\n", i, n.Ring().Self().ID, n.Addrs()[0])
 	}
@@ -94,8 +98,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		missing := len(web.Missing(token))
 		done := len(truth) - missing
 		t := swarm.Totals()
-		fmt.Fprintf(stdout, "[%5.1fs] %d/%d pages (%3.0f%%)  queued %d  in flight %d  routing %d  errors %d\n",
-			time.Since(start).Seconds(), done, len(truth), 100*float64(done)/float64(max(1, len(truth))), t.Queued, t.InFlight, t.Outbox, t.Errors)
+		fmt.Fprintf(stdout, "[%5.1fs] %d/%d pages (%3.0f%%)  queued %d  in flight %d  routing %d  errors %d%s\n",
+			time.Since(start).Seconds(), done, len(truth), 100*float64(done)/float64(max(1, len(truth))), t.Queued, t.InFlight, t.Outbox, t.Errors, errorKinds(t.ErrorsByKind))
 		if missing == 0 {
 			break
 		}
@@ -115,8 +119,44 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "  %-28s %d problems, first: %s\n", name, len(problems), problems[0])
 	}
+	if t := swarm.Totals(); t.Errors > 0 {
+		fmt.Fprintf(stdout, "  errors%s: the synthetic web links to missing pages (404) on purpose\n", errorKinds(t.ErrorsByKind))
+	}
 	report("pages fetched twice", web.Duplicates())
 	report("robots.txt violations", web.CheckRobots(token))
 	report(fmt.Sprintf("requests closer than %s", *delay), web.CheckPoliteness(*delay))
 	return nil
+}
+
+// errorKinds lists errors by kind, most first: " (4xx 6, 5xx 3)".
+func errorKinds(byKind map[string]int64) string {
+	type kind struct {
+		name string
+		n    int64
+	}
+	var kinds []kind
+	for k, n := range byKind {
+		if n > 0 {
+			kinds = append(kinds, kind{k, n})
+		}
+	}
+	if len(kinds) == 0 {
+		return ""
+	}
+	slices.SortFunc(kinds, func(a, b kind) int {
+		if a.n != b.n {
+			return cmp.Compare(b.n, a.n)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	words := map[string]string{"http_4xx": "4xx", "http_5xx": "5xx", "too_many_redirects": "redirect loops", "bad_url": "bad URLs", "timeout": "timeouts"}
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		name := k.name
+		if w, ok := words[name]; ok {
+			name = w
+		}
+		parts[i] = fmt.Sprintf("%s %d", name, k.n)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

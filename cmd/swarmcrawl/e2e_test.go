@@ -353,7 +353,9 @@ func TestCLIErrors(t *testing.T) {
 		{"seed malformed peer", []string{"seed", "--peer", "nonsense", "http://a.test/"}, "--peer"},
 		{"status without target", []string{"status"}, "exactly one of --api or --data"},
 		{"status no node", []string{"status", "--data", data}, "is a node running"},
-		{"config unknown option", []string{"node", "--config", writeFile(t, "colour = blue\n")}, `unknown option "colour"`},
+		{"config unknown option", []string{"node", "--config", writeFile(t, "delay: 1s\ncolour: blue\n")}, `swarmcrawl.conf:2: unknown option "colour"`},
+		{"config bad value", []string{"node", "--config", writeFile(t, "# a comment\nworkers: many\n")}, `swarmcrawl.conf:2: workers: invalid value "many"`},
+		{"config old format", []string{"node", "--config", writeFile(t, "delay = 1s\n")}, "write `name: value`"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // nodeOptions are the options of `swarmcrawl node`, shared with the config file.
 type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
+	logFormat                                       string
 	swarmKey, allowPeers, seedFrom, cpuProfile      string
 	reachability                                    string
 	listen, bootstrap, relays                       listFlag
@@ -33,7 +34,8 @@ type nodeOptions struct {
 	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
 	minFreeDisk                                     sizeFlag
-	nat, discovery, allowPrivate, relayService      bool
+	nat, discovery, allowPrivate, sitemaps          bool
+	sitemapGuess, relayService                      bool
 }
 
 // register defines the flags; every default is read from the node's
@@ -73,12 +75,15 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
 	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
+	fs.BoolVar(&o.sitemaps, "sitemaps", !def.IgnoreSitemaps, "queue the sitemaps a host's robots.txt names and the URLs they list")
+	fs.BoolVar(&o.sitemapGuess, "sitemap-guess", def.GuessSitemap, "also try a host's /sitemap.xml when its robots.txt names no sitemap (one more request per host)")
 	fs.StringVar(&o.swarmKey, "swarm-key", "", "pre-shared key file (`swarmcrawl swarm-key`) of a private swarm: peers without it cannot connect; TCP and WebSocket only")
 	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
 	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json: one log record a line on stderr")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the node to `file` until it stops (for go tool pprof)")
-	fs.StringVar(&o.config, "config", "", "file of `name = value` lines with the same names as these options; flags override it")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of these options (name: value; `swarmcrawl config` prints one); flags override it")
 }
 
 func runNode(args []string, stdout, stderr io.Writer) error {
@@ -136,7 +141,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if o.data == "" {
 		return node.Config{}, usageErr("--data is required")
 	}
-	log, err := newLogger(stderr, o.logLevel)
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return node.Config{}, err
 	}
@@ -203,6 +208,8 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Crawl.MaxRetries = zeroIsNone(o.maxRetries)
 	cfg.Crawl.RetryBase = o.retryBase
 	cfg.Crawl.MaxPagesPerHost = zeroIsNone(o.maxPagesPerHost)
+	cfg.Crawl.IgnoreSitemaps = !o.sitemaps
+	cfg.Crawl.GuessSitemap = o.sitemapGuess
 	cfg.Crawl.Dial.AllowPrivate = o.allowPrivate
 	cfg.Crawl.Dial.MaxConnsPerIP = zeroIsNone(o.maxConnsPerIP)
 	cfg.Crawl.Dial.DNSTTL = o.dnsTTL

@@ -160,7 +160,7 @@ func contains(list []string, s string) bool {
 func (w *Web) requestedSet(onlyAnswered bool) map[string]bool {
 	set := map[string]bool{}
 	for _, r := range w.Log() {
-		if !w.isRobots(r) && (!onlyAnswered || answered(r)) {
+		if !w.isRobots(r) && !isSitemapGuess(r) && (!onlyAnswered || answered(r)) {
 			set[r.URL] = true
 		}
 	}
@@ -182,7 +182,8 @@ func (w *Web) Missing(token string) []string {
 	return out
 }
 
-// Unexpected returns, sorted, the requested URLs (robots.txt excluded) that
+// Unexpected returns, sorted, the requested URLs (robots.txt and
+// /sitemap.xml excluded) that
 // are not in GroundTruth(token) as spelled: non-canonical spellings,
 // disallowed or unreachable pages, guessed paths and requests to hosts
 // outside the synthetic web. Requests a correct crawler makes although
@@ -196,7 +197,7 @@ func (w *Web) Unexpected(token string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range w.Log() {
-		if w.isRobots(r) || want[r.URL] || seen[r.URL] || !w.notExpected(r) {
+		if w.isRobots(r) || isSitemapGuess(r) || want[r.URL] || seen[r.URL] || !w.notExpected(r) {
 			continue
 		}
 		seen[r.URL] = true
@@ -206,8 +207,14 @@ func (w *Web) Unexpected(token string) []string {
 	return out
 }
 
+// isSitemapGuess reports whether r asks for /sitemap.xml, which a crawler
+// tries on a host whose robots.txt names no sitemap: like robots.txt, it is
+// neither a page of the web nor unexpected.
+func isSitemapGuess(r Request) bool { return r.Path == "/sitemap.xml" }
+
 // Requested returns the number of distinct URLs requested, as spelled,
-// robots.txt excluded (requests to hosts outside the web included).
+// robots.txt and /sitemap.xml excluded (requests to hosts outside the web
+// included).
 func (w *Web) Requested() int { return len(w.requestedSet(false)) }
 
 // CheckRobotsFirst returns the synthetic hosts on which some other URL was

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
@@ -163,13 +164,18 @@ func (s *Swarm) WaitConverged(ctx context.Context) error {
 type Totals struct {
 	Fetched, Queued, InFlight, Errors, RobotsDenied, Seen int64
 	Outbox                                                int
+	// ErrorsByKind splits Errors by kind (see crawl.Stats.ErrorsByKind).
+	ErrorsByKind map[string]int64
 }
 
 // Totals sums every node's counters.
 func (s *Swarm) Totals() Totals {
-	var t Totals
+	t := Totals{ErrorsByKind: map[string]int64{}}
 	for _, n := range s.Nodes {
 		st := n.Status()
+		for k, v := range st.Crawl.ErrorsByKind {
+			t.ErrorsByKind[k] += v
+		}
 		t.Fetched += st.Crawl.Fetched
 		t.Queued += st.Crawl.Queued
 		t.InFlight += st.Crawl.InFlight
@@ -189,6 +195,22 @@ func (s *Swarm) Idle() bool {
 		}
 	}
 	return true
+}
+
+// Halt stops every node at once without a departure (node.Node.Halt):
+// the whole swarm stops, so there is nobody to hand ranges to.
+func (s *Swarm) Halt() error {
+	errs := make([]error, len(s.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.Nodes {
+		wg.Go(func() {
+			if err := n.Halt(); err != nil {
+				errs[i] = fmt.Errorf("node %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Close stops every node, last first; each leaves the ring gracefully.

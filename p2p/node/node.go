@@ -524,36 +524,53 @@ func writeFileAtomic(path string, data []byte) error {
 // Close leaves the ring gracefully, stops every loop and closes the host
 // and the store. It is safe to call more than once.
 func (n *Node) Close() error {
-	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	n.closeOnce.Do(func() { n.closeErr = n.close(true) })
 	return n.closeErr
 }
 
-func (n *Node) close() error {
+// Halt stops the node like Close but without leaving the ring: nothing is
+// handed off and the outbox is not drained, everything stays in the store
+// for a restart. It is the stop of a whole swarm (the demo's), where every
+// successor is stopping too and a departure would only push ranges around
+// until the last node had nobody to give them to. Close and Halt stop the
+// node once: whichever comes first.
+func (n *Node) Halt() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(false) })
+	return n.closeErr
+}
+
+func (n *Node) close(leave bool) error {
 	var errs []error
 	// Stop fetching for other owners: the batches in progress end and
 	// are answered before the crawler they use stops.
 	n.streams.Unhandle(protocol.FetchID)
 	if n.cancel != nil {
-		// Stop fetching, then stop claim maintenance, then hand every
-		// claimed range to the successor as the node leaves the ring.
+		// Stop fetching, then stop claim maintenance, then (Close, not
+		// Halt) hand every claimed range to the successor as the node
+		// leaves the ring.
 		n.cancelCrawl()
 		n.crawlWG.Wait()
 		n.cancelShard()
 		n.shardWG.Wait()
-		// Deliver the links still in the outbox while the ring routes,
-		// then report what is settled; the rest stays pending at the
-		// replicas and is fetched again by the next owner, which loses
-		// nothing.
-		n.drainOutbox(outboxDrainTimeout)
-		n.progress.flushFinished()
-		leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := n.ring.Leave(leaveCtx); err != nil {
-			n.log.Warn("graceful ring leave incomplete", "err", err)
+		if leave {
+			// Deliver the links still in the outbox while the ring
+			// routes, then report what is settled; the rest stays
+			// pending at the replicas and is fetched again by the next
+			// owner, which loses nothing.
+			n.drainOutbox(outboxDrainTimeout)
+			n.progress.flushFinished()
+			leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := n.ring.Leave(leaveCtx); err != nil {
+				n.log.Warn("graceful ring leave incomplete", "err", err)
+			}
+			if err := n.shard.Leave(leaveCtx); err != nil {
+				n.log.Warn("graceful leave incomplete", "err", err)
+			}
+			cancel()
+		} else {
+			n.progress.flushFinished()
+			n.log.Info("stopping without leaving the ring: the swarm is stopping")
 		}
-		if err := n.shard.Leave(leaveCtx); err != nil {
-			n.log.Warn("graceful leave incomplete", "err", err)
-		}
-		cancel()
 		n.cancel()
 	}
 	if n.api != nil {

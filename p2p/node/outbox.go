@@ -112,8 +112,8 @@ func (o *outbox) Load() (int, error) {
 // go through the outbox so fetch workers never wait on the network.
 func (o *outbox) Discovered(_ context.Context, page frontier.Task, links []frontier.Task) {
 	ids := o.Add(links, 0, time.Now())
-	if len(ids) == 0 {
-		return
+	if len(ids) == 0 || page.URL == "" {
+		return // no page (a robots.txt's sitemaps): nothing waits for them
 	}
 	o.mu.Lock()
 	o.pageLinks[page.URL] = append(o.pageLinks[page.URL], ids...)
