@@ -35,7 +35,7 @@ func writeKey(t *testing.T, mode os.FileMode) string {
 }
 
 // newTestHost starts a loopback host with cfg's admission settings.
-func newTestHost(t *testing.T, cfg p2p.Config) host.Host {
+func newTestHost(t *testing.T, cfg p2p.Config) *p2p.Host {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {

@@ -10,3 +10,7 @@ const (
 	MaxInboundConns      = maxInboundConns
 	SystemStreamsInbound = systemStreamsInbound
 )
+
+// NewNATForTest returns the NAT monitor of a private host that has not
+// started: it counts the hole-punch events given to Trace.
+func NewNATForTest() *NAT { return newNAT(Config{Reachability: ReachabilityPrivate}, nil) }

@@ -11,6 +11,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-libp2p/p2p/transport/websocket"
 	ma "github.com/multiformats/go-multiaddr"
@@ -28,8 +30,18 @@ type Config struct {
 	// off so that they never send traffic off the machine.
 	DisableNAT bool
 	// Relays are static circuit-relay peers (full /p2p multiaddrs). When
-	// set, the node reserves a slot on them if it finds itself behind NAT.
+	// set, the node reserves a slot on them once it is private (behind
+	// NAT: forced by Reachability, or found by AutoNAT) and advertises
+	// the relayed addresses.
 	Relays []string
+	// Reachability forces what the node assumes about being reachable
+	// instead of waiting for AutoNAT (ReachabilityAuto, the default).
+	Reachability Reachability
+	// RelayService makes the node serve circuit v2 reservations and
+	// relayed connections to other peers, within RelayResources. A relay
+	// must be publicly reachable: with Reachability auto the node is
+	// declared public.
+	RelayService bool
 	// SwarmKey, when set, makes the swarm private (libp2p pnet): a peer
 	// without the same key cannot complete a connection. A private swarm
 	// runs over TCP and WebSocket only (QUIC cannot carry a pre-shared
@@ -51,13 +63,49 @@ func DefaultConfig() Config {
 	return Config{Listen: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}}
 }
 
+// RelayResources are the limits of a relay service (Config.RelayService):
+// at most 128 reservations (one a peer, 8 per IP address, 32 per AS), each
+// kept an hour and renewed by its holder, 16 relayed connections per peer
+// at once, each ended after 2 minutes or 128 KiB either way. A relayed
+// connection is for signalling and hole punching, not for bulk traffic.
+func RelayResources() relay.Resources { return relay.DefaultResources() }
+
+// Host is a libp2p host with its NAT monitor; Close closes both.
+type Host struct {
+	host.Host
+	// NAT reports the host's reachability, relay reservations and hole
+	// punching.
+	NAT *NAT
+}
+
+// Close stops the NAT monitor and closes the host.
+func (h *Host) Close() error {
+	h.NAT.Close()
+	return h.Host.Close()
+}
+
 // NewHost builds the libp2p host with the node's persisted identity.
-func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
+func NewHost(key crypto.PrivKey, cfg Config) (*Host, error) {
 	listen, err := listenAddrs(cfg)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Listen = listen
+	var relays []peer.AddrInfo
+	if len(cfg.Relays) > 0 {
+		if relays, err = ParseAddrInfos(cfg.Relays); err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+	}
+	if cfg.RelayService {
+		switch cfg.Reachability {
+		case ReachabilityPrivate:
+			return nil, fmt.Errorf("new host: a relay service must be publicly reachable, not behind NAT (reachability private)")
+		case ReachabilityAuto:
+			cfg.Reachability = ReachabilityPublic
+		}
+	}
+	nat := newNAT(cfg, relays)
 	cm, err := connmgr.NewConnManager(64, 256, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("new host: connection manager: %w", err)
@@ -77,17 +125,28 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 		opts = append(opts, libp2p.ConnectionGater(newAllowlist(id, cfg.AllowPeers)))
 	}
 	if !cfg.DisableNAT {
+		// libp2p's own metrics tracer is kept next to the counters of
+		// status, on Config.Metrics when set.
+		var mopts []holepunch.MetricsTracerOption
+		if cfg.Metrics != nil {
+			mopts = append(mopts, holepunch.WithRegisterer(cfg.Metrics))
+		}
 		opts = append(opts,
 			libp2p.NATPortMap(),
 			libp2p.EnableNATService(),
-			libp2p.EnableHolePunching(),
+			libp2p.EnableHolePunching(holepunch.WithMetricsAndEventTracer(holepunch.NewMetricsTracer(mopts...), nat)),
 		)
 	}
-	if len(cfg.Relays) > 0 {
-		relays, err := ParseAddrInfos(cfg.Relays)
-		if err != nil {
-			return nil, fmt.Errorf("relay: %w", err)
-		}
+	switch cfg.Reachability {
+	case ReachabilityPrivate:
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
+	case ReachabilityPublic:
+		opts = append(opts, libp2p.ForceReachabilityPublic())
+	}
+	if cfg.RelayService {
+		opts = append(opts, libp2p.EnableRelayService(relay.WithResources(RelayResources())))
+	}
+	if len(relays) > 0 {
 		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
 	}
 	// The resource manager is made last: libp2p.New owns it from here,
@@ -104,7 +163,11 @@ func NewHost(key crypto.PrivKey, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
-	return h, nil
+	if err := nat.start(h); err != nil {
+		_ = h.Close()
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	return &Host{Host: h, NAT: nat}, nil
 }
 
 // privateSwarm returns the options of a private swarm with key psk: the

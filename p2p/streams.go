@@ -205,8 +205,11 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 	}
 	defer release()
+	// A stream never rides on a relayed connection (limited in bytes and
+	// time): libp2p waits for a direct one, made by hole punching.
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
+		closeStaleRelayed(s.host, to)
 		return fmt.Errorf("open %s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 	}
 	if dl, ok := ctx.Deadline(); ok {

@@ -74,6 +74,13 @@ func startNodeIn(t *testing.T, bin, data string, env []string, args ...string) *
 	args = append([]string{"node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	return startProc(t, cmd, data)
+}
+
+// startProc starts cmd, a node on data dir data, and waits for its
+// listening lines; the process is killed when the test ends.
+func startProc(t *testing.T, cmd *exec.Cmd, data string) *proc {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

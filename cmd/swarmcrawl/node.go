@@ -25,16 +25,17 @@ type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
 	logFormat                                       string
 	swarmKey, allowPeers, seedFrom, cpuProfile      string
+	reachability                                    string
 	listen, bootstrap, relays                       listFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
-	failureTimeout                                  time.Duration
+	failureTimeout, reservationTimeout              time.Duration
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
 	minFreeDisk                                     sizeFlag
 	nat, discovery, allowPrivate, sitemaps          bool
-	sitemapGuess                                    bool
+	sitemapGuess, relayService                      bool
 }
 
 // register defines the flags; every default is read from the node's
@@ -45,7 +46,10 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.data, "data", "", "data directory: identity key, store, addrs and api files (required)")
 	fs.Var(&o.listen, "listen", "multiaddrs to listen on, comma-separated (default "+strings.Join(nd.Host.Listen, ",")+")")
 	fs.Var(&o.bootstrap, "bootstrap", "full multiaddrs (/ip4/.../tcp/.../p2p/<id>) of swarm members to join through; empty starts a new swarm")
-	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT")
+	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT: the node reserves a slot on them once it is private and advertises the relayed addresses")
+	fs.StringVar(&o.reachability, "reachability", nd.Host.Reachability.String(), "auto (AutoNAT decides), private (behind NAT: reserve on the --relay peers at once, and exit if none grants a reservation) or public")
+	fs.DurationVar(&o.reservationTimeout, "reservation-timeout", nd.ReservationTimeout, "with --reachability private: how long to wait at start for a relay reservation before giving up")
+	fs.BoolVar(&o.relayService, "relay-service", false, "serve circuit-relay reservations to peers behind NAT (a publicly reachable node; implies --reachability public unless given)")
 	fs.StringVar(&o.api, "api", nd.APIAddr, "HOST:PORT of the HTTP status API")
 	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins; 0 = no pause)")
 	fs.DurationVar(&o.maxCrawlDelay, "max-crawl-delay", def.MaxCrawlDelay, "cap on a robots.txt Crawl-delay (0 = Crawl-delay is ignored)")
@@ -151,6 +155,16 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if _, err := p2p.ParseAddrInfos(o.relays); err != nil {
 		return node.Config{}, usageErr("--relay: %v", err)
 	}
+	reach, err := p2p.ParseReachability(o.reachability)
+	if err != nil {
+		return node.Config{}, usageErr("--reachability: %v", err)
+	}
+	if o.relayService && reach == p2p.ReachabilityPrivate {
+		return node.Config{}, usageErr("--relay-service needs a publicly reachable node, not --reachability private")
+	}
+	if reach == p2p.ReachabilityPrivate && len(o.relays) == 0 {
+		return node.Config{}, usageErr("--reachability private needs --relay: behind NAT, no peer can connect to a node without a relay")
+	}
 	if err := o.checkCounts(); err != nil {
 		return node.Config{}, err
 	}
@@ -172,6 +186,9 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	}
 	cfg.Host.DisableNAT = !o.nat
 	cfg.Host.Relays = o.relays
+	cfg.Host.Reachability = reach
+	cfg.Host.RelayService = o.relayService
+	cfg.ReservationTimeout = o.reservationTimeout
 	cfg.Bootstrap = o.bootstrap
 	cfg.APIAddr = o.api
 	cfg.DisableDiscovery = !o.discovery
@@ -239,6 +256,7 @@ func (o *nodeOptions) checkCounts() error {
 		{"warc-max-bytes", o.warcMaxBytes, false},
 		{"min-free-disk", int64(o.minFreeDisk), true},
 		{"hot-queue", int64(o.hotQueue), true},
+		{"reservation-timeout", int64(o.reservationTimeout), false},
 	} {
 		switch {
 		case f.v < 0:

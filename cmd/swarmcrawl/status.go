@@ -67,13 +67,14 @@ func printStatus(w io.Writer, st *node.Status) {
 	fmt.Fprintf(w, "ring id     %s   owns (%s, %s]  %.1f%% of the ring\n", st.RingID, st.Range.From, st.Range.To, 100*st.Range.Share)
 	fmt.Fprintf(w, "uptime      %s\n", st.Uptime)
 	if st.Predecessor != nil {
-		fmt.Fprintf(w, "predecessor %s  %s\n", st.Predecessor.RingID, st.Predecessor.PeerID)
+		fmt.Fprintf(w, "predecessor %s  %s%s\n", st.Predecessor.RingID, st.Predecessor.PeerID, connNote(st.Predecessor.Conn))
 	} else {
 		fmt.Fprintf(w, "predecessor (unknown)\n")
 	}
 	for i, s := range st.Successors {
-		fmt.Fprintf(w, "successor %d %s  %s\n", i+1, s.RingID, s.PeerID)
+		fmt.Fprintf(w, "successor %d %s  %s%s\n", i+1, s.RingID, s.PeerID, connNote(s.Conn))
 	}
+	printNAT(w, st.NAT)
 	fmt.Fprintf(w, "fingers     %d distinct peers\n", st.Fingers)
 	c := st.Crawl
 	fmt.Fprintf(w, "seen        %d URLs\n", st.Seen)
@@ -104,6 +105,40 @@ func printStatus(w io.Writer, st *node.Status) {
 	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
+	}
+}
+
+// connNote names a neighbour's connection kind, when there is one.
+func connNote(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return "  (" + kind + ")"
+}
+
+// printNAT prints the node's reachability, relays and hole punching.
+func printNAT(w io.Writer, n node.NATStatus) {
+	how := "AutoNAT"
+	if n.Forced {
+		how = "--reachability"
+	}
+	line := fmt.Sprintf("reachable   %s (%s)", n.Reachability, how)
+	if n.RelayService {
+		line += ", serving as a relay"
+	}
+	if len(n.Relays) > 0 {
+		line += fmt.Sprintf(", reservations on %d of %d relays", len(n.Reservations), len(n.Relays))
+	}
+	fmt.Fprintln(w, line)
+	if n.Unreachable != "" {
+		fmt.Fprintf(w, "            %s\n", n.Unreachable)
+	}
+	for _, a := range n.RelayAddrs {
+		fmt.Fprintf(w, "relayed at  %s\n", a)
+	}
+	if h := n.HolePunch; h.Attempts > 0 || h.DirectDials > 0 || h.ProtocolErrors > 0 {
+		fmt.Fprintf(w, "hole punch  %d attempts, %d direct, %d failed; %d dials back (%d failed), %d protocol errors; %d peers failed 3 times in a row\n",
+			h.Attempts, h.Successes, h.Failures, h.DirectDials, h.DirectDialFailures, h.ProtocolErrors, h.Unpunched)
 	}
 }
 

@@ -337,13 +337,21 @@ func New(cfg Config) (*Web, error) {
 // Start generates the web for cfg and serves it on 127.0.0.1 at a random
 // port.
 func Start(cfg Config) (*Web, error) {
-	w, err := New(cfg)
-	if err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("synthweb: listen: %w", err)
+	}
+	return Serve(cfg, ln)
+}
+
+// Serve generates the web for cfg and serves it on ln, which it owns from
+// then on (Close closes it): a test that needs the web elsewhere than on
+// loopback (in a network namespace) makes the listener.
+func Serve(cfg Config, ln net.Listener) (*Web, error) {
+	w, err := New(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
 	}
 	w.listener = ln
 	w.baseURL = "http://" + ln.Addr().String()
@@ -370,7 +378,8 @@ func (w *Web) Close() {
 	})
 }
 
-// URL returns the server's base URL, "http://127.0.0.1:PORT".
+// URL returns the server's base URL, "http://127.0.0.1:PORT" (or the
+// address of Serve's listener).
 func (w *Web) URL() string { return w.baseURL }
 
 // Proxy returns a function for http.Transport.Proxy that routes every

@@ -61,6 +61,10 @@ type Config struct {
 	Shard shard.Config
 	// JoinTimeout bounds joining through the bootstrap peers. Default 30s.
 	JoinTimeout time.Duration
+	// ReservationTimeout bounds how long a node behind NAT
+	// (Host.Reachability private) waits at start for a reservation on one
+	// of Host.Relays before it gives up with ErrUnreachable. Default 30s.
+	ReservationTimeout time.Duration
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// TaskQuota bounds the tasks one peer may send the node (default
@@ -82,17 +86,18 @@ func DefaultConfig() Config {
 	// cheap, and it bounds how soon a new URL's range is claimed.
 	sc.TickInterval = 50 * time.Millisecond
 	return Config{
-		Host:         p2p.DefaultConfig(),
-		APIAddr:      "127.0.0.1:0",
-		Crawl:        crawl.DefaultConfig(),
-		Store:        store.DefaultOptions(),
-		WARC:         warc.DefaultOptions(),
-		Ring:         ring.DefaultConfig(),
-		Shard:        sc,
-		JoinTimeout:  30 * time.Second,
-		TaskQuota:    Quota{Rate: 10_000, Burst: 20_000},
-		SeedQuota:    Quota{Rate: 1_000, Burst: 20_000},
-		OutboxMemory: 100_000,
+		Host:               p2p.DefaultConfig(),
+		APIAddr:            "127.0.0.1:0",
+		Crawl:              crawl.DefaultConfig(),
+		Store:              store.DefaultOptions(),
+		WARC:               warc.DefaultOptions(),
+		Ring:               ring.DefaultConfig(),
+		Shard:              sc,
+		JoinTimeout:        30 * time.Second,
+		ReservationTimeout: 30 * time.Second,
+		TaskQuota:          Quota{Rate: 10_000, Burst: 20_000},
+		SeedQuota:          Quota{Rate: 1_000, Burst: 20_000},
+		OutboxMemory:       100_000,
 	}
 }
 
@@ -115,6 +120,9 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.JoinTimeout <= 0 {
 		c.JoinTimeout = d.JoinTimeout
+	}
+	if c.ReservationTimeout <= 0 {
+		c.ReservationTimeout = d.ReservationTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -62,6 +62,7 @@ type Node struct {
 
 	host    host.Host
 	metrics *prometheus.Registry // served at /metrics; libp2p's metrics too
+	nat     *p2p.NAT             // the host's reachability, relays and hole punching
 	streams *p2p.Streams
 	ringTr  *p2p.RingTransport
 	ring    *ring.Node
@@ -157,10 +158,12 @@ func (n *Node) openStorage() error {
 	n.metrics = newRegistry()
 	hostCfg := cfg.Host
 	hostCfg.Metrics = n.metrics
-	if n.host, err = p2p.NewHost(key, hostCfg); err != nil {
+	h, err := p2p.NewHost(key, hostCfg)
+	if err != nil {
 		n.closeStorage()
 		return fmt.Errorf("new node: %w", err)
 	}
+	n.host, n.nat = h, h.NAT
 	n.log = cfg.Logger.With("node", p2p.ShortID(n.host.ID()))
 	return nil
 }
@@ -296,6 +299,11 @@ func (n *Node) Start(ctx context.Context) error {
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
 
+	// A node behind NAT joins once peers can reach it (through a relay),
+	// or not at all.
+	if err := n.waitReachable(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	bootstrap, _ := p2p.ParseAddrInfos(n.cfg.Bootstrap)
 	if !n.cfg.DisableDiscovery {
 		d, err := p2p.NewDiscovery(ctx, n.host, bootstrap, n.log)
@@ -330,6 +338,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goRun("router", func() { n.router.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
+	n.goRun("reachability", func() { n.reachLoop(runCtx) })
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}
@@ -416,7 +425,7 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 			errs = append(errs, fmt.Errorf("connect %s: %w", b.ID, err))
 			continue
 		}
-		if err := n.ring.Join(ctx, p2p.RingPeer(b.ID)); err != nil {
+		if err := n.joinThrough(ctx, b.ID); err != nil {
 			errs = append(errs, fmt.Errorf("join through %s: %w", b.ID, err))
 			continue
 		}
@@ -427,6 +436,32 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrNoBootstrap, errors.Join(errs...))
+}
+
+// Joining through a bootstrap peer that answers is tried up to
+// joinAttempts times, joinRetry apart (within Config.JoinTimeout): the
+// join's first exchange with a peer behind NAT rides on a relayed
+// connection, and fails if the hole punch that makes it direct takes
+// longer than a ring call may; the next attempt finds it direct.
+const (
+	joinAttempts = 5
+	joinRetry    = time.Second
+)
+
+// joinThrough joins the ring through the member b, retrying a failed join.
+func (n *Node) joinThrough(ctx context.Context, b peer.ID) error {
+	for attempt := 1; ; attempt++ {
+		err := n.ring.Join(ctx, p2p.RingPeer(b))
+		if err == nil || attempt == joinAttempts || errors.Is(err, ring.ErrIDTaken) {
+			return err
+		}
+		n.log.Info("join failed, retrying", "through", p2p.ShortID(b), "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(joinRetry):
+		}
+	}
 }
 
 // ErrNoBootstrap is Start's error when no bootstrap peer could be joined

@@ -42,6 +42,9 @@ type Status struct {
 	Disk DiskStatus `json:"disk"`
 	// Resources reports what the node bounds to keep its memory in hand.
 	Resources ResourceStatus `json:"resources"`
+	// NAT reports the node's reachability, relay reservations and hole
+	// punching.
+	NAT NATStatus `json:"nat"`
 }
 
 // DiskStatus reports the free space of the disk that holds the store,
@@ -219,10 +222,15 @@ func (n *Node) shardStatus() ShardStatus {
 	}
 }
 
-// PeerInfo names a ring neighbour.
+// PeerInfo names a ring neighbour and says how the node is connected to
+// it.
 type PeerInfo struct {
 	PeerID string `json:"peer_id"`
 	RingID string `json:"ring_id"`
+	// Conn is direct, relayed (through a circuit relay, limited: the
+	// node's own protocols wait for a direct connection) or none; empty
+	// for the node itself.
+	Conn string `json:"conn,omitempty"`
 }
 
 // RangeInfo is an owned arc of the ring and its share of the whole ring.
@@ -257,15 +265,19 @@ func (n *Node) Status() Status {
 	s.SendErrors = n.router.sendErrors.Load()
 	s.Delegation = n.delegationStatus(s.Crawl)
 	s.Resources = n.resourceStatus()
+	s.NAT = n.natStatus()
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(n.router.lookupHops.Load()) / float64(s.Lookups)
 	}
 	for _, p := range st.Successors {
-		s.Successors = append(s.Successors, peerInfo(p))
+		pi := peerInfo(p)
+		pi.Conn = n.connKind(p)
+		s.Successors = append(s.Successors, pi)
 	}
 	from := self.ID
 	if !st.Predecessor.IsZero() {
 		pi := peerInfo(st.Predecessor)
+		pi.Conn = n.connKind(st.Predecessor)
 		s.Predecessor = &pi
 		from = st.Predecessor.ID
 	}
