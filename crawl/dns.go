@@ -121,17 +121,17 @@ func (c *DialConfig) validate() error {
 
 // DialStats counts what a Dialer did since it was created.
 type DialStats struct {
-	CacheHits   int64 // lookups answered from the cache, failures included
-	CacheMisses int64 // dials that had to wait for a lookup
-	Lookups     int64 // lookups sent to the resolver (concurrent misses share one)
-	Blocked     int64 // requests and dials refused by the address policy (see AllowPrivate)
-	Waits       int64 // dials that waited for a per-IP slot
-	Reclaimed   int64 // idle connections closed to free a slot for a waiting dial
-	CacheSize   int   // host names in the cache now
+	CacheHits   int64 `json:"cache_hits"`   // lookups answered from the cache, failures included
+	CacheMisses int64 `json:"cache_misses"` // dials that had to wait for a lookup
+	Lookups     int64 `json:"lookups"`      // lookups sent to the resolver (concurrent misses share one)
+	Blocked     int64 `json:"blocked"`      // requests and dials refused by the address policy (see AllowPrivate)
+	Waits       int64 `json:"waits"`        // dials that waited for a per-IP slot
+	Reclaimed   int64 `json:"reclaimed"`    // idle connections closed to free a slot for a waiting dial
+	CacheSize   int   `json:"cache_size"`   // host names in the cache now
 	// ProxyUnchecked counts proxied requests sent although their name did
 	// not resolve here, so that its addresses could not be checked; the
 	// proxy resolves it again and may reach it.
-	ProxyUnchecked int64
+	ProxyUnchecked int64 `json:"proxy_unchecked"`
 }
 
 // ErrBlockedAddress matches (with errors.Is) every request and dial the

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"encoding/json"
 	"sync/atomic"
 	"time"
 )
@@ -79,3 +80,33 @@ func (s *statusClasses) snapshot() map[string]int64 {
 	}
 	return out
 }
+
+// statsJSON is Stats on the wire: the latency percentiles in milliseconds.
+type statsJSON struct {
+	plainStats
+	FetchP50Ms float64 `json:"fetch_p50_ms"`
+	FetchP99Ms float64 `json:"fetch_p99_ms"`
+}
+
+// plainStats is Stats without its JSON methods.
+type plainStats Stats
+
+// MarshalJSON writes Stats with snake_case keys and the latency
+// percentiles as fetch_p50_ms and fetch_p99_ms.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statsJSON{plainStats(s), ms(s.FetchP50), ms(s.FetchP99)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var v statsJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = Stats(v.plainStats)
+	s.FetchP50 = time.Duration(v.FetchP50Ms * float64(time.Millisecond))
+	s.FetchP99 = time.Duration(v.FetchP99Ms * float64(time.Millisecond))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -47,12 +47,12 @@ import (
 
 // TrapReport is a URL pattern of a host judged a spider trap.
 type TrapReport struct {
-	Host    string    // the host
-	Signal  string    // "dates", "growth", "run", "session" or "repeated"
-	Pattern string    // the URL pattern: path and query with its varying part blanked out
-	Reason  string    // why, in words
-	At      time.Time // when it was judged
-	Links   int64     // links not followed (or, for a session id, rewritten) because of it
+	Host    string    `json:"host"`    // the host
+	Signal  string    `json:"signal"`  // "dates", "growth", "run", "session" or "repeated"
+	Pattern string    `json:"pattern"` // the URL pattern: path and query with its varying part blanked out
+	Reason  string    `json:"reason"`  // why, in words
+	At      time.Time `json:"at"`      // when it was judged
+	Links   int64     `json:"links"`   // links not followed (or, for a session id, rewritten) because of it
 }
 
 // Limits of the detector's memory.

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
@@ -18,6 +23,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	api := fs.String("api", "", "HOST:PORT of the node's HTTP API")
 	data := fs.String("data", "", "data directory of a running node (reads its api file)")
 	asJSON := fs.Bool("json", false, "print the raw JSON status")
+	watch := fs.Duration("watch", 0, "print the status again every `interval` (e.g. 2s) until interrupted; on a terminal each one replaces the last")
 	swarmKey := fs.String("swarm-key", "", "the private swarm's key file, as the node was given it; status reads the node's HTTP API, so the key is only checked, for scripts that pass every command the same flags")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -31,12 +37,52 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *watch < 0 || *watch > 0 && *watch < 100*time.Millisecond {
+		return usageErr("--watch %v: want an interval of at least 100ms", *watch)
+	}
+	if *watch == 0 {
+		return showStatus(addr, *asJSON, stdout)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	watchStatus(ctx, addr, *asJSON, *watch, stdout)
+	return nil
+}
+
+// watchStatus prints the status every interval until ctx ends; on a
+// terminal each print replaces the last. A node that does not answer is a
+// line with the error, and the watch goes on.
+func watchStatus(ctx context.Context, addr string, asJSON bool, interval time.Duration, stdout io.Writer) {
+	screen := newProgressLine(stdout).on // a terminal: redraw in place
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var out bytes.Buffer
+		err := showStatus(addr, asJSON, &out)
+		if screen {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "%s  %v\n", time.Now().Format(time.TimeOnly), err) // the node may come back
+		} else {
+			stdout.Write(out.Bytes())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// showStatus prints a node's status once: as the node's JSON, or as text.
+func showStatus(addr string, asJSON bool, stdout io.Writer) error {
 	var body json.RawMessage
 	if err := callAPI(addr, http.MethodGet, "/status", nil, &body); err != nil {
 		return err
 	}
-	if *asJSON {
-		_, err := stdout.Write(body)
+	if asJSON {
+		_, err := stdout.Write(append(body, '\n'))
 		return err
 	}
 	var st node.Status

@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,45 @@ func TestMetricsMoveDuringCrawl(t *testing.T) {
 		if !moved(c.name, c.labels) {
 			t.Errorf("%s%v did not move during the crawl: %v then %v", c.name, c.labels, value(before, c.name, c.labels), value(after, c.name, c.labels))
 		}
+	}
+}
+
+// TestStatusJSONIsSnakeCase checks issue 13's status JSON: every key of a
+// live node's status, at every depth, is snake_case, and the latency
+// percentiles carry their unit (fetch_p50_ms) instead of raw nanoseconds.
+func TestStatusJSONIsSnakeCase(t *testing.T) {
+	s := startSwarm(t, 1)
+	b, err := json.Marshal(s.Nodes[0].Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	key := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				// Maps keyed by data (error kinds, status classes)
+				// hold data, not field names: kinds are snake_case
+				// too, "2xx" is not a name.
+				if !key.MatchString(k) && !strings.HasSuffix(path, ".responses") {
+					t.Errorf("key %s.%s is not snake_case", path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("status", doc)
+	crawlDoc, _ := doc.(map[string]any)["crawl"].(map[string]any)
+	if _, ok := crawlDoc["fetch_p50_ms"]; !ok {
+		t.Errorf("crawl status without fetch_p50_ms: %v", crawlDoc)
 	}
 }
