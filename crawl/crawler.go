@@ -106,47 +106,48 @@ type PageSink interface {
 
 // Stats is a snapshot of a Crawler's counters.
 type Stats struct {
-	Fetched         int64            `json:"fetched"`          // pages handed to the PageSink
-	Requests        int64            `json:"requests"`         // HTTP requests sent, robots.txt included
-	Errors          int64            `json:"errors"`           // failures of any kind, the sum of ErrorsByKind
-	ErrorsByKind    map[string]int64 `json:"errors_by_kind"`   // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "delegate", "other"
-	RobotsDenied    int64            `json:"robots_denied"`    // tasks dropped because robots.txt disallows them
-	RobotsFetched   int64            `json:"robots_fetched"`   // robots.txt requests made
-	Redirects       int64            `json:"redirects"`        // redirect targets reported as new tasks
-	LinksReported   int64            `json:"links_reported"`   // links handed to the LinkSink, redirect targets included
-	LinksCapped     int64            `json:"links_capped"`     // link elements dropped beyond Config.MaxLinksPerPage on their page
-	Retries         int64            `json:"retries"`          // failed fetches rescheduled for another attempt
-	DeadLetters     int64            `json:"dead_letters"`     // dead letters in the store
-	NotModified     int64            `json:"not_modified"`     // 304 answers to conditional requests
-	Recrawls        int64            `json:"recrawls"`         // fetches of URLs crawled before
-	Changed         int64            `json:"changed"`          // recrawls that found the content changed
-	NearDups        int64            `json:"near_dups"`        // pages found to be near-duplicates (their links are followed all the same)
-	Sitemaps        int64            `json:"sitemaps"`         // sitemap files (and sitemap indexes) read
-	SitemapRecrawls int64            `json:"sitemap_recrawls"` // URLs queued for a recrawl because their sitemap lastmod is later than their last fetch
-	ExactCopies     int64            `json:"exact_copies"`     // byte-identical copies of pages whose links were followed from as shallow a depth: their links were not reported again
-	DepthCut        int64            `json:"depth_cut"`        // pages as deep as links are followed whose links were kept for a shorter path
-	Reopened        int64            `json:"reopened"`         // pages fetched before, queued again from a shorter path, whose kept links were followed from there without a request
-	Refetched       int64            `json:"refetched"`        // pages fetched again from a shorter path because this node did not know their links
-	TrapPatterns    int64            `json:"trap_patterns"`    // URL patterns judged spider traps (see Config.TrapDates)
-	TrapLinks       int64            `json:"trap_links"`       // links not followed, or stripped of a session id, because of them
-	Traps           []TrapReport     `json:"traps"`            // the newest of them (at most 100), by host, each with its reason
-	BudgetDropped   int64            `json:"budget_dropped"`   // tasks dropped because their host's page budget was spent
-	Queued          int64            `json:"queued"`           // tasks waiting in the frontier
-	Scheduled       int64            `json:"scheduled"`        // tasks waiting for a time: retries and recrawls
-	InFlight        int64            `json:"in_flight"`        // tasks being fetched or processed
-	Hosts           int64            `json:"hosts"`            // hosts with queued or in-flight tasks
-	BytesFetched    int64            `json:"bytes_fetched"`    // body bytes received as sent, robots.txt included
-	Delegated       int64            `json:"delegated"`        // tasks of hot hosts a helper fetched for this owner
-	Helped          int64            `json:"helped"`           // tasks this crawler fetched for other owners
-	DelegateFails   int64            `json:"delegate_fails"`   // delegated batches that failed after they were sent
-	FetchP50        time.Duration    `json:"-"`                // median request latency over the last latencyWindow requests
-	FetchP99        time.Duration    `json:"-"`                // 99th percentile of the same
-	FetchLatency    Histogram        `json:"fetch_latency"`    // every request's latency since start (robots.txt and helpers' batches included)
-	Responses       map[string]int64 `json:"responses"`        // responses by status class: "2xx", "3xx", "4xx", "5xx" ("1xx", "other")
-	HostsReady      int64            `json:"hosts_ready"`      // hosts whose next request is allowed now, waiting for a worker
-	HostsWaiting    int64            `json:"hosts_waiting"`    // hosts with work waiting for their politeness gap
-	RobotsCached    int64            `json:"robots_cached"`    // origins whose robots.txt rules are cached
-	Dial            DialStats        `json:"dial"`             // DNS cache and per-IP cap of direct connections
+	Fetched         int64               `json:"fetched"`          // pages handed to the PageSink
+	Requests        int64               `json:"requests"`         // HTTP requests sent, robots.txt included
+	Errors          int64               `json:"errors"`           // failures of any kind, the sum of ErrorsByKind
+	ErrorsByKind    map[string]int64    `json:"errors_by_kind"`   // "timeout", "dns", "connect", "tls", "blocked_address", "http_4xx", "http_5xx", "too_many_redirects", "trap", "body", "encoding", "store", "bad_url", "delegate", "other"
+	RobotsDenied    int64               `json:"robots_denied"`    // tasks dropped because robots.txt disallows them
+	RobotsFetched   int64               `json:"robots_fetched"`   // robots.txt requests made
+	Redirects       int64               `json:"redirects"`        // redirect targets reported as new tasks
+	LinksReported   int64               `json:"links_reported"`   // links handed to the LinkSink, redirect targets included
+	LinksCapped     int64               `json:"links_capped"`     // link elements dropped beyond Config.MaxLinksPerPage on their page
+	Retries         int64               `json:"retries"`          // failed fetches rescheduled for another attempt
+	DeadLetters     int64               `json:"dead_letters"`     // dead letters in the store
+	NotModified     int64               `json:"not_modified"`     // 304 answers to conditional requests
+	Recrawls        int64               `json:"recrawls"`         // fetches of URLs crawled before
+	Changed         int64               `json:"changed"`          // recrawls that found the content changed
+	NearDups        int64               `json:"near_dups"`        // pages found to be near-duplicates (their links are followed all the same)
+	Sitemaps        int64               `json:"sitemaps"`         // sitemap files (and sitemap indexes) read
+	SitemapRecrawls int64               `json:"sitemap_recrawls"` // URLs queued for a recrawl because their sitemap lastmod is later than their last fetch
+	ExactCopies     int64               `json:"exact_copies"`     // byte-identical copies of pages whose links were followed from as shallow a depth: their links were not reported again
+	DepthCut        int64               `json:"depth_cut"`        // pages as deep as links are followed whose links were kept for a shorter path
+	Reopened        int64               `json:"reopened"`         // pages fetched before, queued again from a shorter path, whose kept links were followed from there without a request
+	Refetched       int64               `json:"refetched"`        // pages fetched again from a shorter path because this node did not know their links
+	TrapPatterns    int64               `json:"trap_patterns"`    // URL patterns judged spider traps (see Config.TrapDates)
+	TrapLinks       int64               `json:"trap_links"`       // links not followed, or stripped of a session id, because of them
+	Traps           []TrapReport        `json:"traps"`            // the newest of them (at most 100), by host, each with its reason
+	BudgetDropped   int64               `json:"budget_dropped"`   // tasks dropped because their host's page budget was spent
+	Queued          int64               `json:"queued"`           // tasks waiting in the frontier
+	Scheduled       int64               `json:"scheduled"`        // tasks waiting for a time: retries and recrawls
+	InFlight        int64               `json:"in_flight"`        // tasks being fetched or processed
+	Hosts           int64               `json:"hosts"`            // hosts with queued or in-flight tasks
+	BytesFetched    int64               `json:"bytes_fetched"`    // body bytes received as sent, robots.txt included
+	Delegated       int64               `json:"delegated"`        // tasks of hot hosts a helper fetched for this owner
+	Helped          int64               `json:"helped"`           // tasks this crawler fetched for other owners
+	DelegateFails   int64               `json:"delegate_fails"`   // delegated batches that failed after they were sent
+	FetchP50        time.Duration       `json:"-"`                // median request latency over the last latencyWindow requests
+	FetchP99        time.Duration       `json:"-"`                // 99th percentile of the same
+	FetchLatency    Histogram           `json:"fetch_latency"`    // every request's latency since start (robots.txt and helpers' batches included)
+	Responses       map[string]int64    `json:"responses"`        // responses by status class: "2xx", "3xx", "4xx", "5xx" ("1xx", "other")
+	HostsReady      int64               `json:"hosts_ready"`      // hosts whose next request is allowed now, waiting for a worker
+	HostsWaiting    int64               `json:"hosts_waiting"`    // hosts with work waiting for their politeness gap
+	RobotsCached    int64               `json:"robots_cached"`    // origins whose robots.txt rules are cached
+	TopHosts        []frontier.HostLoad `json:"top_hosts"`        // the hosts with work that fetched the most pages (at most 10)
+	Dial            DialStats           `json:"dial"`             // DNS cache and per-IP cap of direct connections
 }
 
 // Crawler fetches enqueued tasks politely with a pool of workers.
@@ -427,6 +428,7 @@ func (c *Crawler) Stats() Stats {
 	ready, waiting := c.frontier.HostStates()
 	s.HostsReady, s.HostsWaiting = int64(ready), int64(waiting)
 	s.RobotsCached = int64(c.robots.len())
+	s.TopHosts = c.frontier.TopHosts(10)
 	return s
 }
 

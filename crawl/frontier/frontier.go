@@ -17,8 +17,11 @@
 package frontier
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -343,4 +346,39 @@ func (f *Frontier) Hosts() int {
 		}
 	}
 	return n
+}
+
+// HostLoad is one host with work, as TopHosts reports it.
+type HostLoad struct {
+	Host    string `json:"host"`
+	Fetched int64  `json:"fetched"` // pages fetched (its budget count)
+	// Queued is how many tasks the frontier holds in memory for it;
+	// More is set when the store holds more.
+	Queued int  `json:"queued"`
+	More   bool `json:"more"`
+	// Hot is set when its queue was last found long enough to hand its
+	// fetches out (see Lease.Backlog); Busy while a request is out.
+	Hot  bool `json:"hot"`
+	Busy bool `json:"busy"`
+}
+
+// TopHosts returns up to n hosts with work, the ones with the most pages
+// fetched first.
+func (f *Frontier) TopHosts(n int) []HostLoad {
+	f.mu.Lock()
+	out := make([]HostLoad, 0, len(f.hosts))
+	for _, q := range f.hosts {
+		if !q.busy && !q.hasWork() {
+			continue
+		}
+		out = append(out, HostLoad{Host: q.host, Fetched: q.state.Fetched, Queued: len(q.buf), More: q.more, Hot: q.hot, Busy: q.busy})
+	}
+	f.mu.Unlock()
+	slices.SortFunc(out, func(a, b HostLoad) int {
+		if a.Fetched != b.Fetched {
+			return cmp.Compare(b.Fetched, a.Fetched)
+		}
+		return strings.Compare(a.Host, b.Host)
+	})
+	return out[:min(n, len(out))]
 }

@@ -47,6 +47,10 @@ func (n *Node) apiHandler() http.Handler {
 		writeJSON(w, n.Status())
 	})
 	mux.Handle("GET /metrics", metricsHandler(n.metrics))
+	dash := dashboardHandler()
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET /dashboard.js", dash)
+	mux.Handle("GET /dashboard.css", dash)
 	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
 	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
