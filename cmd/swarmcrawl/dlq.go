@@ -45,7 +45,15 @@ func runDLQ(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		body, _ := json.Marshal(node.RequeueRequest{All: *requeueAll, URLs: requeue})
+		if *requeueAll {
+			n, err := requeueAllDeadLetters(addr, token, newProgressLine(stderr))
+			if err != nil {
+				return fmt.Errorf("after requeueing %d dead letters: %w", n, err)
+			}
+			fmt.Fprintf(stdout, "requeued %d dead letters\n", n)
+			return nil
+		}
+		body, _ := json.Marshal(node.RequeueRequest{URLs: requeue})
 		var res node.RequeueResult
 		if err := postAPI(addr, token, "/dlq/requeue", body, &res); err != nil {
 			return err
@@ -132,4 +140,52 @@ func sendAPI(addr, method, path, token string, body []byte, out any) error {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// requeueBatch is how many dead letters --requeue-all moves per request.
+const requeueBatch = 1000
+
+// requeueAllDeadLetters moves every dead letter the node holds when it
+// starts back into the queue, requeueBatch at a time, showing on progress
+// how far it is. Letters that die meanwhile may be moved too; it stops once
+// it moved as many as there were, or a round moves none.
+func requeueAllDeadLetters(addr, token string, progress *progressLine) (int, error) {
+	defer progress.clear()
+	var first node.DeadLetters
+	if err := callAPI(addr, http.MethodGet, "/dlq?limit=0", nil, &first); err != nil {
+		return 0, err
+	}
+	total, moved := int(first.Total), 0
+	if total == 0 {
+		// Nothing to move; the request still says whether the token is
+		// good, as an operator scripting it would expect.
+		body, _ := json.Marshal(node.RequeueRequest{All: true})
+		var res node.RequeueResult
+		err := postAPI(addr, token, "/dlq/requeue", body, &res)
+		return res.Requeued, err
+	}
+	for moved < total {
+		var list node.DeadLetters
+		if err := callAPI(addr, http.MethodGet, fmt.Sprintf("/dlq?limit=%d", requeueBatch), nil, &list); err != nil {
+			return moved, err
+		}
+		urls := make([]string, len(list.Items))
+		for i, d := range list.Items {
+			urls[i] = d.URL
+		}
+		if len(urls) == 0 {
+			break
+		}
+		body, _ := json.Marshal(node.RequeueRequest{URLs: urls})
+		var res node.RequeueResult
+		if err := postAPI(addr, token, "/dlq/requeue", body, &res); err != nil {
+			return moved, err
+		}
+		if res.Requeued == 0 {
+			break
+		}
+		moved += res.Requeued
+		progress.show(moved >= total, "requeueing: %d of %d dead letters (%.0f%%)", moved, total, 100*float64(min(moved, total))/float64(total))
+	}
+	return moved, nil
 }

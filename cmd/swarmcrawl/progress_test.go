@@ -3,15 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // TestProgressLine checks that progress shows only on a terminal: a pipe
@@ -62,5 +67,55 @@ func TestStatusWatch(t *testing.T) {
 	got := out.String()
 	if n := strings.Count(got, `"fetched":7`); n < 3 || !strings.Contains(got, "503") {
 		t.Fatalf("watch printed the status %d times (want at least 3 in 450ms at 100ms) and the failure %v:\n%s", n, strings.Contains(got, "503"), got)
+	}
+}
+
+// TestRequeueAllInBatches checks dlq --requeue-all against a node holding
+// more dead letters than one request moves: they are moved a batch at a
+// time, all of them, with the progress line showing how far it is.
+func TestRequeueAllInBatches(t *testing.T) {
+	var mu sync.Mutex
+	letters := map[string]bool{}
+	for i := range 2500 {
+		letters[fmt.Sprintf("http://a.test/%d", i)] = true
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/dlq":
+			limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+			out := node.DeadLetters{Total: int64(len(letters)), Items: []node.DeadLetterInfo{}}
+			for u := range letters {
+				if len(out.Items) >= limit {
+					break
+				}
+				out.Items = append(out.Items, node.DeadLetterInfo{URL: u})
+			}
+			json.NewEncoder(w).Encode(out)
+		case r.Method == http.MethodPost && r.URL.Path == "/dlq/requeue":
+			var req node.RequeueRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			n := 0
+			for _, u := range req.URLs {
+				if letters[u] {
+					delete(letters, u)
+					n++
+				}
+			}
+			json.NewEncoder(w).Encode(node.RequeueResult{Requeued: n})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	var b bytes.Buffer
+	p := &progressLine{w: &b, on: true}
+	n, err := requeueAllDeadLetters(strings.TrimPrefix(srv.URL, "http://"), "token", p)
+	if err != nil || n != 2500 || len(letters) != 0 {
+		t.Fatalf("requeued %d (err %v), %d left; want all 2500", n, err, len(letters))
+	}
+	if !strings.Contains(b.String(), "requeueing: 1000 of 2500") || !strings.Contains(b.String(), "2500 of 2500") {
+		t.Fatalf("progress %q", b.String())
 	}
 }
