@@ -57,9 +57,13 @@ type Config struct {
 	// claims to converge (after the ring is built, and after Duration).
 	// Default 3m.
 	Settle time.Duration
-	// JoinRate is how many ring positions join per simulated second while
-	// the ring is built. Default 100.
+	// JoinRate is the most ring positions that join per simulated second
+	// while the ring is built. Default 100.
 	JoinRate float64
+	// GrowthRate is how fast the ring grows while it is built, as a
+	// fraction of its positions per simulated second (at least one node
+	// a second). Default 0.05.
+	GrowthRate float64
 	// Probes is how many lookups of random keys from random nodes the
 	// simulator makes per node and simulated minute, to measure routing
 	// (the crawl's own lookups are counted too). Default 1.
@@ -107,6 +111,7 @@ func DefaultConfig() Config {
 		Duration:     10 * time.Minute,
 		Settle:       3 * time.Minute,
 		JoinRate:     100,
+		GrowthRate:   0.05,
 		Probes:       1,
 		FinalProbes:  10_000,
 		Seeds:        10,
@@ -156,6 +161,9 @@ func (c Config) effective() (Config, error) {
 	}
 	if c.JoinRate <= 0 {
 		c.JoinRate = d.JoinRate
+	}
+	if c.GrowthRate <= 0 {
+		c.GrowthRate = d.GrowthRate
 	}
 	if c.Probes <= 0 {
 		c.Probes = d.Probes

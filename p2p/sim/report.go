@@ -20,6 +20,10 @@ type Report struct {
 	BuildSettled       bool    `json:"build_settled"`
 	FinalSettleSeconds float64 `json:"final_settle_s"`
 	FinalSettled       bool    `json:"final_settled"`
+	// Unsettled says, when a settle phase ran out of time, what was still
+	// wrong (the first problem found).
+	BuildUnsettled string `json:"build_unsettled,omitempty"`
+	FinalUnsettled string `json:"final_unsettled,omitempty"`
 
 	// Lookups during the crawl phase (the crawl's own and the probes),
 	// and those checked after the final stabilization.
@@ -35,6 +39,10 @@ type Report struct {
 	CrawlBytesPerNodeSec float64 `json:"crawl_bytes_per_node_s"`
 
 	Balance Balance `json:"balance"`
+	// StuckReleases counts the parts live positions still held as
+	// releasing at the end although the ring had settled: handoffs that
+	// never completed.
+	StuckReleases int `json:"stuck_releases"`
 
 	Crawl *CrawlReport `json:"crawl,omitempty"`
 	Churn ChurnReport  `json:"churn"`
@@ -220,6 +228,9 @@ func (s *Sim) finish(r *Report) {
 		r.Burst = br
 	}
 	s.balance(r)
+	for _, v := range s.members {
+		r.StuckReleases += len(v.m.Stats().Releasing)
+	}
 	if s.g != nil {
 		s.crawlReport(r)
 	}
@@ -394,12 +405,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, ", burst %.0f%%, partition %.0f%%, loss %.2f%%, %v simulated, seed %d\n",
 		100*c.Burst, 100*c.Partition, 100*c.Loss, seconds(c.DurationSeconds), c.Seed)
 	fmt.Fprintf(&b, "build: %v of joins, settled %v after (%v)\n", seconds(r.BuildSeconds), r.BuildSettled, seconds(r.BuildSettleSeconds))
+	if r.BuildUnsettled != "" {
+		fmt.Fprintf(&b, "  not settled after the build: %s\n", r.BuildUnsettled)
+	}
+	if r.FinalUnsettled != "" {
+		fmt.Fprintf(&b, "  not settled at the end: %s\n", r.FinalUnsettled)
+	}
 	l := r.Lookups
 	fmt.Fprintf(&b, "lookups (crawl phase): %d, mean hops %.2f (bound ½·log₂N+1 = %.2f), p99 %d, failed %d (%.3f%%), wrong owner %d, mean latency %.0f ms\n",
 		l.N, l.MeanHops, r.HopBound, l.P99Hops, l.Failed, 100*l.FailedShare, l.Wrong, l.MeanLatMs)
 	f := r.FinalLookups
 	fmt.Fprintf(&b, "lookups after stabilization (settled %v after %v): %d, mean hops %.2f, p99 %d, failed %d, wrong owner %d\n",
 		r.FinalSettled, seconds(r.FinalSettleSeconds), f.N, f.MeanHops, f.P99Hops, f.Failed, f.Wrong)
+	if r.StuckReleases > 0 {
+		fmt.Fprintf(&b, "stuck releases: %d parts still being handed off at the end\n", r.StuckReleases)
+	}
 	fmt.Fprintf(&b, "maintenance per node: %.1f msgs/s, %.0f B/s (estimated sizes); crawl traffic per node: %.1f msgs/s, %.0f B/s\n",
 		r.MaintMsgsPerNodeSec, r.MaintBytesPerNodeSec, r.CrawlMsgsPerNodeSec, r.CrawlBytesPerNodeSec)
 	bl := r.Balance
