@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/sim"
@@ -35,6 +36,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	joinRate := fs.Float64("join-rate", d.JoinRate, "ring positions joining per simulated second while the ring is built")
 	seed := fs.Uint64("seed", d.Seed, "seed of every random choice; the same seed gives the same report")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	jsonFile := fs.String("json-file", "", "also write the report as JSON to this file")
 	plots := fs.String("plots", "", "directory to write hops.svg and coverage.svg to")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,6 +80,15 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	if *plots != "" {
 		if err := rep.WritePlots(*plots); err != nil {
 			return err
+		}
+	}
+	if *jsonFile != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+		if err := os.WriteFile(*jsonFile, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("simulate: %w", err)
 		}
 	}
 	if *asJSON {
