@@ -28,6 +28,11 @@ type Report struct {
 	// Lookups during the crawl phase (the crawl's own and the probes),
 	// and those checked after the final stabilization.
 	Lookups      LookupReport `json:"lookups"`
+	// ProbeLookups are the crawl phase's probes alone: random keys from
+	// random positions. The crawl's own lookups include keys the asking
+	// node owns itself, which ring.Node.Lookup resolves by walking round
+	// to its predecessor.
+	ProbeLookups LookupReport `json:"probe_lookups"`
 	FinalLookups LookupReport `json:"final_lookups"`
 	// HopBound is ½·log₂N + 1 for the number of ring positions N.
 	HopBound float64 `json:"hop_bound"`
@@ -208,6 +213,7 @@ func (r *Report) traffic(a activity, t traffic, nodeSeconds float64) {
 // finish fills in the end-of-run figures.
 func (s *Sim) finish(r *Report) {
 	r.Lookups = lookupReport(&s.look[phaseCrawl])
+	r.ProbeLookups = lookupReport(&s.probes)
 	r.FinalLookups = lookupReport(&s.look[phaseFinal])
 	r.HopBound = 0.5*math.Log2(float64(max(len(s.members), 1))) + 1
 	r.Churn = ChurnReport{
@@ -414,6 +420,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	l := r.Lookups
 	fmt.Fprintf(&b, "lookups (crawl phase): %d, mean hops %.2f (bound ½·log₂N+1 = %.2f), p99 %d, failed %d (%.3f%%), wrong owner %d, mean latency %.0f ms\n",
 		l.N, l.MeanHops, r.HopBound, l.P99Hops, l.Failed, 100*l.FailedShare, l.Wrong, l.MeanLatMs)
+	pl := r.ProbeLookups
+	fmt.Fprintf(&b, "  of which probes (random keys from random nodes): %d, mean hops %.2f, p99 %d, failed %d, wrong owner %d\n",
+		pl.N, pl.MeanHops, pl.P99Hops, pl.Failed, pl.Wrong)
 	f := r.FinalLookups
 	fmt.Fprintf(&b, "lookups after stabilization (settled %v after %v): %d, mean hops %.2f, p99 %d, failed %d, wrong owner %d\n",
 		r.FinalSettled, seconds(r.FinalSettleSeconds), f.N, f.MeanHops, f.P99Hops, f.Failed, f.Wrong)

@@ -105,6 +105,7 @@ type Sim struct {
 	dupTasks     int64
 
 	look     [numPhases]lookStats
+	probes   lookStats // the crawl phase's probe lookups alone
 	interval lookStats
 	probeAcc float64
 
@@ -363,6 +364,9 @@ func (s *Sim) lookup(v *vnode, key ring.ID) (ring.Peer, bool) {
 	lat := s.w.charge - before
 	wrong := err == nil && owner != s.trueOwner(key).peer
 	s.look[s.phase].add(hops, lat, err != nil, wrong)
+	if s.phase == phaseCrawl && s.act == actProbe {
+		s.probes.add(hops, lat, err != nil, wrong)
+	}
 	s.interval.add(hops, lat, err != nil, wrong)
 	return owner, err == nil
 }
