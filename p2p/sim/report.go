@@ -27,7 +27,7 @@ type Report struct {
 
 	// Lookups during the crawl phase (the crawl's own and the probes),
 	// and those checked after the final stabilization.
-	Lookups      LookupReport `json:"lookups"`
+	Lookups LookupReport `json:"lookups"`
 	// ProbeLookups are the crawl phase's probes alone: random keys from
 	// random positions. The crawl's own lookups include keys the asking
 	// node owns itself, which ring.Node.Lookup resolves by walking round
