@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/sim"
@@ -38,6 +39,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	jsonFile := fs.String("json-file", "", "also write the report as JSON to this file")
 	plots := fs.String("plots", "", "directory to write hops.svg and coverage.svg to")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +74,17 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		}
 		last = time.Now()
 		fmt.Fprintf(stderr, "simulate: %s wall=%v\n", line, time.Since(start).Round(time.Second))
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := sim.Run(cfg)
 	if err != nil {
