@@ -34,7 +34,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	delay := fs.Duration("delay", d.Delay, "politeness gap between two fetches of one host")
 	duration := fs.Duration("duration", d.Duration, "simulated time of the crawl phase (churn, burst, partition)")
 	settle := fs.Duration("settle", d.Settle, "longest simulated wait for the ring to settle, after the build and after --duration")
-	joinRate := fs.Float64("join-rate", d.JoinRate, "ring positions joining per simulated second while the ring is built")
+	joinRate := fs.Float64("join-rate", d.JoinRate, "most ring positions joining per simulated second while the ring is built")
+	growth := fs.Float64("growth", d.GrowthRate, "while the ring is built, it grows by this fraction of its positions per simulated second")
 	seed := fs.Uint64("seed", d.Seed, "seed of every random choice; the same seed gives the same report")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	jsonFile := fs.String("json-file", "", "also write the report as JSON to this file")
@@ -53,7 +54,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	if *crashShare == 0 {
 		cfg.CrashShare = -1 // explicitly none
 	}
-	cfg.Seeds, cfg.Delay, cfg.Duration, cfg.Settle, cfg.JoinRate = *seeds, *delay, *duration, *settle, *joinRate
+	cfg.Seeds, cfg.Delay, cfg.Duration, cfg.Settle, cfg.JoinRate, cfg.GrowthRate = *seeds, *delay, *duration, *settle, *joinRate, *growth
 	switch {
 	case *graph != "":
 		g, err := sim.ReadGraphFiles(*graph, *hosts, *pagesPerHost)
