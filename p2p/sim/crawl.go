@@ -383,10 +383,11 @@ func (s *Sim) deliver(v *vnode, owner ring.Peer, key ring.ID, ts []task) bool {
 // in its shard records are accepted (stored and replicated to the K
 // successors before the answer, shard.Manager.Accept) and queued.
 func (o *vnode) intake(key ring.ID, ts []task) bool {
+	s := o.s
 	if !o.own.Owns(uint64(key)) {
+		s.refusedNotOwned++
 		return false
 	}
-	s := o.s
 	var recs []shard.Record
 	for _, t := range ts {
 		if _, ok := o.st.Record(uint64(key), uint64(t.page)); ok {
@@ -403,6 +404,11 @@ func (o *vnode) intake(key ring.ID, ts []task) bool {
 		return true
 	}
 	if err := o.m.Accept(s.ctx, recs); err != nil {
+		if errors.Is(err, shard.ErrStale) {
+			s.refusedStale++
+		} else {
+			s.refusedOther++
+		}
 		return false
 	}
 	for _, r := range recs {

@@ -153,6 +153,14 @@ type CrawlReport struct {
 	Lost               int     `json:"lost"`
 	LostExplained      int     `json:"lost_in_k_plus_1_runs"`
 	DupTasks           int64   `json:"duplicate_tasks"`
+	// Task batches refused by the node the router found: it did not own
+	// the key (no claim or no lease), a replica fenced its claim off
+	// (shard.ErrStale), or Accept failed otherwise; and the tasks still
+	// in outboxes at the end.
+	RefusedNotOwned int64 `json:"refused_not_owned"`
+	RefusedStale    int64 `json:"refused_stale"`
+	RefusedOther    int64 `json:"refused_other"`
+	Undelivered     int   `json:"undelivered_tasks"`
 }
 
 // ChurnReport counts membership events.
@@ -316,6 +324,10 @@ func (s *Sim) crawlReport(r *Report) {
 	c := &CrawlReport{
 		Seeds: r.seeds, Reachable: s.reachN, Fetched: s.fetchedReach, Coverage: s.coverage(),
 		CoverageAtDuration: r.coverageAtDuration, Fetches: s.fetches, DupFetches: s.dupFetches, DupTasks: s.dupTasks,
+		RefusedNotOwned: s.refusedNotOwned, RefusedStale: s.refusedStale, RefusedOther: s.refusedOther,
+	}
+	for _, v := range s.members {
+		c.Undelivered += len(v.outbox)
 	}
 	if s.fetches > 0 {
 		c.DupShare = float64(s.dupFetches) / float64(s.fetches)
@@ -442,6 +454,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.Pages, c.Hosts, c.Links, cr.Seeds, 100*cr.Coverage, cr.Reachable, 100*cr.CoverageAtDuration)
 		fmt.Fprintf(&b, "fetches %d, duplicate fetches %d (%.3f%%); accepted %d, never fetched but held %d, lost %d (%d in arcs whose owner and K successors crashed)\n",
 			cr.Fetches, cr.DupFetches, 100*cr.DupShare, cr.Accepted, cr.PendingHeld, cr.Lost, cr.LostExplained)
+		fmt.Fprintf(&b, "task batches refused: %d not owned, %d stale claim, %d other; %d tasks still undelivered at the end\n",
+			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}
 	ch := r.Churn
 	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end\n",

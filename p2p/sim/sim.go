@@ -103,6 +103,9 @@ type Sim struct {
 	fetches      int64
 	dupFetches   int64
 	dupTasks     int64
+	// task batches an owner refused: not owned (no claim, no lease), a
+	// replica fenced the claim off (shard.ErrStale), anything else.
+	refusedNotOwned, refusedStale, refusedOther int64
 
 	look     [numPhases]lookStats
 	probes   lookStats // the crawl phase's probe lookups alone
