@@ -13,14 +13,14 @@ import (
 func small(seed uint64) Config {
 	cfg := DefaultConfig()
 	cfg.Seed = seed
-	cfg.Nodes = 150
-	cfg.Duration = 2 * time.Minute
+	cfg.Nodes = 100
+	cfg.Duration = 90 * time.Second
 	cfg.Settle = 2 * time.Minute
 	cfg.Delay = 200 * time.Millisecond
 	cfg.Probes = 10
 	cfg.GrowthRate = 0.2
 	cfg.FinalProbes = 2000
-	cfg.Graph = GenerateGraph(4000, 30, seed)
+	cfg.Graph = GenerateGraph(2500, 30, seed)
 	return cfg
 }
 
@@ -70,7 +70,7 @@ func TestSameSeedSameReport(t *testing.T) {
 // true owner, within the hop bound.
 func TestNoChurnEveryLookupRight(t *testing.T) {
 	cfg := small(3)
-	cfg.Nodes = 300
+	cfg.Nodes = 200
 	cfg.Graph = nil
 	cfg.Duration = 30 * time.Second
 	rep := run(t, cfg)
@@ -115,17 +115,21 @@ func TestCrawlUnderChurn(t *testing.T) {
 	}
 }
 
-// TestBurstLosesOnlyWhereKPlus1Died: after 10% of the nodes crash at
-// once, an accepted URL is lost only in an arc whose owner and K
-// successors all crashed, and the survivors take the crashed arcs over.
+// TestBurstLosesOnlyWhereKPlus1Died: after 30% of the nodes crash at
+// once, mid-crawl, so that some owners die with both their replicas, an
+// accepted URL is lost only in an arc whose owner and K successors all
+// crashed, and the survivors take the crashed arcs over.
 func TestBurstLosesOnlyWhereKPlus1Died(t *testing.T) {
 	cfg := small(5)
-	cfg.Burst = 0.1
-	cfg.BurstAt = 40 * time.Second
+	cfg.Burst = 0.3
+	cfg.BurstAt = 20 * time.Second
 	rep := run(t, cfg)
 	b, c := rep.Burst, rep.Crawl
-	if b == nil || b.Crashed != 15 {
+	if b == nil || b.Crashed != 30 {
 		t.Fatalf("burst report %+v", b)
+	}
+	if b.DoomedArcs == 0 {
+		t.Fatalf("no arc lost its owner and K successors; the test proves nothing: %+v", b)
 	}
 	if b.OwnersRepairedS < 0 || b.RingRepairedS < 0 {
 		t.Errorf("burst never repaired: %+v", b)
@@ -133,8 +137,8 @@ func TestBurstLosesOnlyWhereKPlus1Died(t *testing.T) {
 	if c.Lost != c.LostExplained {
 		t.Errorf("%d URLs lost, only %d in arcs whose owner and K successors crashed", c.Lost, c.LostExplained)
 	}
-	if b.DoomedArcs == 0 && c.Coverage < 0.999 {
-		t.Errorf("coverage %.4f after a burst that left a copy of everything", c.Coverage)
+	if rep.FinalLookups.Wrong != 0 {
+		t.Errorf("%d wrong owners after stabilization", rep.FinalLookups.Wrong)
 	}
 }
 
