@@ -278,7 +278,10 @@ func (s *Sim) scheduleRoute(v *vnode, d time.Duration) {
 // routeOnce delivers every ready task of v's outbox: grouped by key, each
 // key's owner looked up (or taken from the 5 s cache) and sent its tasks.
 // Keys are routed in parallel, as a node's router does: the event is
-// charged the slowest key's time, not their sum.
+// charged the slowest key's lookup, not their sum. Each batch reaches
+// its owner as an event of its own, when its lookup has ended: run
+// inside this event, the owner would judge it at this event's clock,
+// ahead of its own heartbeats, and find its lease run out.
 func (s *Sim) routeOnce(v *vnode) {
 	if len(v.outbox) == 0 {
 		return
@@ -304,24 +307,38 @@ func (s *Sim) routeOnce(v *vnode) {
 	for _, k := range keys {
 		s.w.charge = base
 		ts := groups[k]
-		ok := false
-		if owner, found := s.ownerFor(v, k); found {
-			ok = s.deliver(v, owner, k, ts)
-			if !ok {
-				delete(v.ownerSeen, k)
-			}
-		}
-		if !ok {
-			for _, t := range ts {
-				t.tries++
-				back := min(30*time.Second, 500*time.Millisecond<<min(t.tries, 6))
-				t.notBefore = s.w.elapsed() + back/2 + time.Duration(s.rng.Int64N(int64(back)))
-				v.outbox = append(v.outbox, t)
-			}
+		owner, found := s.ownerFor(v, k)
+		if !found {
+			s.retry(v, ts)
+		} else {
+			s.w.at(s.w.elapsed(), func() {
+				s.act = actCrawl
+				if !s.deliver(v, owner, k, ts) {
+					if v.ownerSeen != nil {
+						delete(v.ownerSeen, k)
+					}
+					s.retry(v, ts)
+				}
+			})
 		}
 		slowest = max(slowest, s.w.charge)
 	}
 	s.w.charge = slowest
+}
+
+// retry puts tasks back in v's outbox with exponential backoff and
+// jitter, unless v is gone (its outbox died with it).
+func (s *Sim) retry(v *vnode, ts []task) {
+	if !v.alive {
+		return
+	}
+	for _, t := range ts {
+		t.tries++
+		back := min(30*time.Second, 500*time.Millisecond<<min(t.tries, 6))
+		t.notBefore = s.w.elapsed() + back/2 + time.Duration(s.rng.Int64N(int64(back)))
+		v.outbox = append(v.outbox, t)
+	}
+	s.scheduleRoute(v, routeInterval)
 }
 
 // ownerFor returns the owner of key as v's router sees it.
@@ -372,8 +389,10 @@ func (s *Sim) deliver(v *vnode, owner ring.Peer, key ring.ID, ts []task) bool {
 	if err != nil || !took {
 		return false
 	}
-	for _, t := range ts {
-		v.app.settled(t.from)
+	if v.app != nil { // nil once v has left: its pages are the next owner's
+		for _, t := range ts {
+			v.app.settled(t.from)
+		}
 	}
 	return true
 }
