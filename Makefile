@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME  ?= 60s
 FUZZFLAGS ?= -fuzzminimizetime 5s
 
-.PHONY: all build test test-short run bench bench-node fuzz fuzz-corpus lint proto clean
+.PHONY: all build test test-short run bench bench-node scale fuzz fuzz-corpus lint proto clean
 
 all: build
 
@@ -60,6 +60,20 @@ bench-node: build
 	git archive $(BASE) | tar -x -C bin/base/src
 	cd bin/base/src && $(GO) build -o ../swarmcrawl ./cmd/swarmcrawl
 	$(GO) run ./internal/nodebench -new $(BIN) -base bin/base/swarmcrawl -runs $(BENCH_RUNS)
+
+# The simulations of docs/scale.md (issue 12): the real ring and shard
+# code of SCALE_NODES nodes on a virtual clock (swarmcrawl simulate): no
+# churn; 1% of the nodes replaced per minute with a burst of 5% crashes;
+# virtual nodes (32 per node on 500 nodes: 16,000 ring positions).
+# Each run prints its report and keeps it as JSON in bin/scale/, its
+# plots in bin/scale/NAME/. About 2 hours in all on a shared 2-core
+# machine (docs/scale.md, "Time and memory").
+SCALE_NODES ?= 10000
+scale: build
+	mkdir -p bin/scale
+	./$(BIN) simulate --nodes $(SCALE_NODES) --pages 300000 --duration 8m --settle 5m --json-file bin/scale/nochurn.json --plots bin/scale/nochurn
+	./$(BIN) simulate --nodes $(SCALE_NODES) --churn 0.01 --replicas 2 --burst 0.05 --pages 300000 --duration 10m --settle 5m --json-file bin/scale/churn.json --plots bin/scale/churn
+	./$(BIN) simulate --nodes 500 --vnodes 32 --join-rate 1000 --pages 0 --duration 1m --settle 2m --json-file bin/scale/vnodes.json
 
 # Every fuzz target (each func FuzzX in a _test.go file) in turn for
 # FUZZTIME: go test -fuzz takes one target of one package per run. Each

@@ -25,6 +25,8 @@ Usage:
   swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
   swarmcrawl repair --data DIR    recover a stopped node's damaged store and report what was lost
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
+  swarmcrawl simulate [--nodes N] [--vnodes V] [--churn F] [--burst F] [--replicas K] [--graph FILE [--hosts FILE]]
+                    [--seeds N] [--duration D] [--seed S] [--json]   the real ring and shard code of many nodes, simulated
   swarmcrawl swarm-key [--out FILE]   a new pre-shared key for a private swarm
 
 Run "swarmcrawl COMMAND -h" for a command's options.
@@ -61,6 +63,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runRepair(args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(args[1:], stdout, stderr)
+	case "simulate":
+		err = runSimulate(args[1:], stdout, stderr)
 	case "swarm-key":
 		err = runSwarmKey(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

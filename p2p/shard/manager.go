@@ -67,6 +67,12 @@ type Config struct {
 	// Logger receives transitions (claims, promotions, handoffs, stale
 	// drops). Default: discard.
 	Logger *slog.Logger
+	// Sequential makes every fan-out to the replicas call them one after
+	// the other in the caller's goroutine instead of in parallel, so a
+	// single-threaded simulator that calls Tick and Accept itself stays
+	// deterministic and race-free. Default false (parallel), as a node
+	// runs.
+	Sequential bool
 }
 
 // DefaultConfig returns the defaults noted on Config's fields; Lease and
@@ -231,6 +237,7 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		lastHeard: make(map[string]time.Time),
 		lastSync:  make(map[string]time.Time),
 		waitStart: r.Clock().Now(),
+		serial:    cfg.Sequential,
 	}
 	b, err := st.LoadEpochs()
 	if err != nil {

@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+)
+
+// physNode is one simulated machine: it holds VNodes ring positions, and
+// crashes or leaves with all of them.
+type physNode struct {
+	idx     int
+	lat     time.Duration // its share of every link's latency
+	vnodes  []*vnode
+	alive   bool
+	liveIdx int   // index in Sim.live while alive
+	work    int64 // pages fetched
+	group   int   // partition side (1 or 2) while partitioned
+}
+
+// vnode is one ring position: a ring.Node and its shard.Manager, built as
+// a peer builds them, with the simulator's crawl app, outbox and router.
+type vnode struct {
+	s      *Sim
+	phys   *physNode
+	peer   ring.Peer
+	rn     *ring.Node
+	own    *shard.Ownership
+	m      *shard.Manager
+	st     *shard.MemStorage
+	app    *app
+	alive  bool
+	joined bool
+
+	outbox    []task
+	routing   bool // a route event is scheduled
+	ownerSeen map[ring.ID]cachedOwner
+}
+
+// cachedOwner is the router's memory of a key's owner (5 s, as a node's
+// router keeps it).
+type cachedOwner struct {
+	owner ring.Peer
+	until time.Duration
+}
+
+const ownerCacheTTL = 5 * time.Second
+
+// newPhys creates a physical node with its ring positions, registered on
+// the network but not joined.
+func (s *Sim) newPhys() *physNode {
+	p := &physNode{idx: len(s.phys), alive: true}
+	p.lat = minNodeLatency + time.Duration(s.rng.Int64N(int64(maxNodeLatency-minNodeLatency)+1))
+	s.phys = append(s.phys, p)
+	p.liveIdx = len(s.live)
+	s.live = append(s.live, p)
+	for i := range s.cfg.VNodes {
+		addr := "n" + strconv.Itoa(p.idx)
+		if s.cfg.VNodes > 1 {
+			addr += "." + strconv.Itoa(i)
+		}
+		p.vnodes = append(p.vnodes, s.newVnode(p, addr))
+	}
+	if s.partitioned {
+		p.group = 1
+		s.applyPartition()
+	}
+	return p
+}
+
+func (s *Sim) newVnode(p *physNode, addr string) *vnode {
+	id := ring.ID(s.rng.Uint64())
+	for s.ids[id] {
+		id = ring.ID(s.rng.Uint64())
+	}
+	s.ids[id] = true
+	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, ownerSeen: map[ring.ID]cachedOwner{}}
+	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
+	v.rn = ring.NewNode(v.peer, rt, s.rcfg)
+	s.rnet.Register(v.peer, v.rn)
+	v.own = shard.NewOwnership(v.rn)
+	v.st = shard.NewMemStorage()
+	v.app = newApp(v)
+	st := &shardTransport{s: s, v: v, in: s.snet.Transport(v.peer), wait: s.scfg.AckTimeout}
+	m, err := shard.New(v.own, st, v.st, v.app, s.scfg)
+	if err != nil {
+		// The configuration was checked by effective; New fails only
+		// on a storage that cannot load, which MemStorage cannot.
+		panic("sim: shard.New: " + err.Error())
+	}
+	v.m = m
+	s.snet.Register(v.peer, m)
+	s.byAddr[addr] = v
+	return v
+}
+
+// join enters v into the ring through a random member, or creates the
+// ring, then starts its maintenance; a failed join is retried after a
+// second.
+func (s *Sim) join(v *vnode) {
+	if !v.alive || v.joined {
+		return
+	}
+	s.act = actMaint
+	boot, ok := s.randomMember(v.phys.group)
+	if !ok {
+		if len(s.members) > 0 {
+			s.w.after(time.Second, func() { s.join(v) })
+			return
+		}
+		v.rn.Create()
+	} else if err := v.rn.Join(s.ctx, boot.peer); err != nil {
+		s.joinFailures++
+		s.w.after(time.Second, func() { s.join(v) })
+		return
+	}
+	v.joined = true
+	s.addMember(v)
+	s.maintain(v)
+}
+
+// maintain schedules v's maintenance at the configured intervals, each
+// loop starting at a random phase.
+func (s *Sim) maintain(v *vnode) {
+	alive := func() bool { return v.alive }
+	now := s.w.elapsed()
+	phase := func(d time.Duration) time.Duration { return now + time.Duration(s.rng.Int64N(int64(d))) }
+	step := func(f func()) func() {
+		return func() {
+			s.act = actMaint
+			f()
+		}
+	}
+	s.w.every(phase(s.rcfg.StabilizeInterval), s.rcfg.StabilizeInterval, alive, step(func() { v.rn.Stabilize(s.ctx) }))
+	s.w.every(phase(s.rcfg.CheckPredecessorInterval), s.rcfg.CheckPredecessorInterval, alive, step(func() { v.rn.CheckPredecessor(s.ctx) }))
+	s.w.every(phase(s.rcfg.FixFingersInterval), s.rcfg.FixFingersInterval, alive, step(func() { v.rn.FixFingers(s.ctx) }))
+	s.w.every(phase(s.scfg.TickInterval), s.scfg.TickInterval, alive, step(func() { v.m.Tick(s.ctx) }))
+}
+
+// crash kills a physical node: every position stops answering at once
+// and its memory and storage are gone (it never comes back).
+func (s *Sim) crash(p *physNode) {
+	if !p.alive {
+		return
+	}
+	s.retire(p)
+	for _, v := range p.vnodes {
+		s.rnet.Crash(v.peer.Addr)
+		s.rnet.Unregister(v.peer.Addr)
+		s.snet.Unregister(v.peer.Addr)
+		s.dropVnode(v)
+	}
+	s.crashes++
+}
+
+// leave departs a physical node gracefully, position by position, as a
+// peer does on SIGTERM: maintenance stops, the router gets one more try at
+// its outbox, then ring.Node.Leave and shard.Manager.Leave.
+func (s *Sim) leave(p *physNode) {
+	if !p.alive {
+		return
+	}
+	s.retire(p)
+	for _, v := range p.vnodes {
+		if v.joined {
+			s.act = actCrawl
+			s.routeOnce(v)
+			s.act = actMaint
+			v.alive = false // no more maintenance, fetches or intake
+			if err := v.rn.Leave(s.ctx); err != nil {
+				s.leaveErrors++
+			}
+			if err := v.m.Leave(s.ctx); err != nil {
+				s.leaveErrors++
+			}
+		}
+		s.rnet.Unregister(v.peer.Addr)
+		s.snet.Unregister(v.peer.Addr)
+		s.dropVnode(v)
+	}
+	s.leaves++
+}
+
+// retire takes p off the live list.
+func (s *Sim) retire(p *physNode) {
+	p.alive = false
+	last := s.live[len(s.live)-1]
+	s.live[p.liveIdx] = last
+	last.liveIdx = p.liveIdx
+	s.live = s.live[:len(s.live)-1]
+	s.retiredWork = append(s.retiredWork, p.work)
+}
+
+// dropVnode forgets a departed position.
+func (s *Sim) dropVnode(v *vnode) {
+	v.alive = false
+	if v.joined {
+		s.removeMember(v)
+	}
+	delete(s.byAddr, v.peer.Addr)
+	v.outbox = nil
+	v.app = nil
+	v.ownerSeen = nil
+}
+
+// addMember inserts v into the sorted membership, the ground truth of
+// ownership.
+func (s *Sim) addMember(v *vnode) {
+	i, _ := slices.BinarySearchFunc(s.members, v.peer.ID, cmpMember)
+	s.members = slices.Insert(s.members, i, v)
+}
+
+func (s *Sim) removeMember(v *vnode) {
+	i, ok := slices.BinarySearchFunc(s.members, v.peer.ID, cmpMember)
+	if ok {
+		s.members = slices.Delete(s.members, i, i+1)
+	}
+}
+
+func cmpMember(v *vnode, id ring.ID) int {
+	switch {
+	case v.peer.ID < id:
+		return -1
+	case v.peer.ID > id:
+		return 1
+	}
+	return 0
+}
+
+// trueOwner is the live member at or after key: who owns key once the
+// ring has caught up with the membership.
+func (s *Sim) trueOwner(key ring.ID) *vnode {
+	i, _ := slices.BinarySearchFunc(s.members, key, cmpMember)
+	if i == len(s.members) {
+		i = 0
+	}
+	return s.members[i]
+}
+
+// memberIndex returns v's index in the membership.
+func (s *Sim) memberIndex(v *vnode) int {
+	i, _ := slices.BinarySearchFunc(s.members, v.peer.ID, cmpMember)
+	return i
+}
+
+// randomMember returns a random joined live position, on partition side
+// group if the network is partitioned.
+func (s *Sim) randomMember(group int) (*vnode, bool) {
+	if len(s.members) == 0 {
+		return nil, false
+	}
+	for range 64 {
+		v := s.members[s.rng.IntN(len(s.members))]
+		if !s.partitioned || v.phys.group == group {
+			return v, true
+		}
+	}
+	return nil, false
+}

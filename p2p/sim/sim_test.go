@@ -1,0 +1,222 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// small is a run that takes about a second: a few hundred nodes, a
+// small generated web and short phases.
+func small(seed uint64) Config {
+	cfg := DefaultConfig()
+	cfg.Seed = seed
+	cfg.Nodes = 100
+	cfg.Duration = 90 * time.Second
+	cfg.Settle = 2 * time.Minute
+	cfg.Delay = 200 * time.Millisecond
+	cfg.Probes = 10
+	cfg.GrowthRate = 0.2
+	cfg.FinalProbes = 2000
+	cfg.Graph = GenerateGraph(2500, 30, seed)
+	return cfg
+}
+
+func run(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	rep, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	return rep
+}
+
+// comparable is the report without what depends on the machine.
+func comparable(t *testing.T, r *Report) []byte {
+	t.Helper()
+	c := *r
+	c.WallSeconds, c.PeakRSSBytes = 0, 0
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSameSeedSameReport: a run with churn, a burst, a partition and
+// message loss is a pure function of its seed.
+func TestSameSeedSameReport(t *testing.T) {
+	cfg := small(7)
+	cfg.Churn, cfg.Burst, cfg.Partition, cfg.Loss = 0.05, 0.05, 0.2, 0.001
+	a := comparable(t, run(t, cfg))
+	b := comparable(t, run(t, cfg))
+	if !bytes.Equal(a, b) {
+		t.Fatalf("same seed, different reports:\n%s\n%s", a, b)
+	}
+	cfg.Seed = 8
+	if c := comparable(t, run(t, cfg)); bytes.Equal(a, c) {
+		t.Fatal("another seed gave the same report: the seed is not used")
+	}
+}
+
+// TestNoChurnEveryLookupRight: in a settled ring every lookup answers the
+// true owner, within the hop bound.
+func TestNoChurnEveryLookupRight(t *testing.T) {
+	cfg := small(3)
+	cfg.Nodes = 200
+	cfg.Graph = nil
+	cfg.Duration = 30 * time.Second
+	rep := run(t, cfg)
+	if !rep.BuildSettled || !rep.FinalSettled {
+		t.Fatalf("ring did not settle: build %v, final %v", rep.BuildSettled, rep.FinalSettled)
+	}
+	for name, l := range map[string]LookupReport{"crawl phase": rep.Lookups, "final": rep.FinalLookups} {
+		if l.N == 0 || l.Wrong != 0 || l.Failed != 0 {
+			t.Errorf("%s: %d lookups, %d wrong, %d failed", name, l.N, l.Wrong, l.Failed)
+		}
+		if l.MeanHops > rep.HopBound {
+			t.Errorf("%s: mean hops %.2f above ½·log₂N+1 = %.2f", name, l.MeanHops, rep.HopBound)
+		}
+	}
+	if rep.Balance.KeysUnowned != 0 {
+		t.Errorf("%d sampled keys owned by nobody", rep.Balance.KeysUnowned)
+	}
+}
+
+// TestCrawlUnderChurn: with 5% of the nodes replaced per minute, half of
+// them crashing, the crawl still fetches every reachable page, rarely
+// twice, and loses nothing.
+func TestCrawlUnderChurn(t *testing.T) {
+	cfg := small(11)
+	cfg.Churn = 0.05
+	rep := run(t, cfg)
+	c := rep.Crawl
+	if rep.Churn.Crashes == 0 || rep.Churn.Leaves == 0 {
+		t.Fatalf("no churn happened: %+v", rep.Churn)
+	}
+	if c.Coverage < 0.999 {
+		t.Errorf("coverage %.4f under churn, want at least 0.999", c.Coverage)
+	}
+	if c.DupShare > 0.01 {
+		t.Errorf("%.3f%% duplicate fetches, want at most 1%%", 100*c.DupShare)
+	}
+	if c.Lost != 0 {
+		t.Errorf("%d accepted URLs lost without a burst", c.Lost)
+	}
+	if rep.FinalLookups.Wrong != 0 {
+		t.Errorf("%d wrong owners after stabilization", rep.FinalLookups.Wrong)
+	}
+}
+
+// TestBurstLosesOnlyWhereKPlus1Died: after 30% of the nodes crash at
+// once, mid-crawl, so that some owners die with both their replicas, an
+// accepted URL is lost only in an arc whose owner and K successors all
+// crashed, and the survivors take the crashed arcs over.
+func TestBurstLosesOnlyWhereKPlus1Died(t *testing.T) {
+	cfg := small(5)
+	cfg.Burst = 0.3
+	cfg.BurstAt = 20 * time.Second
+	rep := run(t, cfg)
+	b, c := rep.Burst, rep.Crawl
+	if b == nil || b.Crashed != 30 {
+		t.Fatalf("burst report %+v", b)
+	}
+	if b.DoomedArcs == 0 {
+		t.Fatalf("no arc lost its owner and K successors; the test proves nothing: %+v", b)
+	}
+	if b.OwnersRepairedS < 0 || b.RingRepairedS < 0 {
+		t.Errorf("burst never repaired: %+v", b)
+	}
+	if c.Lost != c.LostExplained {
+		t.Errorf("%d URLs lost, only %d in arcs whose owner and K successors crashed", c.Lost, c.LostExplained)
+	}
+	if rep.FinalLookups.Wrong != 0 {
+		t.Errorf("%d wrong owners after stabilization", rep.FinalLookups.Wrong)
+	}
+}
+
+// TestVirtualNodesBalance: virtual nodes bring keys per node to within
+// twice the mean, where one position per node is far off.
+func TestVirtualNodesBalance(t *testing.T) {
+	cfg := small(9)
+	cfg.Graph = nil
+	cfg.Duration = 10 * time.Second
+	cfg.Nodes = 50
+	one := run(t, cfg).Balance
+	cfg.VNodes = 16
+	many := run(t, cfg).Balance
+	if many.KeysMaxMean > 2 || many.KeysUnowned != 0 {
+		t.Errorf("16 vnodes: keys max/mean %.2f (%d unowned), want at most 2", many.KeysMaxMean, many.KeysUnowned)
+	}
+	if one.KeysMaxMean < 2.5 {
+		t.Errorf("1 vnode: keys max/mean %.2f; expected a skew of about ln N", one.KeysMaxMean)
+	}
+}
+
+// TestReadGraph reads LAW's ASCII format, with and without its header,
+// with a hosts file and with hosts by consecutive pages.
+func TestReadGraph(t *testing.T) {
+	for name, text := range map[string]string{
+		"plain":  "1 2\n2\n0\n",
+		"header": "3\n1 2\n2\n0\n",
+	} {
+		g, err := ReadGraph(strings.NewReader(text), nil, 2)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if g.Pages() != 3 || g.Links() != 4 || g.Hosts() != 2 || g.host[1] != 0 || g.host[2] != 1 {
+			t.Errorf("%s: %d pages, %d links, %d hosts, hosts %v", name, g.Pages(), g.Links(), g.Hosts(), g.host)
+		}
+		if got := g.links(0); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+			t.Errorf("%s: page 0 links %v", name, got)
+		}
+	}
+	g, err := ReadGraph(strings.NewReader("1\n\n0\n"), strings.NewReader("a.example\nb.example\na.example\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Hosts() != 2 || g.host[0] != g.host[2] || g.host[0] == g.host[1] || len(g.links(1)) != 0 {
+		t.Errorf("hosts file: %d hosts, %v", g.Hosts(), g.host)
+	}
+	for name, c := range map[string][2]string{
+		"link out of range": {"5\n", ""},
+		"bad number":        {"x\n", ""},
+		"short hosts":       {"1 0\n0\n", "a\n"},
+	} {
+		var hosts *strings.Reader
+		if c[1] != "" {
+			hosts = strings.NewReader(c[1])
+		}
+		var err error
+		if hosts != nil {
+			_, err = ReadGraph(strings.NewReader(c[0]), hosts, 1)
+		} else {
+			_, err = ReadGraph(strings.NewReader(c[0]), nil, 1)
+		}
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestGenerateGraph: the generated web reaches every page from page 0
+// and is a function of its seed.
+func TestGenerateGraph(t *testing.T) {
+	g := GenerateGraph(20000, 300, 1)
+	if g.Pages() != 20000 {
+		t.Fatalf("%d pages", g.Pages())
+	}
+	if _, n := g.reachable([]int32{0}); n != g.Pages() {
+		t.Errorf("%d of %d pages reachable from page 0", n, g.Pages())
+	}
+	if h := GenerateGraph(20000, 300, 1); h.Links() != g.Links() || h.Hosts() != g.Hosts() {
+		t.Error("same seed, different graphs")
+	}
+}

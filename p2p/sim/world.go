@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// epoch0 is the wall-clock reading of virtual time zero. Epochs follow
+// the clock in milliseconds (shard), so it must lie well after 1970.
+var epoch0 = time.Unix(1_700_000_000, 0)
+
+// event is one scheduled action.
+type event struct {
+	at  time.Duration
+	seq uint64 // ties at one instant run in scheduling order
+	fn  func()
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = event{}
+	*h = old[:len(old)-1]
+	return e
+}
+
+// world is the event loop and the virtual clock. It is used from one
+// goroutine only.
+type world struct {
+	now    time.Duration // the running event's time
+	charge time.Duration // time the running event has spent so far
+	q      eventHeap
+	seq    uint64
+	events int64
+}
+
+// at schedules fn at virtual time t (not before now).
+func (w *world) at(t time.Duration, fn func()) {
+	if t < w.now {
+		t = w.now
+	}
+	w.seq++
+	heap.Push(&w.q, event{at: t, seq: w.seq, fn: fn})
+}
+
+// after schedules fn d after the current instant, charge included.
+func (w *world) after(d time.Duration, fn func()) { w.at(w.now+w.charge+d, fn) }
+
+// runUntil runs events in order until the next one is due after end or
+// stop returns true (checked between events); the clock then reads end,
+// or the time of the last event run if stop ended it.
+func (w *world) runUntil(end time.Duration, stop func() bool) {
+	for len(w.q) > 0 && w.q[0].at <= end {
+		if stop != nil && stop() {
+			return
+		}
+		e := heap.Pop(&w.q).(event)
+		w.now, w.charge = e.at, 0
+		e.fn()
+		w.events++
+	}
+	w.now, w.charge = end, 0
+}
+
+// elapsed is the current instant: the event's time plus its charge.
+func (w *world) elapsed() time.Duration { return w.now + w.charge }
+
+// every runs step at start and then periodically, as ring.Node.Run's
+// tickers do: the next run is due one period after the previous began,
+// or, when the step took longer, at the first tick after it ended (missed
+// ticks are dropped). It stops when alive reports false.
+func (w *world) every(start, period time.Duration, alive func() bool, step func()) {
+	var tick func()
+	due := start
+	tick = func() {
+		if !alive() {
+			return
+		}
+		step()
+		end := w.elapsed()
+		due += period
+		if end > due {
+			due += (end - due + period - 1) / period * period
+		}
+		w.at(due, tick)
+	}
+	w.at(start, tick)
+}
+
+// clock is the ring.Clock of every simulated node: the virtual time of
+// the running event, charge included.
+type clock struct{ w *world }
+
+var _ ring.Clock = clock{}
+
+// Now implements ring.Clock.
+func (c clock) Now() time.Time { return epoch0.Add(c.w.elapsed()) }
+
+// NewTicker implements ring.Clock with ticks delivered by the event loop
+// (dropped, as time.Ticker's, when the receiver has not taken the last
+// one). The simulator itself calls maintenance directly and uses none.
+func (c clock) NewTicker(d time.Duration) ring.Ticker {
+	if d <= 0 {
+		panic("sim: non-positive interval for NewTicker")
+	}
+	t := &ticker{c: make(chan time.Time, 1)}
+	c.w.every(c.w.elapsed()+d, d, func() bool { return !t.stopped }, func() {
+		select {
+		case t.c <- c.Now():
+		default:
+		}
+	})
+	return t
+}
+
+type ticker struct {
+	c       chan time.Time
+	stopped bool
+}
+
+func (t *ticker) C() <-chan time.Time { return t.c }
+func (t *ticker) Stop()               { t.stopped = true }
