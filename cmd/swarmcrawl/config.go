@@ -207,19 +207,30 @@ func (s *sizeFlag) Set(v string) error {
 // the same arguments: every option, from the defaults, the --config file
 // and the flags given (which win), as a YAML config file.
 func runConfig(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("config", stderr)
-	var o nodeOptions
-	o.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	fs, _, err := parseNodeOptions("config", args, stderr)
+	if err != nil {
 		return err
 	}
+	return writeConfig(stdout, fs)
+}
+
+// parseNodeOptions parses the options of `swarmcrawl node` (for the
+// command name) from args and, with --config, from the file, the command
+// line winning.
+func parseNodeOptions(name string, args []string, stderr io.Writer) (*flag.FlagSet, *nodeOptions, error) {
+	fs := newFlagSet(name, stderr)
+	o := &nodeOptions{}
+	o.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
+	}
 	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+		return nil, nil, usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if o.config != "" {
 		if err := applyConfigFile(fs, o.config); err != nil {
-			return usageErr("%v", err)
+			return nil, nil, usageErr("%v", err)
 		}
 	}
-	return writeConfig(stdout, fs)
+	return fs, o, nil
 }

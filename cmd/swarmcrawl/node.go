@@ -87,19 +87,9 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 }
 
 func runNode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("node", stderr)
-	var o nodeOptions
-	o.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	_, o, err := parseNodeOptions("node", args, stderr)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	if o.config != "" {
-		if err := applyConfigFile(fs, o.config); err != nil {
-			return usageErr("%v", err)
-		}
 	}
 	cfg, err := o.nodeConfig(stderr)
 	if err != nil {

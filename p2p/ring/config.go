@@ -49,9 +49,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults fills zero (or nonsensical negative) fields from
+// WithDefaults fills zero (or nonsensical negative) fields from
 // DefaultConfig so callers may set only what they care about.
-func (c Config) withDefaults() Config {
+func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.SuccessorListLen <= 0 {
 		c.SuccessorListLen = d.SuccessorListLen

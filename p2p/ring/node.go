@@ -44,7 +44,7 @@ var _ Handler = (*Node)(nil)
 // a ring of one; call Create or Join before serving traffic, and Run to
 // keep it healthy.
 func NewNode(self Peer, tr Transport, cfg Config) *Node {
-	n := &Node{self: self, tr: tr, cfg: cfg.withDefaults()}
+	n := &Node{self: self, tr: tr, cfg: cfg.WithDefaults()}
 	n.resetLocked()
 	return n
 }

@@ -162,31 +162,11 @@ func newSim(cfg Config) *Sim {
 	return s
 }
 
-// ringConfig fills the zero fields of c from ring.DefaultConfig, as
-// ring.NewNode does, so the simulator knows the intervals and timeout.
+// ringConfig fills the zero fields of c as ring.NewNode does
+// (ring.Config.WithDefaults), so the simulator knows the intervals and
+// timeout.
 func ringConfig(c ring.Config) ring.Config {
-	d := ring.DefaultConfig()
-	if c.SuccessorListLen <= 0 {
-		c.SuccessorListLen = d.SuccessorListLen
-	}
-	if c.MaxHops <= 0 {
-		c.MaxHops = d.MaxHops
-	}
-	if c.StabilizeInterval <= 0 {
-		c.StabilizeInterval = d.StabilizeInterval
-	}
-	if c.FixFingersInterval <= 0 {
-		c.FixFingersInterval = d.FixFingersInterval
-	}
-	if c.CheckPredecessorInterval <= 0 {
-		c.CheckPredecessorInterval = d.CheckPredecessorInterval
-	}
-	if c.RPCTimeout <= 0 {
-		c.RPCTimeout = d.RPCTimeout
-	}
-	if c.SuspectRetention <= 0 {
-		c.SuspectRetention = d.SuspectRetention
-	}
+	c = c.WithDefaults()
 	c.OnChange = nil
 	return c
 }
