@@ -48,8 +48,9 @@ const promoteBatch = 1024
 // Priority is the front tier: within a host, seeds (depth 0) are served
 // first, then recrawls and retries that are due, then discovered pages,
 // shallower first (see Priority). Across hosts, a host is ready once its
-// next-allowed time has passed, and among ready hosts the one whose head has
-// the best priority goes first, ties in the order the hosts became ready.
+// next-allowed time has passed; among ready hosts a seed goes first, then a
+// host with a backlog (see hostQueue.tier), then the one whose head has the
+// best priority, ties in the order the hosts became ready.
 //
 // A host has at most one request in flight: Next hands out a Lease only on
 // a host that is not leased and whose next-allowed time is at most
@@ -77,7 +78,7 @@ type Frontier struct {
 	mu        sync.Mutex
 	hosts     map[string]*hostQueue
 	waiting   hostHeap // idle hosts with work, by next-allowed time
-	ready     hostHeap // idle hosts whose time has come, by head priority
+	ready     hostHeap // idle hosts whose time has come, by tier and head priority
 	changed   chan struct{}
 	seq       uint64 // heap tie-breaker: equal keys are served in arrival order
 	counts    store.QueueCounts
@@ -175,6 +176,9 @@ func New(db *store.DB, cfg Config) (*Frontier, error) {
 		return a.seq < b.seq
 	}
 	f.ready.less = func(a, b *hostQueue) bool {
+		if ta, tb := a.tier(), b.tier(); ta != tb {
+			return ta < tb
+		}
 		if a.buf[0].Priority != b.buf[0].Priority {
 			return a.buf[0].Priority < b.buf[0].Priority
 		}
@@ -381,4 +385,22 @@ func (f *Frontier) TopHosts(n int) []HostLoad {
 		return strings.Compare(a.Host, b.Host)
 	})
 	return out[:min(n, len(out))]
+}
+
+// tier is a ready host's rank across hosts, before its head's priority: a
+// seed first (it shows how much a host holds), then a host with a backlog
+// (more queued than its in-memory head), then the rest. Under load, when
+// more hosts are ready than there are workers, a host with a backlog is the
+// one politeness makes the crawl wait for: every turn it waits for a
+// worker is added to the crawl's end, while a host with a few pages left
+// is done long before whichever way it is served. Within a tier, the head's
+// priority decides (shallower first), then arrival.
+func (q *hostQueue) tier() int {
+	switch {
+	case q.buf[0].Priority == 0:
+		return 0
+	case q.more:
+		return 1
+	}
+	return 2
 }

@@ -507,6 +507,36 @@ func TestFrontierPriority(t *testing.T) {
 	mustNext(t, f, "http://b.test/deep")
 }
 
+// TestFrontierBacklogFirst: when a worker frees up and many hosts are
+// ready, a host with a backlog (more queued than its in-memory head) goes
+// before hosts with a few shallow pages, though its head is deeper: it is
+// the host the crawl's end waits for. Seeds still go first.
+func TestFrontierBacklogFirst(t *testing.T) {
+	clk := newFakeClock()
+	f := newTestFrontier(t, None, time.Minute, clk.Now)
+	for i := range 20 {
+		push(t, f, Task{URL: fmt.Sprintf("http://small%d.test/p", i), Depth: 1})
+	}
+	var big []Task
+	for i := range hostBufLen + 5 {
+		big = append(big, Task{URL: fmt.Sprintf("http://big.test/p%d", i), Depth: 6})
+	}
+	push(t, f, big...)
+	push(t, f, Task{URL: "http://fresh.test/"})
+	mustNext(t, f, "http://fresh.test/")
+	l := mustNext(t, f, "http://big.test/p0")
+	settle(t, f, l)
+	// Once its backlog is down to the head, big waits its turn.
+	for i := 1; i < hostBufLen; i++ {
+		l := mustNext(t, f, fmt.Sprintf("http://big.test/p%d", i))
+		settle(t, f, l)
+	}
+	l, ok, _ := f.TryNext()
+	if !ok || !strings.HasPrefix(l.Task().URL, "http://small") {
+		t.Errorf("once big.test's backlog is gone, served %q before the shallower hosts", leaseTask(l).URL)
+	}
+}
+
 // TestFrontierHeadBuffer pushes, in many batches and while draining, more
 // tasks per host than the in-memory head holds, and checks that every task
 // is served exactly once in (priority, arrival) order.

@@ -13,6 +13,9 @@
 //
 //	go run ./internal/nodebench -new bin/swarmcrawl -base bin/base/swarmcrawl
 //
+// With NODEBENCH_DEBUG set, the nodes' logs, their status in the first
+// seconds and the largest host's stalls go to stderr.
+//
 // make bench builds both binaries (the base from the previous commit) and
 // runs it.
 package main
@@ -21,6 +24,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -176,6 +180,32 @@ func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, tok
 	start := time.Now()
 	if out, err := exec.Command(bin, append([]string{"seed", "--peer", addr}, w.Seeds()...)...).CombinedOutput(); err != nil {
 		return r, fmt.Errorf("seed: %w: %s", err, out)
+	}
+	if os.Getenv("NODEBENCH_DEBUG") != "" {
+		// The first 8 s of the node's status, five times a second: is
+		// discovery (the outbox) or the frontier behind?
+		stopPoll, polled := make(chan struct{}), make(chan struct{})
+		defer func() { close(stopPoll); <-polled }()
+		go func() {
+			defer close(polled)
+			for i := 0; i < 40; i++ {
+				select {
+				case <-stopPoll:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				out, _ := exec.Command(bin, "status", "--data", dir, "--json").Output()
+				var st struct {
+					Outbox int `json:"outbox"`
+					Crawl  struct {
+						Fetched int64 `json:"fetched"`
+						Queued  int64 `json:"queued"`
+					} `json:"crawl"`
+				}
+				_ = json.Unmarshal(out, &st)
+				fmt.Fprintf(os.Stderr, "+%v outbox %d fetched %d queued %d\n", time.Since(start).Round(time.Millisecond), st.Outbox, st.Crawl.Fetched, st.Crawl.Queued)
+			}
+		}()
 	}
 	want := make(map[string]bool, len(truth))
 	for _, u := range truth {
