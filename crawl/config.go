@@ -180,12 +180,6 @@ type Config struct {
 	// outcome stored it (nil when the task ended without one), so that the
 	// caller need not read it back.
 	OnFinished func(t frontier.Task, ringKey, urlHash uint64, meta *store.URLMeta)
-	// RobotsCopy, if set, gives a helper (FetchBatch) its replica copy of
-	// a host's politeness state, robots.txt included, before it fetches
-	// the host's robots.txt itself: the owner of a hot host replicates it
-	// to its successors, which are its helpers. nil: a helper fetches
-	// robots.txt when it has none cached.
-	RobotsCopy func(host string) (HostSnapshot, bool)
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (default 200; see Delegator).
 	// Delegation needs urls.KeyHost and a Delegate. None: never delegate.

@@ -74,17 +74,10 @@ func delegatingPair(t *testing.T, w *synthweb.Web, delay time.Duration, d *direc
 	owner = newTestCrawler(t, ocfg, nil, ring)
 	ring.c = owner
 
-	// The helper is the owner's replica: it holds a copy of each host's
-	// state, robots.txt included, as the owner replicates it.
+	// The helper is the owner's replica, but it takes robots.txt from the
+	// host, not from the owner: it fetches it itself.
 	hcfg := base
 	hcfg.UserAgent = "swarmcrawl/0.1 (helper)"
-	hcfg.RobotsCopy = func(host string) (HostSnapshot, bool) {
-		snaps := owner.Snapshots(func(k uint64) bool { return k == urls.HostKey(host) })
-		if len(snaps) != 1 {
-			return HostSnapshot{}, false
-		}
-		return snaps[0], true
-	}
 	helper = newTestCrawler(t, hcfg, nil, ring)
 	d.helper = helper
 	return owner, helper, ring
@@ -116,9 +109,10 @@ func checkCrawl(t *testing.T, w *synthweb.Web, delay time.Duration, maxDups int)
 
 // TestDelegateHotHosts crawls a web of large hosts with an owner that
 // delegates: the helper fetches most pages, yet each host sees one request
-// at a time with the delay between them, robots.txt only comes from the
-// owner (the helper checks every URL against its replica copy), and the
-// owner holds every fetched URL's metadata.
+// at a time with the delay between them, the helper fetches each host's
+// robots.txt once, itself, before its first page there (it does not take
+// the owner's word for it), and the owner holds every fetched URL's
+// metadata.
 func TestDelegateHotHosts(t *testing.T) {
 	w := hotHostWeb(t)
 	const delay = 20 * time.Millisecond
@@ -128,21 +122,29 @@ func TestDelegateHotHosts(t *testing.T) {
 	crawlUntilIdle(t, owner, 60*time.Second)
 	checkCrawl(t, w, delay, 0)
 
-	byHelper, robotsByHelper := 0, 0
+	byHelper := 0
+	robotsByHelper := map[string]int{}
 	for _, r := range w.Log() {
-		if strings.Contains(r.UserAgent, "(helper)") {
-			byHelper++
-			if r.Path == "/robots.txt" {
-				robotsByHelper++
-			}
+		if !strings.Contains(r.UserAgent, "(helper)") {
+			continue
+		}
+		if r.Path == "/robots.txt" {
+			robotsByHelper[r.Host]++
+			continue
+		}
+		byHelper++
+		if robotsByHelper[r.Host] == 0 {
+			t.Errorf("the helper requested %s%s before fetching the host's robots.txt", r.Host, r.Path)
 		}
 	}
 	os, hs := owner.Stats(), helper.Stats()
 	if byHelper < len(w.Log())/2 {
 		t.Errorf("the helper made %d of %d requests; hot hosts should mostly go to it", byHelper, len(w.Log()))
 	}
-	if robotsByHelper > 0 {
-		t.Errorf("the helper fetched robots.txt %d times; that is the owner's job", robotsByHelper)
+	for host, n := range robotsByHelper {
+		if n > 1 {
+			t.Errorf("the helper fetched robots.txt of %s %d times, want once", host, n)
+		}
 	}
 	if os.Delegated != hs.Helped || hs.Helped != int64(byHelper) {
 		t.Errorf("owner Delegated %d, helper Helped %d, helper requests %d: want all equal", os.Delegated, hs.Helped, byHelper)

@@ -14,8 +14,8 @@ import (
 
 // FetchBatch fetches a batch for another owner: the helper side of
 // delegation. The helper answers for its own politeness too: it checks
-// every URL against the host's robots.txt (its cached copy, or a fetch of
-// its own under the batch's pacing) and drops what robots.txt disallows,
+// every URL against the host's robots.txt as it fetched it itself (cached,
+// or fetched under the batch's pacing) and drops what robots.txt disallows,
 // and it keeps between the end of one request and the start of the next
 // the larger of b.Gap and its own gap for the host (its Delay, or the
 // host's Crawl-delay). It starts no request later than b.Budget after it
@@ -51,7 +51,9 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 		}
 		t := bt.Task
 		origin, pathQuery := urls.SplitOrigin(t.URL)
-		rules := c.batchRobots(b.Host, origin)
+		// robots.txt as this node knows it, never the owner's word for it:
+		// a hostile owner could replicate rules that allow everything.
+		rules := c.robots.get(origin, c.now())
 		if rules == nil {
 			var err error
 			if rules, err = c.fetchRobots(ctx, p, nil, origin); err != nil {
@@ -99,25 +101,6 @@ func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error
 		}
 	}
 	return res, nil
-}
-
-// batchRobots returns the cached robots.txt rules of origin, taking them
-// from the replica copy of the host's state (Config.RobotsCopy) when the
-// cache has none; nil when neither has them.
-func (c *Crawler) batchRobots(host, origin string) *robotsRules {
-	now := c.now()
-	if r := c.robots.get(origin, now); r != nil || c.cfg.RobotsCopy == nil {
-		return r
-	}
-	s, ok := c.cfg.RobotsCopy(host)
-	if !ok || s.Check() != nil || s.Host != host || s.Origin != origin {
-		return nil
-	}
-	if s.RobotsFetched.After(now) {
-		s.RobotsFetched = now
-	}
-	c.restoreRobots(s, now)
-	return c.robots.get(origin, now)
 }
 
 // batchPace paces the requests of one batch to its host: the gap after

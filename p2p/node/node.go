@@ -218,11 +218,6 @@ func (n *Node) build() error {
 	// to the delegator.
 	crawlCfg.Owns = n.own.Owns
 	crawlCfg.OnFinished = n.finished.Add
-	if keyMode == urls.KeyHost {
-		// As a helper it checks batches against its replica copy of each
-		// host's robots.txt.
-		crawlCfg.RobotsCopy = replicaRobots(n.db)
-	}
 	crawlCfg.Delegate = nil
 	if n.delegator != nil {
 		crawlCfg.Delegate = n.delegator

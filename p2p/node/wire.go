@@ -389,26 +389,3 @@ func truncate(s string, n int) string {
 }
 
 func truncURL(u string) string { return truncate(u, 120) }
-
-// replicaRobots gives the crawler, as a helper, this node's replica copy
-// of a host's politeness state (the owner replicates it with its
-// heartbeats), so that it checks a batch's URLs against the owner's
-// robots.txt without fetching it again.
-func replicaRobots(db *store.DB) func(host string) (crawl.HostSnapshot, bool) {
-	return func(host string) (crawl.HostSnapshot, bool) {
-		key := urls.HostKey(host)
-		var out crawl.HostSnapshot
-		found := false
-		err := db.ScanShardHosts(key-1, key, func(h store.ShardHost) error {
-			if h.Host != host {
-				return nil
-			}
-			s, err := decodeHostState(shard.HostState{Key: h.Key, Host: h.Host, Data: h.Data})
-			if err == nil {
-				out, found = s, true
-			}
-			return nil
-		})
-		return out, found && err == nil
-	}
-}
