@@ -166,6 +166,8 @@ type DB struct {
 	// tailTrimmed is what Open cut off the end of the journal or
 	// manifest: a write a crash interrupted (JournalTailTrimmed).
 	tailTrimmed int64
+	// failed is the first write the disk refused (see Failed).
+	failed *atomic.Pointer[writeFailure]
 
 	// mu guards the seen set: the Bloom filter, the seen table or journal,
 	// the seen counter record and journalLen. MarkSeen holds it for writing
@@ -227,7 +229,8 @@ func Open(dir string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	ldb, err := leveldb.Open(stor, &opt.Options{
+	failed := new(atomic.Pointer[writeFailure])
+	ldb, err := leveldb.Open(watchedStorage{Storage: stor, failed: failed}, &opt.Options{
 		BlockCacheCapacity: opts.CacheBytes,
 		// leveldb's own per-table filter saves block reads for keys that
 		// are absent, i.e. for our Bloom filter's false positives.
@@ -253,6 +256,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		ldb:         ldb,
 		syncWrite:   &opt.WriteOptions{Sync: !opts.noSync},
 		tailTrimmed: trimmed,
+		failed:      failed,
 		batch:       new(leveldb.Batch),
 	}
 	db.disk.init()

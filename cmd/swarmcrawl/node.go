@@ -122,9 +122,16 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(stdout, "listening: %s\n", a)
 	}
-	<-ctx.Done()
-	fmt.Fprintln(stderr, "swarmcrawl node: leaving the ring")
-	return n.Close()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "swarmcrawl node: leaving the ring")
+		return n.Close()
+	case err := <-n.Failed():
+		// Fail-stop: a node that can store nothing leaves at once, so that
+		// its successors take its ranges over.
+		fmt.Fprintln(stderr, "swarmcrawl node: the store failed; leaving the ring")
+		return errors.Join(fmt.Errorf("stopped: %w; free or replace the disk of %s and start the node again (`swarmcrawl repair --data %s` if it does not open)", err, o.data, o.data), n.Close())
+	}
 }
 
 func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {

@@ -111,6 +111,9 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// failed receives the store's failure once (see Failed).
+	failed chan error
 }
 
 // New opens the node's store, archive and identity and starts listening;
@@ -121,7 +124,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
-	n := &Node{cfg: cfg, shardCfg: shardCfg}
+	n := &Node{cfg: cfg, shardCfg: shardCfg, failed: make(chan error, 1)}
 	if err := n.openStorage(); err != nil {
 		return nil, err
 	}
@@ -334,6 +337,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	n.goRun("reachability", func() { n.reachLoop(runCtx) })
+	n.goRun("store watch", func() { n.watchStore(runCtx) })
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}
@@ -351,6 +355,37 @@ func goRunIn(wg *sync.WaitGroup, log *slog.Logger, name string, fn func()) {
 		fn()
 		log.Debug("loop stopped", "loop", name)
 	}()
+}
+
+// Failed delivers, at most once, the error of a store that failed: the
+// disk refused a write, and the store refuses every write after it (see
+// store.DB.Failed). The node can then keep nothing new for its ranges, so
+// whoever runs it should Close it at once: it leaves the ring, and its
+// successors, which hold replicas of its ranges, take them over. The
+// swarmcrawl node command does so and exits with the error (fail-stop).
+func (n *Node) Failed() <-chan error { return n.failed }
+
+// storeWatchInterval is how often the node looks whether its store failed.
+const storeWatchInterval = 500 * time.Millisecond
+
+// watchStore reports the store's failure on n.failed, once, with an ERROR
+// log line, and stops the crawl: nothing fetched now could be stored.
+func (n *Node) watchStore(ctx context.Context) {
+	t := time.NewTicker(storeWatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := n.db.Failed(); err != nil {
+			n.log.Error("the store failed: this node can keep nothing new and must leave the ring so that its successors take over its ranges", "err", err)
+			n.cancelCrawl()
+			n.failed <- err
+			return
+		}
+	}
 }
 
 // unparkInterval is how often hosts the crawler parked (because the node
