@@ -115,18 +115,7 @@ func TestAdversaryScope(t *testing.T) {
 			&pb.Task{Url: "http://" + h + "/forged-seed", Depth: 0})
 	}
 	forgedIn := "http://" + hostOfURL(t, a.web.Seeds()[0]) + "/forged-in-scope"
-	refused := map[string][]string{} // URL -> the reasons nodes gave
-	accepted := 0
-	for _, n := range a.honest {
-		resp := &pb.TaskBatchResult{}
-		if err := a.send(a.stranger, n, protocol.TasksID, &pb.TaskBatch{Tasks: append(slices.Clone(out), &pb.Task{Url: forgedIn})}, resp); err != nil {
-			t.Fatalf("task batch to %s: %v", p2p.ShortID(n.ID()), err)
-		}
-		accepted += int(resp.Accepted)
-		for _, r := range resp.Rejected {
-			refused[r.Url] = append(refused[r.Url], r.Reason)
-		}
-	}
+	accepted, refused := a.sendEverywhere(append(slices.Clone(out), &pb.Task{Url: forgedIn}))
 	if accepted != 1 {
 		t.Errorf("%d of the stranger's tasks accepted, want 1 (the forged seed of a seed host's page, as a link)", accepted)
 	}
@@ -187,6 +176,33 @@ func TestAdversaryScope(t *testing.T) {
 		t.Errorf("status scope %+v, want seed-hosts", st)
 	}
 	t.Logf("out of scope by reason %v; totals %+v", counts, a.swarm.Totals())
+}
+
+// sendEverywhere sends tasks, as the stranger, to every honest node, and
+// again those no node took as its owner (a lease renewed late under
+// load), and returns how many the nodes accepted and, by URL, the reasons
+// they gave for those they refused.
+func (a *adversary) sendEverywhere(tasks []*pb.Task) (accepted int, refused map[string][]string) {
+	a.t.Helper()
+	refused = map[string][]string{}
+	for len(tasks) > 0 && a.ctx.Err() == nil {
+		notOwned := map[string]int{}
+		for _, n := range a.honest {
+			resp := &pb.TaskBatchResult{}
+			if err := a.send(a.stranger, n, protocol.TasksID, &pb.TaskBatch{Tasks: tasks}, resp); err != nil {
+				a.t.Fatalf("task batch to %s: %v", p2p.ShortID(n.ID()), err)
+			}
+			accepted += int(resp.Accepted)
+			for _, r := range resp.Rejected {
+				refused[r.Url] = append(refused[r.Url], r.Reason)
+			}
+			for _, task := range resp.NotOwned {
+				notOwned[task.Url]++
+			}
+		}
+		tasks = slices.DeleteFunc(tasks, func(task *pb.Task) bool { return notOwned[task.Url] < len(a.honest) })
+	}
+	return accepted, refused
 }
 
 // crash stops n without leaving the ring (nothing handed off), as a crash
@@ -359,15 +375,9 @@ func TestScopeSeedDomains(t *testing.T) {
 		a.web.addSite(victim, victimSite())
 	}
 	a.seedOnly(want[0])
-	forged := &pb.TaskBatch{Tasks: []*pb.Task{{Url: "http://beta.example/forged"}, {Url: "http://x.gamma.example/", Depth: 1}}}
-	for _, n := range a.honest {
-		resp := &pb.TaskBatchResult{}
-		if err := a.send(a.stranger, n, protocol.TasksID, forged, resp); err != nil {
-			t.Fatal(err)
-		}
-		if resp.Accepted > 0 {
-			t.Errorf("%s accepted %d of the stranger's tasks", p2p.ShortID(n.ID()), resp.Accepted)
-		}
+	accepted, refused := a.sendEverywhere([]*pb.Task{{Url: "http://beta.example/forged"}, {Url: "http://x.gamma.example/", Depth: 1}})
+	if accepted > 0 || len(refused) != 2 {
+		t.Errorf("the stranger's forged seed and link: %d accepted, refused %v; want both refused", accepted, refused)
 	}
 	requested := func() map[string]bool {
 		got := map[string]bool{}
