@@ -12,7 +12,7 @@ import (
 // Admission: whether a task taken under a host's lease is fetched now. It
 // is the owner's control plane, the same for a page the crawl loop fetches
 // and for a task it adds to a batch a helper fetches: the ownership gate,
-// robots.txt, the page budget.
+// the scope, robots.txt, the page budget.
 
 // admitter says who admits tasks under a lease, which decides what
 // admission may do beyond looking.
@@ -71,6 +71,21 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 			l.Park()
 		}
 		return later
+	}
+	// Out of scope: no request at all, robots.txt included. The owner
+	// judged the URL when it arrived; this catches what reached the queue
+	// otherwise (records a peer handed over, a scope narrowed since).
+	switch r, err := c.scope.Check(t.URL); {
+	case err != nil:
+		c.countError("store")
+		if who == forCrawl {
+			l.DeferUntil(c.now().Add(scopeRetry))
+		}
+		return later
+	case r != InScope:
+		c.scopeDropped.Add(1)
+		c.drop(l, t)
+		return dropped
 	}
 	origin, pathQuery := urls.SplitOrigin(t.URL)
 	rules := c.robots.get(origin, c.now())
@@ -142,6 +157,10 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 // copyWait is the least a task waits while another copy of its URL is
 // being fetched.
 const copyWait = 50 * time.Millisecond
+
+// scopeRetry is how long a host waits when the store could not say
+// whether its task is in scope.
+const scopeRetry = time.Second
 
 // fetchedBefore reports whether the store holds metadata of t's URL: it
 // was fetched, here or (adopted with its range) by another node.

@@ -144,6 +144,12 @@ type Config struct {
 	// KeyMode is how the node computes ring keys (default urls.KeyHost);
 	// the per-URL tables of the store are laid out by them.
 	KeyMode urls.KeyMode
+	// Scope limits what the crawler fetches (default: everything; see
+	// ScopeConfig and scope.go). A task out of scope is dropped before any
+	// request, robots.txt included, and a batch for another owner with a
+	// task out of scope is refused. A seed rule needs host or domain keys
+	// (seed-domains: domain keys).
+	Scope ScopeConfig
 	// Proxy picks the proxy for a request (default http.ProxyFromEnvironment,
 	// which honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY). NoProxy connects
 	// directly.
@@ -340,7 +346,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("RetryBase must be positive (got %v)", c.RetryBase)
 	case c.RobotsTTL <= 0:
 		return fmt.Errorf("RobotsTTL must be positive (got %v)", c.RobotsTTL)
-	case c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL:
+	case c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL && c.KeyMode != urls.KeyDomain:
 		return fmt.Errorf("unknown %v", c.KeyMode)
 	case c.DelegateBudget < 0:
 		return fmt.Errorf("DelegateBudget is negative (%v)", c.DelegateBudget)
@@ -349,6 +355,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.Dial.validate(); err != nil {
 		return fmt.Errorf("dial: %w", err)
+	}
+	if err := c.Scope.validate(c.KeyMode); err != nil {
+		return err
 	}
 	return nil
 }

@@ -147,6 +147,7 @@ type Stats struct {
 	HostsWaiting    int64               `json:"hosts_waiting"`    // hosts with work waiting for their politeness gap
 	RobotsCached    int64               `json:"robots_cached"`    // origins whose robots.txt rules are cached
 	TopHosts        []frontier.HostLoad `json:"top_hosts"`        // the hosts with work that fetched the most pages (at most 10)
+	ScopeDropped    int64               `json:"scope_dropped"`    // queued tasks dropped before any request because they are out of the crawl's scope (Config.Scope)
 	Dial            DialStats           `json:"dial"`             // DNS cache and per-IP cap of direct connections
 }
 
@@ -158,6 +159,7 @@ type Crawler struct {
 	pages    PageSink
 	links    LinkSink
 	frontier *frontier.Frontier
+	scope    *Scope
 	robots   *robotsCache
 	client   *http.Client
 	dialer   *Dialer // nil when cfg.Transport replaces the transport
@@ -173,7 +175,7 @@ type Crawler struct {
 	redirects, linksReported, linksCapped          atomic.Int64
 	bytesFetched                                   atomic.Int64
 	retries, notModified, recrawls, changed        atomic.Int64
-	nearDups, budgetDropped                        atomic.Int64
+	nearDups, budgetDropped, scopeDropped          atomic.Int64
 	depthCut, exactCopies, reopened, refetched     atomic.Int64
 	sitemaps, sitemapRecrawls                      atomic.Int64
 	latencyHist                                    latencyHistogram
@@ -238,6 +240,10 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
+	scope, err := NewScope(cfg.Scope, cfg.KeyMode, db)
+	if err != nil {
+		return nil, fmt.Errorf("crawl config: %w", err)
+	}
 	cfg = cfg.inEffect()
 	c := &Crawler{
 		cfg:      cfg,
@@ -246,6 +252,7 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 		pages:    pages,
 		links:    links,
 		frontier: f,
+		scope:    scope,
 		robots:   newRobotsCache(),
 		now:      cfg.Clock,
 		errors:   make(map[string]int64),
@@ -259,6 +266,10 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 	}
 	return c, nil
 }
+
+// Scope returns the crawler's scope, for the owner that admits URLs to
+// judge them by the same rules and seeds.
+func (c *Crawler) Scope() *Scope { return c.scope }
 
 type discard struct{}
 
@@ -395,6 +406,7 @@ func (c *Crawler) Stats() Stats {
 		Reopened:        c.reopened.Load(),
 		Refetched:       c.refetched.Load(),
 		BudgetDropped:   c.budgetDropped.Load(),
+		ScopeDropped:    c.scopeDropped.Load(),
 		Queued:          int64(c.frontier.Len()),
 		Scheduled:       counts.Scheduled,
 		InFlight:        c.inFlight.Load(),

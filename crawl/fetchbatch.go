@@ -22,8 +22,10 @@ import (
 // began, and cuts any request still running shortly before b.Wait. Pages
 // go to this crawler's PageSink and links to its LinkSink; its own
 // frontier is not touched. At most Config.Workers batches run at once;
-// past that it returns ErrBusy at once. A malformed batch is refused with
-// an error before any request.
+// past that it returns ErrBusy at once. A malformed batch, and one with a
+// task out of this crawler's scope (judged by its own configuration and
+// its replica copy of the owner's seeds), is refused with an error before
+// any request.
 func (c *Crawler) FetchBatch(ctx context.Context, b *Batch) (*BatchResult, error) {
 	if err := c.checkBatch(b); err != nil {
 		return nil, fmt.Errorf("fetch batch: %w", err)
@@ -179,6 +181,12 @@ func (c *Crawler) checkBatch(b *Batch) error {
 			return fmt.Errorf("task %d: host %q, batch host %q", i, host, b.Host)
 		case t.Depth < 0 || t.Attempts < 0 || t.Redirects < 0:
 			return fmt.Errorf("task %d: negative depth, attempts or redirects", i)
+		}
+		switch r, err := c.scope.Check(norm); {
+		case err != nil:
+			return fmt.Errorf("task %d: %w", i, err)
+		case r != InScope:
+			return fmt.Errorf("task %d: %s is out of this helper's scope (%v)", i, urls.Truncate(norm, 80), r)
 		}
 	}
 	return nil

@@ -57,18 +57,38 @@ func (c *Crawler) ReleaseRange(ctx context.Context, in func(ringKey uint64) bool
 		return nil, fmt.Errorf("crawl: release: %w", err)
 	}
 	want := func(host string) bool { return hosts[host] }
-	if c.cfg.KeyMode == urls.KeyHost {
-		want = func(host string) bool { return hosts[host] || in(urls.HostKey(host)) }
+	if _, perHost := urls.HostRingKey(probeHost, c.cfg.KeyMode); perHost {
+		want = func(host string) bool { return hosts[host] || in(c.hostKey(host)) }
 	}
 	return c.snapshots(hosts, want, true), nil
 }
 
-// Snapshots returns the current snapshots of hosts whose key satisfies
-// in: those the crawler has in memory with a NotBefore still ahead or a
-// cached robots.txt. It reads no store.
-func (c *Crawler) Snapshots(in func(hostKey uint64) bool) []HostSnapshot {
-	hosts := c.frontier.HostsWhere(in)
-	return c.snapshots(hosts, func(host string) bool { return in(urls.HostKey(host)) }, false)
+// probeHost is any host name: HostRingKey of it says whether a key mode
+// gives every URL of a host one ring key.
+const probeHost = "x"
+
+// hostKey is the key a host's politeness state travels under
+// (HostSnapshot.Key): the ring key of all its URLs with host or domain
+// keys, its host key with URL keys.
+func (c *Crawler) hostKey(host string) uint64 {
+	if k, ok := urls.HostRingKey(host, c.cfg.KeyMode); ok {
+		return k
+	}
+	return urls.HostKey(host)
+}
+
+// Snapshots returns the current snapshots of hosts whose key (see
+// HostSnapshot.Key) satisfies in: those the crawler has in memory with a
+// NotBefore still ahead or a cached robots.txt. It reads no store.
+func (c *Crawler) Snapshots(in func(key uint64) bool) []HostSnapshot {
+	want := func(host string) bool { return in(c.hostKey(host)) }
+	hosts := c.frontier.HostsWhere(func(uint64) bool { return true })
+	for h := range hosts {
+		if !want(h) {
+			delete(hosts, h)
+		}
+	}
+	return c.snapshots(hosts, want, false)
 }
 
 // snapshots builds the snapshots of hosts, and of the hosts whose robots.txt
@@ -90,7 +110,7 @@ func (c *Crawler) snapshots(hosts map[string]bool, want func(host string) bool, 
 	notBefore := c.frontier.NotBefore(names, readStore)
 	var out []HostSnapshot
 	for _, host := range names {
-		s := HostSnapshot{Host: host, Key: urls.HostKey(host), NotBefore: notBefore[host]}
+		s := HostSnapshot{Host: host, Key: c.hostKey(host), NotBefore: notBefore[host]}
 		if e, ok := robots[host]; ok {
 			s.Origin, s.RobotsStatus, s.RobotsFetched = e.origin, e.rules.status, e.rules.fetched
 			if e.rules.packed != nil {

@@ -940,3 +940,40 @@ func TestTakeFreshSnapshots(t *testing.T) {
 		t.Errorf("taken twice: %+v", again)
 	}
 }
+
+// TestDomainKeySnapshots: with domain keys a host's politeness state
+// travels under its domain's key, the ring key of all its URLs, so that
+// it goes with the range that holds the host: Snapshots and ReleaseRange
+// find it by that key and not by the host key.
+func TestDomainKeySnapshots(t *testing.T) {
+	w := startSynthWeb(t, synthweb.Config{Seed: 11, Hosts: 3, PagesPerHost: 4, CrossHostFraction: -1})
+	cfg := testConfig()
+	cfg.Proxy = w.Proxy()
+	cfg.KeyMode = urls.KeyDomain
+	host := w.Hosts()[0]
+	domainKey, hostKey := urls.DomainKey(host), urls.HostKey(host)
+	if domainKey == hostKey {
+		t.Fatalf("%s: its domain key is its host key", host)
+	}
+	c := newTestCrawler(t, cfg, nil, nil)
+	c.Enqueue(frontier.Task{URL: "http://" + host + "/"})
+	crawlUntilIdle(t, c, 20*time.Second)
+	if snaps := c.Snapshots(func(k uint64) bool { return k == hostKey }); len(snaps) != 0 {
+		t.Errorf("snapshots under the host key with domain keys: %+v", snaps)
+	}
+	snaps := c.Snapshots(func(k uint64) bool { return k == domainKey })
+	if len(snaps) != 1 || snaps[0].Host != host || snaps[0].Key != domainKey || snaps[0].Check() != nil {
+		t.Fatalf("snapshots under %s's domain key: %+v, want its own, keyed by the domain", host, snaps)
+	}
+	c.Enqueue(frontier.Task{URL: "http://" + host + "/later"})
+	released, err := c.ReleaseRange(context.Background(), func(k uint64) bool { return k == domainKey })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 1 || released[0].Key != domainKey {
+		t.Errorf("released %+v, want %s's state under its domain key", released, host)
+	}
+	if n := c.Stats().Queued; n != 0 {
+		t.Errorf("%d tasks queued after the domain's range was released", n)
+	}
+}

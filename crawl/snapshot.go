@@ -12,8 +12,9 @@ import (
 // for it. The node puts it on the wire (a protocol HostPoliteness) and
 // Restore installs it on the receiving crawler, after Check.
 type HostSnapshot struct {
-	// Host is the hostname (lowercase, no port) and Key its host key,
-	// urls.HostKey(Host).
+	// Host is the hostname (lowercase, no port) and Key the ring key its
+	// state travels under: urls.HostKey(Host), or with domain keys
+	// urls.DomainKey(Host).
 	Host string
 	Key  uint64
 	// NotBefore is when the host may next be contacted: no request to it
@@ -39,7 +40,8 @@ type HostSnapshot struct {
 const maxSnapshotHost = 255
 
 // Check reports what makes s unusable, if anything: an empty or overlong
-// host, a Key that is not urls.HostKey(Host), a robots.txt status out of
+// host, a Key that is neither urls.HostKey(Host) nor urls.DomainKey(Host)
+// (the node checks which one its key mode wants), a robots.txt status out of
 // range, a body above the robots.txt cap, or robots.txt data that does not
 // fit together (a body or origin without a status, an origin of another
 // host). Restore skips snapshots that fail it.
@@ -47,8 +49,8 @@ func (s *HostSnapshot) Check() error {
 	switch {
 	case s.Host == "" || len(s.Host) > maxSnapshotHost:
 		return fmt.Errorf("host %q: empty or longer than %d bytes", urls.Truncate(s.Host, 80), maxSnapshotHost)
-	case s.Key != urls.HostKey(s.Host):
-		return fmt.Errorf("host %s: key %016x is not its host key %016x", s.Host, s.Key, urls.HostKey(s.Host))
+	case s.Key != urls.HostKey(s.Host) && s.Key != urls.DomainKey(s.Host):
+		return fmt.Errorf("host %s: key %016x is neither its host key %016x nor its domain key", s.Host, s.Key, urls.HostKey(s.Host))
 	case s.RobotsStatus < 0 || s.RobotsStatus > 999 || s.RobotsStatus > 0 && s.RobotsStatus < 100:
 		return fmt.Errorf("host %s: robots.txt status %d", s.Host, s.RobotsStatus)
 	case len(s.Robots) > maxRobotsBytes:

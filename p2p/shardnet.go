@@ -218,7 +218,7 @@ func decodeClaims(cs []*pb.Claim) ([]shard.Claim, error) {
 func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
 	out := make([]*pb.ShardRecord, len(rs))
 	for i, r := range rs {
-		rec := &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done}
+		rec := &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done, Seed: r.Seed}
 		if len(r.Meta) > 0 {
 			m := &pb.UrlMeta{}
 			if err := proto.Unmarshal(r.Meta, m); err == nil {
@@ -252,7 +252,7 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes, meta version %d)",
 				i, len(r.Url), r.Depth, r.Redirects, len(meta), r.MetaVersion)
 		}
-		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Meta: meta, MetaVersion: r.MetaVersion}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Seed: r.Seed, Meta: meta, MetaVersion: r.MetaVersion}
 	}
 	return out, nil
 }

@@ -217,6 +217,7 @@ func sampleShardMessages() []proto.Message {
 	recs := []shard.Record{
 		{Key: 1<<62 + 5, Hash: 0xaf63bd4c8601b7df, URL: "http://a.test/page", Depth: 2, Redirects: 1, Done: true, Meta: meta, MetaVersion: 1767366245000000000},
 		{Key: 1<<62 + 5, Hash: 0x3f1c, URL: "http://a.test/next?q=1", Depth: 3},
+		{Key: 1<<62 + 5, Hash: 0x51ed, URL: "http://a.test/", Seed: true},
 	}
 	politeness, err := proto.Marshal(&pb.HostPoliteness{NotBeforeNs: 1767366246000000000, RobotsOrigin: "http://a.test", RobotsStatus: 200,
 		RobotsFetchedNs: 1767366240000000000, Robots: []byte("User-agent: *\nDisallow: /private/\n")})

@@ -52,16 +52,17 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 	return resp, nil
 }
 
-// ServeTasks answers the tasks protocol with accept. A batch above
+// ServeTasks answers the tasks protocol with accept, which learns who sent
+// the batch (an owner judges seeds by their sender). A batch above
 // protocol.MaxBatchTasks is refused whole before accept sees it.
-func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, from peer.ID, tasks []*pb.Task) *pb.TaskBatchResult) {
+func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, tasks []*pb.Task) *pb.TaskBatchResult) {
 	t.streams.Handle(protocol.TasksID, func() proto.Message { return &pb.TaskBatch{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			batch := m.(*pb.TaskBatch)
 			if len(batch.Tasks) > protocol.MaxBatchTasks {
 				return &pb.TaskBatchResult{Error: fmt.Sprintf("batch of %d tasks exceeds %d", len(batch.Tasks), protocol.MaxBatchTasks)}
 			}
-			return accept(ctx, in.From, batch.Tasks)
+			return accept(ctx, in, batch.Tasks)
 		})
 }
 

@@ -44,6 +44,7 @@
 //	outbox    'o'     'o' | sequence (8, BE)                      outbox record
 //	shard     'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
 //	shardhost 'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
+//	seeds     'e'     'e' | ring key (8, BE) | URL hash (8, BE)   seed record
 //
 // The fingerprint table (simindex.go) is the near-duplicate index; the
 // content table (content.go) remembers, per exact content, whose links
@@ -61,7 +62,11 @@
 // host, its host key), so a range of the ring is one contiguous key range
 // per table, as for the per-URL tables. The name hash is the 64-bit FNV-1a
 // hash of the host name: it keeps apart hosts whose host keys collide.
-// Their record formats are documented at the top of shard.go.
+// The seeds table indexes the shard records marked seed (submitted by a
+// client allowed to seed), by which a node judges a crawl scoped to its
+// seeds' hosts or domains; it is written in the same batch as the records,
+// and Repair rebuilds it from them. Their record formats are documented at
+// the top of shard.go.
 //
 // The crawl state tables (queue, schedule, urlmeta, dead, hosts) hold the
 // durable frontier of the crawler; their record formats are documented at

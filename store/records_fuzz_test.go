@@ -85,6 +85,8 @@ var storeCodecs = []storeCodec{
 		}
 		return e, err
 	}, func(x any) []byte { e := x.(QueueEntry); return scheduleKey(e.Due, e.Seq) }},
+	{"seed", func(v []byte) (any, error) { return decodeSeed(v) },
+		func(x any) []byte { return encodeSeed(x.(string)) }},
 }
 
 // storeSamples are records as the store writes them, one or more per
@@ -115,6 +117,9 @@ func storeSamples() map[string][]byte {
 		"outbox":          encodeOutbox(&OutboxEntry{URL: "http://b.test/x", Depth: 5, Redirects: 1, Attempts: 2}),
 		"shard":           encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/p", Depth: 2, Redirects: 1, Done: true, Meta: []byte("\x0a\x0fhttp://a.test/p"), MetaVersion: uint64(fuzzTime.UnixNano())}),
 		"shard-version-1": append([]byte{1, 0, 4, 0}, appendString(nil, "http://a.test/old")...),
+		"shard-version-2": append(append([]byte{2, 1, 4, 0}, appendString(nil, "http://a.test/v2")...), 0, 0),
+		"shard-seeded":    encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/", Seed: true}),
+		"seed":            encodeSeed("http://a.test/"),
 		"fingerprint":     encodeFingerprint(0x0123456789abcdef, "http://a.test/p"),
 		"band":            encodeBand(0x0123456789abcdef),
 		"url-key":         urlKey(prefixSeen, 0x0102030405060708, 0x1112131415161718),
@@ -136,7 +141,7 @@ func FuzzStoreRecords(f *testing.F) {
 		index[c.name] = uint8(i)
 	}
 	codecOf := func(name string) uint8 {
-		i, ok := index[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "-raw-body"), "-never"), "-version-1")]
+		i, ok := index[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "-raw-body"), "-never"), "-version-1"), "-version-2"), "-seeded")]
 		if !ok {
 			panic("no codec for sample " + name)
 		}

@@ -415,6 +415,7 @@ var repairTables = []struct {
 	{"urlmeta", prefixURLMeta, urlKeyLen, ""},
 	{"hosts", prefixHost, 9, ""},
 	{"shardhost", prefixShardHost, urlKeyLen, ""},
+	{"seeds", prefixSeeds, urlKeyLen, ""},
 	{"fingerprint", prefixFingerprint, 0, ""},
 	{"content", prefixContent, urlKeyLen, ""},
 	{"outbox", prefixOutbox, 9, ""},
@@ -430,6 +431,9 @@ func (r *repairer) run() error {
 		}
 	}
 	if err := r.count(); err != nil {
+		return err
+	}
+	if err := r.reindexSeeds(); err != nil {
 		return err
 	}
 	mode, err := r.mode()
@@ -497,6 +501,60 @@ func (r *repairer) count() error {
 		if err := r.ldb.Write(bad, &opt.WriteOptions{Sync: true}); err != nil {
 			return ldbErr(err, "repair: delete %d malformed entries", bad.Len())
 		}
+	}
+	return nil
+}
+
+// reindexSeeds makes the seeds table an index of the shard records marked
+// seed again: the two may have lost different writes.
+func (r *repairer) reindexSeeds() error {
+	want := map[string]string{} // seeds key -> URL
+	it := r.ldb.NewIterator(tableRange(prefixShard), &opt.ReadOptions{DontFillCache: true})
+	for it.Next() {
+		k := it.Key()
+		rec := ShardRecord{}
+		if len(k) != urlKeyLen || decodeShardRecord(it.Value(), &rec) != nil || !rec.Seed {
+			continue
+		}
+		sk := slices.Clone(k)
+		sk[0] = prefixSeeds
+		want[string(sk)] = rec.URL
+	}
+	err := it.Error()
+	it.Release()
+	if err != nil {
+		return ldbErr(err, "repair: scan shard records for seeds")
+	}
+	b := new(leveldb.Batch)
+	it = r.ldb.NewIterator(tableRange(prefixSeeds), &opt.ReadOptions{DontFillCache: true})
+	for it.Next() {
+		k := string(it.Key())
+		if u, ok := want[k]; ok {
+			if got, err := decodeSeed(it.Value()); err == nil && got == u {
+				delete(want, k)
+				continue
+			}
+		} else {
+			b.Delete([]byte(k))
+			r.counts[prefixSeeds]--
+		}
+	}
+	err = it.Error()
+	it.Release()
+	if err != nil {
+		return ldbErr(err, "repair: scan seeds")
+	}
+	for k, u := range want {
+		if _, err := r.ldb.Get([]byte(k), nil); err != nil {
+			r.counts[prefixSeeds]++ // missing, not merely damaged
+		}
+		b.Put([]byte(k), encodeSeed(u))
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := r.ldb.Write(b, &opt.WriteOptions{Sync: true}); err != nil {
+		return ldbErr(err, "repair: rebuild %d seeds", b.Len())
 	}
 	return nil
 }

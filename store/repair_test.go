@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
@@ -197,6 +198,48 @@ func TestRepairBloomFile(t *testing.T) {
 	for i, e := range es[:500] {
 		if ok, err := db.Seen(e.Key, e.URLHash); err != nil || !ok {
 			t.Fatalf("shard record %d not seen after the filter was rebuilt (%v)", i, err)
+		}
+	}
+}
+
+// The seeds table is an index of the shard records marked seed: Repair
+// rebuilds what it lost and drops what no record backs, so that a damaged
+// store neither forgets a seed nor keeps one it cannot show.
+func TestRepairReindexesSeeds(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	recs := []ShardRecord{
+		{Key: 1, URLHash: 1, URL: "http://a.test/", Seed: true},
+		{Key: 2, URLHash: 2, URL: "http://b.test/", Seed: true},
+		{Key: 3, URLHash: 3, URL: "http://c.test/p", Depth: 1},
+	}
+	if err := db.PutShardRecords(recs); err != nil {
+		t.Fatal(err)
+	}
+	// Damage as the journal's loss of one write of either table would.
+	b := new(leveldb.Batch)
+	b.Delete(urlKey(prefixSeeds, 1, 1))
+	b.Put(urlKey(prefixSeeds, 3, 3), encodeSeed("http://c.test/p"))
+	if err := db.ldb.Write(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Repair(dir, testOptions(SeenExact))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := tableCount(t, rep, "seeds"); c.Found != 2 {
+		t.Errorf("seeds table %+v after repair, want 2", c)
+	}
+	db = openTest(t, dir, testOptions(SeenExact))
+	for _, c := range []struct {
+		key  uint64
+		want bool
+	}{{1, true}, {2, true}, {3, false}} {
+		if ok, err := db.IsSeed(c.key, c.key); err != nil || ok != c.want {
+			t.Errorf("IsSeed(%d) = %v, %v after repair; want %v", c.key, ok, err, c.want)
 		}
 	}
 }

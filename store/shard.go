@@ -6,21 +6,31 @@ package store
 //	table      prefix  key                                         value
 //	shard      'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
 //	shardhost  'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
+//	seeds      'e'     'e' | ring key (8, BE) | URL hash (8, BE)   seed record
 //
 // The name hash is the 64-bit FNV-1a hash of the host name (hostHash).
 //
-// Shard record, version 2 (ring key and URL hash come from the key):
+// Shard record, version 3 (ring key and URL hash come from the key):
 //
-//	version       byte = 2
-//	flags         byte: bit 0 = done (no other bit may be set)
+//	version       byte = 3
+//	flags         byte: bit 0 = done, bit 1 = seed (no other bit may be set)
 //	depth         varint
 //	redirects     varint
 //	url           bytes
 //	meta version  uvarint
 //	meta          bytes (the crawler's opaque state of the URL)
 //
-// Version 1 records, written before the meta fields existed, end after
-// url and are read with no meta.
+// Version 2 records are the same without the seed bit; version 1 records,
+// written before the meta fields existed, end after url and are read with
+// no meta.
+//
+// The seeds table is an index of the shard table: one entry for each
+// shard record marked seed, written in the same batch as the record, so
+// that the two agree after any crash. A node reads the seeds of a ring key
+// (SeedURLs) to judge a crawl's scope. Seed record, version 1:
+//
+//	version    byte = 1
+//	url        bytes
 //
 // Shard host record, version 1 (host key from the key):
 //
@@ -28,8 +38,8 @@ package store
 //	host       bytes
 //	data       bytes (the crawler's opaque host state)
 //
-// Records are merged, not counted: a shard record's merge keeps done once
-// set, the smaller depth and the meta of the higher meta version
+// Records are merged, not counted: a shard record's merge keeps done and
+// seed once set, the smaller depth and the meta of the higher meta version
 // (PutShardRecords), and the last write of a shard host record wins.
 
 import (
@@ -40,12 +50,14 @@ import (
 	"hash/fnv"
 
 	"github.com/syndtr/goleveldb/leveldb"
+	"github.com/syndtr/goleveldb/leveldb/util"
 )
 
 // Shard tables: the replicated state of ring ranges (see package p2p/shard).
 const (
 	prefixShard     byte = 'r'
 	prefixShardHost byte = 'g'
+	prefixSeeds     byte = 'e'
 )
 
 // ShardRecord is the replicated state of one URL: enough for whichever node
@@ -58,6 +70,10 @@ type ShardRecord struct {
 	// Done is set once the URL needs no more fetching: fetched, dead-lettered
 	// or dropped for good.
 	Done bool
+	// Seed marks a URL that a client allowed to seed submitted (at depth
+	// 0): the seeds table indexes such records, and a crawl scoped to the
+	// seeds' hosts or domains is judged by them.
+	Seed bool
 	// Meta is the crawler's opaque state of the URL after its last fetch
 	// (validators, next recrawl), and MetaVersion orders such states: the
 	// higher one wins a merge.
@@ -74,10 +90,11 @@ type ShardHost struct {
 }
 
 // PutShardRecords merges records into the shard table. The merge is
-// idempotent and commutative: Done wins, the smaller depth is kept, and so
-// is the meta of the higher MetaVersion, so replicas that receive the same
-// records in any order and any number of times agree. The write is synced
-// to disk before PutShardRecords returns.
+// idempotent and commutative: Done and Seed win, the smaller depth (at
+// equal depths, the fewer redirects) is kept, and so is the meta of the higher MetaVersion, so replicas that
+// receive the same records in any order and any number of times agree. A
+// record that becomes a seed gets its entry in the seeds table in the same
+// batch. The write is synced to disk before PutShardRecords returns.
 func (db *DB) PutShardRecords(recs []ShardRecord) error {
 	if db.closed.Load() {
 		return ErrClosed
@@ -118,6 +135,9 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 		}
 		pending[id] = merged
 		b.Put(urlKey(prefixShard, r.Key, r.URLHash), encodeShardRecord(nil, &merged))
+		if merged.Seed && !(ok && old.Seed) {
+			b.Put(urlKey(prefixSeeds, r.Key, r.URLHash), encodeSeed(merged.URL))
+		}
 	}
 	if b.Len() == 0 {
 		return nil
@@ -134,7 +154,8 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 func mergeShard(old, nw ShardRecord) ShardRecord {
 	out := old
 	out.Done = old.Done || nw.Done
-	if nw.Depth < old.Depth {
+	out.Seed = old.Seed || nw.Seed
+	if nw.Depth < old.Depth || nw.Depth == old.Depth && nw.Redirects < old.Redirects {
 		out.Depth, out.URL, out.Redirects = nw.Depth, nw.URL, nw.Redirects
 	}
 	if nw.MetaVersion > old.MetaVersion {
@@ -145,7 +166,7 @@ func mergeShard(old, nw ShardRecord) ShardRecord {
 
 func shardEqual(a, b ShardRecord) bool {
 	return a.Key == b.Key && a.URLHash == b.URLHash && a.URL == b.URL && a.Depth == b.Depth &&
-		a.Redirects == b.Redirects && a.Done == b.Done && a.MetaVersion == b.MetaVersion && bytes.Equal(a.Meta, b.Meta)
+		a.Redirects == b.Redirects && a.Done == b.Done && a.Seed == b.Seed && a.MetaVersion == b.MetaVersion && bytes.Equal(a.Meta, b.Meta)
 }
 
 // ShardRecord returns the shard record of a URL, ok false when there is none.
@@ -181,6 +202,62 @@ func (db *DB) ScanShard(from, to uint64, fn func(ShardRecord) error) error {
 		}
 		return fn(r)
 	})
+}
+
+// SeedURLs calls fn with the URL of every shard record marked seed under
+// ring key key, in URL hash order, until fn returns false. It reads the
+// seeds table only.
+func (db *DB) SeedURLs(key uint64, fn func(url string) bool) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	it := db.ldb.NewIterator(&util.Range{Start: ringStart(prefixSeeds, key), Limit: ringLimit(prefixSeeds, key)}, nil)
+	defer it.Release()
+	for it.Next() {
+		u, err := decodeSeed(it.Value())
+		if err != nil {
+			return fmt.Errorf("store: seed under ring key %016x: %w", key, err)
+		}
+		if !fn(u) {
+			return nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return ldbErr(err, "seeds of ring key %016x", key)
+	}
+	return nil
+}
+
+// IsSeed reports whether the shard record of a URL is marked seed.
+func (db *DB) IsSeed(key, urlHash uint64) (bool, error) {
+	if db.closed.Load() {
+		return false, ErrClosed
+	}
+	_, err := db.ldb.Get(urlKey(prefixSeeds, key, urlHash), nil)
+	switch {
+	case errors.Is(err, leveldb.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, ldbErr(err, "seed %s", keyString(key, urlHash))
+	}
+	return true, nil
+}
+
+// seedVersion is the version of seed records.
+const seedVersion = 1
+
+func encodeSeed(url string) []byte { return appendString([]byte{seedVersion}, url) }
+
+func decodeSeed(v []byte) (string, error) {
+	d := decoder{b: v}
+	if ver := d.byte(); d.err == nil && ver != seedVersion {
+		return "", fmt.Errorf("%w: seed record version %d", ErrCorrupt, ver)
+	}
+	u := d.str()
+	if err := d.finish(); err != nil {
+		return "", err
+	}
+	return u, nil
 }
 
 // PutShardHosts stores host states; the last write of a host wins.
@@ -237,7 +314,7 @@ func hostHash(host string) uint64 {
 // at shardRecordVersion.
 const (
 	shardVersion       = 1
-	shardRecordVersion = 2
+	shardRecordVersion = 3
 )
 
 // encodeShardRecord appends the shard record of r (see the top of this
@@ -245,7 +322,10 @@ const (
 func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	var flags byte
 	if r.Done {
-		flags |= 1
+		flags |= flagDone
+	}
+	if r.Seed {
+		flags |= flagSeed
 	}
 	dst = append(dst, shardRecordVersion, flags)
 	dst = binary.AppendVarint(dst, int64(r.Depth))
@@ -255,21 +335,32 @@ func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	return appendBytes(dst, r.Meta)
 }
 
+// Shard record flags.
+const (
+	flagDone byte = 1 << iota
+	flagSeed
+)
+
 func decodeShardRecord(v []byte, r *ShardRecord) error {
 	d := decoder{b: v}
 	ver := d.byte()
-	if d.err == nil && ver != 1 && ver != shardRecordVersion {
+	if d.err == nil && (ver < 1 || ver > shardRecordVersion) {
 		return fmt.Errorf("%w: shard record version %d", ErrCorrupt, ver)
 	}
 	flags := d.byte()
-	if d.err == nil && flags&^1 != 0 {
+	known := flagDone
+	if ver >= 3 {
+		known |= flagSeed
+	}
+	if d.err == nil && flags&^known != 0 {
 		return fmt.Errorf("%w: shard record flags %#x", ErrCorrupt, flags)
 	}
-	r.Done = flags&1 != 0
+	r.Done = flags&flagDone != 0
+	r.Seed = flags&flagSeed != 0
 	r.Depth = d.int()
 	r.Redirects = d.int()
 	r.URL = d.str()
-	if ver == shardRecordVersion {
+	if ver >= 2 {
 		r.MetaVersion = d.uvarint()
 		// Copied: a scan's value buffer is reused for the next key.
 		r.Meta = bytes.Clone(d.bytes())

@@ -143,3 +143,62 @@ func TestShardRecordMetaNewestWins(t *testing.T) {
 		t.Errorf("version 3 record: %v, want ErrCorrupt", err)
 	}
 }
+
+// A record marked seed stays a seed whatever merges into it, and the
+// seeds table indexes exactly the records marked seed: written with them,
+// read back by ring key, kept across a reopen.
+func TestSeedRecordsIndexed(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	link := ShardRecord{Key: 9, URLHash: 1, URL: "http://a.test/p", Depth: 2}
+	seed := ShardRecord{Key: 9, URLHash: 2, URL: "http://a.test/", Seed: true}
+	other := ShardRecord{Key: 10, URLHash: 3, URL: "http://b.test/", Seed: true}
+	if err := db.PutShardRecords([]ShardRecord{link, seed, other}); err != nil {
+		t.Fatal(err)
+	}
+	// A pending copy, a redirect-depth copy and a done copy merge in:
+	// the seed mark stays.
+	again := seed
+	again.Seed, again.Redirects = false, 1
+	done := seed
+	done.Seed, done.Done = false, true
+	if err := db.PutShardRecords([]ShardRecord{again, done}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := db.ShardRecord(9, 2); !r.Seed || !r.Done {
+		t.Fatalf("merged record %+v, want seed and done", r)
+	}
+	// A link found later at depth 0 becomes a seed when a seed names it.
+	promoted := link
+	promoted.Depth, promoted.Seed = 0, true
+	if err := db.PutShardRecords([]ShardRecord{promoted}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *DB) {
+		t.Helper()
+		var got []string
+		if err := db.SeedURLs(9, func(u string) bool { got = append(got, u); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0] != "http://a.test/p" || got[1] != "http://a.test/" {
+			t.Fatalf("seeds of key 9: %q, want the promoted link and the seed", got)
+		}
+		for _, c := range []struct {
+			key, hash uint64
+			want      bool
+		}{{9, 1, true}, {9, 2, true}, {10, 3, true}, {10, 4, false}, {11, 3, false}} {
+			if ok, err := db.IsSeed(c.key, c.hash); err != nil || ok != c.want {
+				t.Errorf("IsSeed(%d, %d) = %v, %v; want %v", c.key, c.hash, ok, err, c.want)
+			}
+		}
+		n := 0
+		if err := db.SeedURLs(9, func(string) bool { n++; return false }); err != nil || n != 1 {
+			t.Errorf("SeedURLs went on after fn said stop: %d calls, %v", n, err)
+		}
+	}
+	check(db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(openTest(t, dir, testOptions(SeenExact)))
+}

@@ -36,16 +36,26 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		case explicit[v.name]:
 			continue
 		}
-		if err := fs.Set(v.name, v.value); err != nil {
-			return fmt.Errorf("config %s:%d: %s: invalid value %q: %w", path, v.line, v.name, v.value, err)
+		// A repeatable option takes a list item by item: its values may
+		// hold commas.
+		values := []string{v.value}
+		if _, ok := fs.Lookup(v.name).Value.(*patternFlag); ok && v.items != nil {
+			values = v.items
+		}
+		for _, value := range values {
+			if err := fs.Set(v.name, value); err != nil {
+				return fmt.Errorf("config %s:%d: %s: invalid value %q: %w", path, v.line, v.name, value, err)
+			}
 		}
 	}
 	return nil
 }
 
-// configValue is one option of a config file, as a flag value.
+// configValue is one option of a config file, as a flag value: a list's
+// items joined with commas, as a list flag takes them, and the items.
 type configValue struct {
 	name, value string
+	items       []string // a list's items; nil for a scalar
 	line        int
 }
 
@@ -80,6 +90,7 @@ func parseConfig(data []byte) ([]configValue, error) {
 		}
 		seen[name] = k.Line
 		var value string
+		var items []string
 		switch v.Kind {
 		case yaml.ScalarNode:
 			value = v.Value
@@ -91,11 +102,11 @@ func parseConfig(data []byte) ([]configValue, error) {
 				}
 				parts = append(parts, item.Value)
 			}
-			value = strings.Join(parts, ",")
+			value, items = strings.Join(parts, ","), parts
 		default:
 			return nil, fmt.Errorf(":%d: %s: want a value or a list of values", v.Line, name)
 		}
-		out = append(out, configValue{name: name, value: value, line: k.Line})
+		out = append(out, configValue{name: name, value: value, items: items, line: k.Line})
 	}
 	return out, nil
 }
@@ -112,10 +123,17 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		}
 		_, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(&b, "# %s\n", strings.ReplaceAll(usage, "\n", " "))
-		if l, ok := f.Value.(*listFlag); ok {
-			items := make([]string, len(*l))
-			for i, item := range *l {
-				items[i] = yamlScalar(item)
+		var list []string
+		switch l := f.Value.(type) {
+		case *listFlag:
+			list = *l
+		case *patternFlag:
+			list = *l
+		}
+		if isList(f.Value) {
+			items := make([]string, len(list))
+			for i, item := range list {
+				items[i] = yamlFlowScalar(item)
 			}
 			fmt.Fprintf(&b, "%s: [%s]\n", f.Name, strings.Join(items, ", "))
 			return
@@ -153,6 +171,41 @@ func (l *listFlag) Set(s string) error {
 			*l = append(*l, part)
 		}
 	}
+	return nil
+}
+
+// yamlFlowScalar writes s so that YAML reads it back as the same string
+// inside a flow list ([a, b]), where commas and brackets end a plain
+// value: such a value is double-quoted.
+func yamlFlowScalar(s string) string {
+	plain := yamlScalar(s)
+	if !strings.ContainsAny(plain, ",[]{}") || strings.HasPrefix(plain, "'") || strings.HasPrefix(plain, `"`) {
+		return plain
+	}
+	out, err := yaml.Marshal(&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: s})
+	if err != nil {
+		return strconv.Quote(s)
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}
+
+// isList reports whether a flag takes a list of values.
+func isList(v flag.Value) bool {
+	switch v.(type) {
+	case *listFlag, *patternFlag:
+		return true
+	}
+	return false
+}
+
+// patternFlag is an option given once per value, each taken whole: a
+// regular expression may hold commas. In a config file it is a YAML list.
+type patternFlag []string
+
+func (p *patternFlag) String() string { return strings.Join(*p, ",") }
+
+func (p *patternFlag) Set(s string) error {
+	*p = append(*p, s)
 	return nil
 }
 

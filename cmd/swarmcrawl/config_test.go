@@ -24,6 +24,9 @@ func otherValue(t *testing.T, f *flag.Flag) string {
 			return "/ip4/127.0.0.1/tcp/7001,/ip4/127.0.0.1/tcp/7002"
 		case *sizeFlag:
 			return "3GiB"
+		case *patternFlag:
+			// One pattern, commas and all: a list item is taken whole.
+			return `^https?://[a-z]+\.example/(a|b){1,3}$`
 		}
 		t.Fatalf("option %s: no value to try for %T", f.Name, f.Value)
 	}
@@ -40,6 +43,8 @@ func otherValue(t *testing.T, f *flag.Flag) string {
 		switch f.Name {
 		case "key":
 			return "url"
+		case "scope":
+			return "seed-hosts"
 		case "log-level":
 			return "debug"
 		}

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
@@ -74,6 +78,68 @@ func TestMinFreeDiskFlag(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), "min-free-disk") {
 			t.Fatalf("usage error does not name the flag: %q", stderr.String())
+		}
+	}
+}
+
+// --scope, --scope-include and --scope-exclude reach the node's crawl
+// configuration (patterns taken whole, commas and all, from the command
+// line and from a config file's list); a bad value, a bad pattern, and a
+// seed rule the key mode cannot judge are usage errors that name the flag
+// and the pattern.
+func TestScopeFlags(t *testing.T) {
+	parse := func(args ...string) (node.Config, error) {
+		_, o, err := parseNodeOptions("node", append([]string{"--data", t.TempDir()}, args...), io.Discard)
+		if err != nil {
+			return node.Config{}, err
+		}
+		return o.nodeConfig(io.Discard)
+	}
+	cfg, err := parse()
+	if err != nil || !cfg.Crawl.Scope.Any() {
+		t.Fatalf("default scope %+v, %v; want any", cfg.Crawl.Scope, err)
+	}
+	cfg, err = parse("--scope", "seed-hosts", "--scope-include", `^https?://[^/]+/(a|b){1,2}`, "--scope-include", `/docs/`, "--scope-exclude", `\.pdf$`)
+	want := crawl.ScopeConfig{Mode: crawl.ScopeSeedHosts, Include: []string{`^https?://[^/]+/(a|b){1,2}`, `/docs/`}, Exclude: []string{`\.pdf$`}}
+	if err != nil || !reflect.DeepEqual(cfg.Crawl.Scope, want) {
+		t.Fatalf("scope %+v, %v; want %+v", cfg.Crawl.Scope, err, want)
+	}
+	cfg, err = parse("--scope", "seed-domains", "--key", "domain")
+	if err != nil || cfg.Crawl.Scope.Mode != crawl.ScopeSeedDomains || cfg.Crawl.KeyMode != urls.KeyDomain {
+		t.Fatalf("--scope seed-domains --key domain: %+v %v, %v", cfg.Crawl.Scope, cfg.Crawl.KeyMode, err)
+	}
+	file := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(file, []byte("scope: seed-hosts\nscope-exclude:\n  - '\\.pdf$'\n  - 'x{1,3}'\nscope-include: '/a,b/'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = parse("--config", file)
+	want = crawl.ScopeConfig{Mode: crawl.ScopeSeedHosts, Include: []string{"/a,b/"}, Exclude: []string{`\.pdf$`, "x{1,3}"}}
+	if err != nil || !reflect.DeepEqual(cfg.Crawl.Scope, want) {
+		t.Fatalf("scope from %s: %+v, %v; want %+v", file, cfg.Crawl.Scope, err, want)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string // in the one-line error
+	}{
+		{[]string{"--scope", "seed-host"}, []string{"--scope", `"seed-host"`}},
+		{[]string{"--scope-include", "(unclosed"}, []string{"--scope-include", `"(unclosed"`}},
+		{[]string{"--scope-exclude", "ok", "--scope-exclude", "a**"}, []string{"--scope-exclude", `"a**"`}},
+		{[]string{"--scope-exclude", ""}, []string{"--scope-exclude", "empty"}},
+		{[]string{"--scope", "seed-hosts", "--key", "url"}, []string{"--scope seed-hosts", "--key host"}},
+		{[]string{"--scope", "seed-domains"}, []string{"--scope seed-domains", "--key domain"}},
+		{[]string{"--scope", "seed-domains", "--key", "url"}, []string{"--scope seed-domains", "--key domain"}},
+		{[]string{"--key", "tld"}, []string{"--key", `"tld"`}},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"node", "--data", t.TempDir()}, c.args...)
+		if code := run(args, nil, io.Discard, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage); stderr %q", c.args, code, stderr.String())
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%v: usage error %q does not name %s", c.args, stderr.String(), w)
+			}
 		}
 	}
 }

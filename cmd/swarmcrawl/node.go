@@ -25,8 +25,9 @@ type nodeOptions struct {
 	data, api, userAgent, keyMode, logLevel, config string
 	logFormat                                       string
 	swarmKey, allowPeers, seedFrom, cpuProfile      string
-	reachability                                    string
+	reachability, scope                             string
 	listen, bootstrap, relays                       listFlag
+	scopeInclude, scopeExclude                      patternFlag
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	failureTimeout, reservationTimeout              time.Duration
@@ -72,7 +73,10 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
-	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key: host (one owner per host) or url (one owner per URL)")
+	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key, the same on every node: host (one owner per host), domain (one owner per registrable domain; needed by --scope seed-domains) or url (one owner per URL)")
+	fs.StringVar(&o.scope, "scope", def.Scope.Mode.String(), "which hosts the crawl may reach: any, seed-hosts (the hosts seeds named) or seed-domains (their registrable domains; needs --key domain); judged by each URL's owner")
+	fs.Var(&o.scopeInclude, "scope-include", "`regexp` (Go syntax) a URL must match to be crawled, besides --scope; repeat for more (a URL matching any is in)")
+	fs.Var(&o.scopeExclude, "scope-exclude", "`regexp` (Go syntax) of URLs never crawled; repeat for more; wins over --scope-include")
 	fs.BoolVar(&o.nat, "nat", !nd.Host.DisableNAT, "NAT traversal: port mapping, AutoNAT service, hole punching")
 	fs.BoolVar(&o.discovery, "discovery", !nd.DisableDiscovery, "find swarm members through the Kademlia DHT")
 	fs.BoolVar(&o.sitemaps, "sitemaps", !def.IgnoreSitemaps, "queue the sitemaps a host's robots.txt names and the URLs they list")
@@ -146,6 +150,10 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, usageErr("--key: %v", err)
 	}
+	scope, err := o.scopeConfig(mode)
+	if err != nil {
+		return node.Config{}, err
+	}
 	if _, err := p2p.ParseAddrInfos(o.bootstrap); err != nil {
 		return node.Config{}, usageErr("--bootstrap: %v", err)
 	}
@@ -192,6 +200,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	// A flag's 0 means "off" where its help says so; in the
 	// configuration a zero field means the default and None means off.
 	cfg.Crawl.KeyMode = mode
+	cfg.Crawl.Scope = scope
 	cfg.Crawl.HotQueue = zeroIsNone(o.hotQueue)
 	cfg.Crawl.Delay = zeroIsNone(o.delay)
 	cfg.Crawl.MaxCrawlDelay = zeroIsNone(o.maxCrawlDelay)
@@ -217,6 +226,28 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	}
 	cfg.Logger = log
 	return cfg, nil
+}
+
+// scopeConfig reads --scope, --scope-include and --scope-exclude, and
+// refuses a seed rule the key mode cannot judge.
+func (o *nodeOptions) scopeConfig(mode urls.KeyMode) (crawl.ScopeConfig, error) {
+	m, err := crawl.ParseScopeMode(o.scope)
+	if err != nil {
+		return crawl.ScopeConfig{}, usageErr("--scope: %v", err)
+	}
+	if _, err := crawl.CompileScopePatterns(o.scopeInclude); err != nil {
+		return crawl.ScopeConfig{}, usageErr("--scope-include: %v", err)
+	}
+	if _, err := crawl.CompileScopePatterns(o.scopeExclude); err != nil {
+		return crawl.ScopeConfig{}, usageErr("--scope-exclude: %v", err)
+	}
+	switch {
+	case m == crawl.ScopeSeedHosts && mode == urls.KeyURL:
+		return crawl.ScopeConfig{}, usageErr("--scope seed-hosts needs --key host or --key domain: with --key url no node holds all the URLs of a host, so none can judge it")
+	case m == crawl.ScopeSeedDomains && mode != urls.KeyDomain:
+		return crawl.ScopeConfig{}, usageErr("--scope seed-domains needs --key domain (on every node of the swarm): the owner of a URL must hold every host of its domain to judge it")
+	}
+	return crawl.ScopeConfig{Mode: m, Include: o.scopeInclude, Exclude: o.scopeExclude}, nil
 }
 
 // zeroIsNone maps a flag's 0, which its help documents as "off", to

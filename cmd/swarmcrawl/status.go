@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
@@ -145,6 +146,23 @@ func printStatus(w io.Writer, st *node.Status) {
 	case d.MinFreeBytes > 0:
 		fmt.Fprintf(w, "disk        %s free (new URLs refused below %s)\n", formatBytes(d.FreeBytes), formatBytes(d.MinFreeBytes))
 	}
+	if sc := st.Scope; sc.Mode != "any" || len(sc.Include)+len(sc.Exclude) > 0 || sc.Dropped > 0 || sum(sc.OutOfScope) > 0 {
+		fmt.Fprintf(w, "scope       %s", sc.Mode)
+		if n := len(sc.Include) + len(sc.Exclude); n > 0 {
+			fmt.Fprintf(w, " with %d include and %d exclude patterns", len(sc.Include), len(sc.Exclude))
+		}
+		fmt.Fprintf(w, ": %d URLs refused as out of scope", sum(sc.OutOfScope))
+		var parts []string
+		for _, r := range crawl.ScopeReasons {
+			if v := sc.OutOfScope[r.String()]; v > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", r, v))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+		}
+		fmt.Fprintf(w, ", %d queued tasks dropped\n", sc.Dropped)
+	}
 	if r := st.Resources; r.TasksRefused > 0 || r.SeedsRefused > 0 || r.Throttled > 0 || r.OutboxSpilled > 0 {
 		fmt.Fprintf(w, "quotas      %d task batches and %d seed requests refused for now, %d of this node's batches held back by owners, %d waiting tasks in the store only\n",
 			r.TasksRefused, r.SeedsRefused, r.Throttled, r.OutboxSpilled)
@@ -152,6 +170,15 @@ func printStatus(w io.Writer, st *node.Status) {
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
 	}
+}
+
+// sum adds up a map's counts.
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // connNote names a neighbour's connection kind, when there is one.

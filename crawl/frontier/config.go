@@ -88,7 +88,7 @@ func (c Config) withDefaults() Config {
 
 // validate reports the first problem with c as one readable line.
 func (c *Config) validate() error {
-	if c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL {
+	if c.KeyMode != urls.KeyHost && c.KeyMode != urls.KeyURL && c.KeyMode != urls.KeyDomain {
 		return errors.New("unknown " + c.KeyMode.String())
 	}
 	return nil

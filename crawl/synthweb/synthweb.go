@@ -543,7 +543,7 @@ func (w *Web) GroundTruth(token string) []string {
 
 func (w *Web) groundTruth(token string) []string {
 	var out []string
-	for _, id := range w.g.walk(token, -1) {
+	for _, id := range w.g.walk(token, -1, nil) {
 		out = append(out, w.g.pages[id].url)
 	}
 	if w.cases != nil {
@@ -559,7 +559,22 @@ func (w *Web) groundTruth(token string) []string {
 // whose shortest followable path from a seed has at most maxDepth links.
 func (w *Web) Within(token string, maxDepth int) []string {
 	var out []string
-	for _, id := range w.g.walk(token, maxDepth) {
+	for _, id := range w.g.walk(token, maxDepth, nil) {
+		out = append(out, w.g.pages[id].url)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Scoped returns, sorted, the URLs of the generated hosts that a correct
+// crawler using robots token `token` fetches when its scope admits only
+// the URLs inScope accepts: those of GroundTruth (case hosts left out)
+// reachable from the seeds in scope through pages in scope. A crawl
+// limited to its seeds' hosts fetches Scoped(token, func(u) bool { its
+// host is a seed's }).
+func (w *Web) Scoped(token string, inScope func(url string) bool) []string {
+	var out []string
+	for _, id := range w.g.walk(token, -1, func(p *page) bool { return inScope(p.url) }) {
 		out = append(out, w.g.pages[id].url)
 	}
 	sort.Strings(out)
@@ -568,8 +583,9 @@ func (w *Web) Within(token string, maxDepth int) []string {
 
 // walk returns the pages a crawler using token reaches from the seeds, in
 // breadth-first order, following links out of pages at most maxDepth hops
-// from a seed (all of them when maxDepth < 0).
-func (g *graph) walk(token string, maxDepth int) []int {
+// from a seed (all of them when maxDepth < 0), and only to pages keep
+// accepts (all of them when keep is nil).
+func (g *graph) walk(token string, maxDepth int, keep func(*page) bool) []int {
 	depth := make([]int, len(g.pages))
 	for i := range depth {
 		depth[i] = -1
@@ -577,7 +593,7 @@ func (g *graph) walk(token string, maxDepth int) []int {
 	var queue []int
 	visit := func(id, d int) {
 		p := g.pages[id]
-		if depth[id] < 0 && g.hosts[p.host].robots.allowed(token, p.path) {
+		if depth[id] < 0 && g.hosts[p.host].robots.allowed(token, p.path) && (keep == nil || keep(p)) {
 			depth[id] = d
 			queue = append(queue, id)
 		}

@@ -27,6 +27,11 @@ const (
 	// KeyURL keys a task by its full normalised URL. Load spreads evenly,
 	// but politeness for a host is then split across owners.
 	KeyURL
+	// KeyDomain keys a task by the registrable domain of its host
+	// (Domain): one owner holds every host of a domain, each host still
+	// with its own politeness and robots.txt. It is what lets an owner
+	// judge a crawl scoped to the seeds' domains alone.
+	KeyDomain
 )
 
 // String returns the name ParseKeyMode accepts.
@@ -36,27 +41,32 @@ func (m KeyMode) String() string {
 		return "host"
 	case KeyURL:
 		return "url"
+	case KeyDomain:
+		return "domain"
 	default:
 		return fmt.Sprintf("KeyMode(%d)", int(m))
 	}
 }
 
-// ParseKeyMode parses "host" or "url" (case-insensitive), as used in flags
-// and config files.
+// ParseKeyMode parses "host", "url" or "domain" (case-insensitive), as
+// used in flags and config files.
 func ParseKeyMode(s string) (KeyMode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "host":
 		return KeyHost, nil
 	case "url":
 		return KeyURL, nil
+	case "domain":
+		return KeyDomain, nil
 	default:
-		return 0, fmt.Errorf("unknown key mode %q (want \"host\" or \"url\")", s)
+		return 0, fmt.Errorf("unknown key mode %q (want \"host\", \"url\" or \"domain\")", s)
 	}
 }
 
 // TaskKey returns the 64-bit ring key of a normalised URL: the first 8 bytes,
-// big-endian, of the SHA-256 of the hostname (KeyHost) or of the whole URL
-// (KeyURL). SHA-256 rather than a fast hash because keys must be spread
+// big-endian, of the SHA-256 of the hostname (KeyHost), of the whole URL
+// (KeyURL) or of the host's registrable domain (KeyDomain). SHA-256 rather
+// than a fast hash because keys must be spread
 // uniformly and be hard to aim at a chosen node.
 func TaskKey(normalizedURL string, mode KeyMode) (uint64, error) {
 	_, authority, _, err := splitURL(normalizedURL)
@@ -68,6 +78,8 @@ func TaskKey(normalizedURL string, mode KeyMode) (uint64, error) {
 		return HostKey(hostname(authority)), nil
 	case KeyURL:
 		return sha64(normalizedURL), nil
+	case KeyDomain:
+		return DomainKey(hostname(authority)), nil
 	default:
 		return 0, fmt.Errorf("task key: unknown key mode %d", int(mode))
 	}

@@ -18,14 +18,16 @@ func TestParseKeyMode(t *testing.T) {
 		{" URL ", KeyURL, false},
 		{"Host", KeyHost, false},
 		{"", 0, true},
-		{"domain", 0, true},
+		{"domain", KeyDomain, false},
+		{"Domain", KeyDomain, false},
+		{"tld", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseKeyMode(tt.in)
 		if (err != nil) != tt.wantErr || got != tt.want {
 			t.Errorf("ParseKeyMode(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
-		if err == nil && got.String() != map[KeyMode]string{KeyHost: "host", KeyURL: "url"}[got] {
+		if err == nil && got.String() != map[KeyMode]string{KeyHost: "host", KeyURL: "url", KeyDomain: "domain"}[got] {
 			t.Errorf("KeyMode(%d).String() = %q", got, got.String())
 		}
 	}

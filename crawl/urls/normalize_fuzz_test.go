@@ -129,6 +129,15 @@ func checkNormal(t *testing.T, n string) {
 	if k, err := TaskKey(n, KeyURL); err != nil || k != sha64(n) {
 		t.Fatalf("TaskKey(%q, url) = %x, %v", n, k, err)
 	}
+	// The registrable domain is the host or a dot-suffix of it, its own
+	// domain, and what the domain key hashes.
+	d := Domain(host)
+	if d == "" || d != host && !strings.HasSuffix(host, "."+d) || Domain(d) != d {
+		t.Fatalf("Domain(%q) = %q, whose domain is %q", host, d, Domain(d))
+	}
+	if k, err := TaskKey(n, KeyDomain); err != nil || k != DomainKey(host) || k != HostKey(d) {
+		t.Fatalf("TaskKey(%q, domain) = %x, %v; DomainKey %x, HostKey(%q) %x", n, k, err, DomainKey(host), d, HostKey(d))
+	}
 	origin, pathQuery := SplitOrigin(n)
 	if origin+pathQuery != n || origin != fmt.Sprintf("%s://%s", u.Scheme, u.Host) || !strings.HasPrefix(pathQuery, "/") {
 		t.Fatalf("SplitOrigin(%q) = %q, %q", n, origin, pathQuery)

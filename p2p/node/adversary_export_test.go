@@ -12,19 +12,26 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// SeeAsRemote makes n's seed protocol see the connections of peers as
-// coming from 203.0.113.7, off the node's machine. An in-process attacker
-// reaches a node over loopback, which the seed policy rightly counts as
-// the operator's machine; the adversary suite needs a stranger from
-// elsewhere. Only the address the policy reads changes: the request is
-// served by the node's own handler.
+// SeeAsRemote makes n's seed and task protocols see the connections of
+// peers as coming from 203.0.113.7, off the node's machine. An in-process
+// attacker reaches a node over loopback, which the seed policy rightly
+// counts as the operator's machine; the adversary suite needs a stranger
+// from elsewhere. Only the address the policy reads changes: the request
+// is served by the node's own handler.
 func (n *Node) SeeAsRemote(peers ...peer.ID) {
 	remote := ma.StringCast("/ip4/203.0.113.7/tcp/4001")
-	n.streams.Unhandle(protocol.SeedID)
-	n.tasks.ServeSeeds(func(ctx context.Context, in p2p.Inbound, urls []string) *pb.SeedResponse {
+	see := func(in p2p.Inbound) p2p.Inbound {
 		if slices.Contains(peers, in.From) {
 			in.RemoteAddr = remote
 		}
-		return n.submitSeeds(ctx, in, urls)
+		return in
+	}
+	n.streams.Unhandle(protocol.SeedID)
+	n.tasks.ServeSeeds(func(ctx context.Context, in p2p.Inbound, urls []string) *pb.SeedResponse {
+		return n.submitSeeds(ctx, see(in), urls)
+	})
+	n.streams.Unhandle(protocol.TasksID)
+	n.tasks.ServeTasks(func(ctx context.Context, in p2p.Inbound, tasks []*pb.Task) *pb.TaskBatchResult {
+		return n.acceptTasks(ctx, see(in), tasks)
 	})
 }

@@ -45,50 +45,72 @@ func inRange(r shard.Range) func(uint64) bool {
 	return func(k uint64) bool { return r.Contains(ring.ID(k)) }
 }
 
-// Admit queues the URLs of entries (with queued[i] the task of entries[i])
-// that the seen set has not seen, or has seen only at a greater depth,
-// once replicate has stored them with the replicas, and marks them seen
-// (with the smaller depth). A URL found again by a shorter path is queued
-// again so that the crawler follows its links from there (crawl.Enqueue):
-// that is what makes every page within the depth limit reachable however
-// the crawl meets it first. It returns the queued tasks and the number
-// of duplicates; when replicate fails nothing is queued and its error is
-// returned with the queued tasks, which the caller hands back. The queue is
-// durable before the seen set says "seen": the other order loses URLs to
-// a crash in between, since the sender's retry would find them seen and
-// they would never be crawled; this one at worst queues a URL twice after
-// a crash.
+// admission is one URL offered to the intake: its seen-set entry, the task
+// to queue, and whether it is a seed a client allowed to seed submitted,
+// whose shard record is then marked seed (it brings its host into a
+// scoped crawl's scope).
+type admission struct {
+	seen store.SeenEntry
+	task frontier.Task
+	seed bool
+}
+
+// Admit queues the URLs offered that the seen set has not seen, or has
+// seen only at a greater depth, once replicate has stored them with the
+// replicas, and marks them seen (with the smaller depth). A URL found
+// again by a shorter path is queued again so that the crawler follows its
+// links from there (crawl.Enqueue): that is what makes every page within
+// the depth limit reachable however the crawl meets it first. So is a
+// seed whose record is not marked seed yet (the URL was reached first as
+// the target of a seed's redirect, or by a link): its record must be
+// marked, and queuing it again costs no request (the crawler re-opens a
+// page it fetched). It returns the admitted URLs and the number of
+// duplicates; when replicate fails nothing is queued and its error is
+// returned with the admitted URLs, which the caller hands back. The
+// queue is durable before the seen set says "seen": the other order loses
+// URLs to a crash in between, since the sender's retry would find them
+// seen and they would never be crawled; this one at worst queues a URL
+// twice after a crash.
 //
 // While the store's disk is below its free-space threshold
 // (store.Options.MinFreeBytes) Admit takes no new URL: it returns the new
 // tasks with an error wrapping errDiskLow, and the sender keeps them.
 // Duplicates are still answered, and the URLs already accepted are still
 // crawled.
-func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, replicate func([]frontier.Task, []store.SeenEntry) error) (fresh []frontier.Task, duplicates int, err error) {
+func (in *intake) Admit(offered []admission, replicate func(fresh []admission) error) (fresh []admission, duplicates int, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	var freshEntries []store.SeenEntry
-	inBatch := make(map[[2]uint64]int, len(entries)) // index in fresh
-	for i, e := range entries {
+	inBatch := make(map[[2]uint64]int, len(offered)) // index in fresh
+	for _, a := range offered {
+		e := a.seen
 		id := [2]uint64{e.Key, e.URLHash}
+		if j, ok := inBatch[id]; ok {
+			duplicates++
+			seed := fresh[j].seed || a.seed
+			if e.Depth < fresh[j].seen.Depth {
+				fresh[j] = a
+			}
+			fresh[j].seed = seed
+			continue
+		}
 		depth, seen, err := in.db.SeenDepth(e.Key, e.URLHash)
 		if err != nil {
 			return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
 		}
-		if j, ok := inBatch[id]; ok {
-			duplicates++
-			if e.Depth < freshEntries[j].Depth {
-				fresh[j], freshEntries[j] = queued[i], e
-			}
-			continue
-		}
 		if seen && depth <= e.Depth {
-			duplicates++
-			continue
+			marked := true
+			if a.seed {
+				if marked, err = in.db.IsSeed(e.Key, e.URLHash); err != nil {
+					return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
+				}
+			}
+			if marked {
+				duplicates++
+				continue
+			}
 		}
 		inBatch[id] = len(fresh)
-		fresh = append(fresh, queued[i])
-		freshEntries = append(freshEntries, e)
+		fresh = append(fresh, a)
 	}
 	if len(fresh) == 0 {
 		return nil, duplicates, nil
@@ -96,11 +118,16 @@ func (in *intake) Admit(entries []store.SeenEntry, queued []frontier.Task, repli
 	if err := in.checkDisk(len(fresh)); err != nil {
 		return fresh, duplicates, err
 	}
-	if err := replicate(fresh, freshEntries); err != nil {
+	if err := replicate(fresh); err != nil {
 		return fresh, duplicates, err
 	}
-	in.crawler.Enqueue(fresh...)
-	if _, err := in.db.MarkSeen(freshEntries); err != nil {
+	tasks := make([]frontier.Task, len(fresh))
+	entries := make([]store.SeenEntry, len(fresh))
+	for i, a := range fresh {
+		tasks[i], entries[i] = a.task, a.seen
+	}
+	in.crawler.Enqueue(tasks...)
+	if _, err := in.db.MarkSeen(entries); err != nil {
 		return fresh, duplicates, err
 	}
 	return fresh, duplicates, nil

@@ -97,10 +97,11 @@ func TestIntakeShorterPathQueuesAgain(t *testing.T) {
 	admit := func(depth int) (queued, dups int) {
 		t.Helper()
 		e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u, Depth: depth}
-		fresh, dups, err := app.Admit([]store.SeenEntry{e, e}, []frontier.Task{{URL: u, Depth: depth}, {URL: u, Depth: depth}},
-			func(ts []frontier.Task, es []store.SeenEntry) error {
-				for _, e := range es {
-					replicated = append(replicated, e.Depth)
+		a := admission{seen: e, task: frontier.Task{URL: u, Depth: depth}}
+		fresh, dups, err := app.Admit([]admission{a, a},
+			func(fresh []admission) error {
+				for _, a := range fresh {
+					replicated = append(replicated, a.seen.Depth)
 				}
 				return nil
 			})
@@ -178,5 +179,61 @@ func TestOutlinksTravelWithMetadata(t *testing.T) {
 	pm.Outlinks = &pb.Outlinks{Depth: -1, Links: []string{"http://a.test/"}}
 	if got, err := decodeURLMeta(pm); err != nil || got.Outlinks.Known || got.Status != 200 {
 		t.Errorf("malformed outlinks: %+v, %v", got, err)
+	}
+}
+
+// TestIntakeMarksSeeds: a seed whose URL the seen set holds at depth 0
+// already, but not as a seed (it was reached first as the target of
+// another seed's redirect), is admitted again so that its record is
+// marked seed, once; a seed already marked, and a URL at depth 0 that is
+// not a seed, are duplicates.
+func TestIntakeMarksSeeds(t *testing.T) {
+	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := crawl.New(crawl.DefaultConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	u := "http://www.a.test/"
+	key, _ := urls.TaskKey(u, urls.KeyHost)
+	e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u}
+	admit := func(redirects int, seed bool) (fresh, dups int) {
+		t.Helper()
+		a := admission{seen: e, task: frontier.Task{URL: u, Redirects: redirects}, seed: seed}
+		got, dups, err := app.Admit([]admission{a}, func(fresh []admission) error {
+			recs := make([]shard.Record, len(fresh))
+			for i, a := range fresh {
+				recs[i] = shard.Record{Key: a.seen.Key, Hash: a.seen.URLHash, URL: a.seen.URL, Redirects: a.task.Redirects, Seed: a.seed}
+			}
+			return shardStorage{db: db}.PutRecords(recs)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got), dups
+	}
+	for i, step := range []struct {
+		redirects   int
+		seed        bool
+		fresh, dups int
+	}{
+		{1, false, 1, 0}, // the target of a seed's redirect
+		{0, false, 0, 1}, // a depth-0 task from a peer that may not seed
+		{0, true, 1, 0},  // the seed: admitted again, to be marked
+		{0, true, 0, 1},  // marked: a duplicate
+	} {
+		if f, d := admit(step.redirects, step.seed); f != step.fresh || d != step.dups {
+			t.Errorf("step %d: %d admitted, %d duplicates; want %d and %d", i, f, d, step.fresh, step.dups)
+		}
+	}
+	if ok, err := db.IsSeed(key, urls.URLHash(u)); err != nil || !ok {
+		t.Errorf("the seed's record is not marked seed: %v, %v", ok, err)
+	}
+	if r, _, _ := db.ShardRecord(key, urls.URLHash(u)); !r.Seed || r.Redirects != 0 {
+		t.Errorf("record %+v, want a seed after no redirect", r)
 	}
 }

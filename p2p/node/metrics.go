@@ -60,6 +60,8 @@ var (
 	descHelped         = desc("helped_tasks_total", "Tasks this node fetched for other owners.")
 	descSitemaps       = desc("sitemaps_total", "Sitemap files and indexes read.")
 	descSitemapRecrawl = desc("sitemap_recrawls_total", "URLs recrawled because their sitemap lastmod is later than their last fetch.")
+	descOutOfScope     = desc("out_of_scope_total", "URLs this node refused as their owner because they are out of the crawl's scope, by reason: not_seed_host, not_seed_domain, excluded, not_included, unauthorized_seed.", "reason")
+	descScopeDropped   = desc("scope_dropped_total", "Queued tasks dropped before any request because they are out of the crawl's scope.")
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
@@ -108,6 +110,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHelped, cs.Helped)
 	counter(descSitemaps, cs.Sitemaps)
 	counter(descSitemapRecrawl, cs.SitemapRecrawls)
+	for reason, v := range st.Scope.OutOfScope {
+		counter(descOutOfScope, v, reason)
+	}
+	counter(descScopeDropped, st.Scope.Dropped)
 }
 
 func boolValue(b bool) float64 {

@@ -253,7 +253,7 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth}
+	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth, scope: n.crawler.Scope()}
 	n.tasks = p2p.NewTaskTransport(n.streams)
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)

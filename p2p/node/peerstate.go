@@ -44,6 +44,10 @@ func (c peerState) record(r shard.Record) error {
 		return fmt.Errorf("record %q: %d redirects", truncURL(r.URL), r.Redirects)
 	case urls.URLHash(u) != r.Hash:
 		return fmt.Errorf("record %q: hash %016x is not the URL's", truncURL(r.URL), r.Hash)
+	case r.Seed && (r.Depth != 0 || r.Redirects != 0):
+		// A seed is submitted at depth 0, and merges keep the smaller
+		// depth: a deeper seed is no record an honest node writes.
+		return fmt.Errorf("record %q: a seed at depth %d after %d redirects", truncURL(r.URL), r.Depth, r.Redirects)
 	}
 	if key, err := urls.TaskKey(u, c.keyMode); err != nil || key != r.Key {
 		return fmt.Errorf("record %q: ring key %s is not the URL's", truncURL(r.URL), ring.ID(r.Key))
@@ -62,7 +66,11 @@ func (c peerState) record(r shard.Record) error {
 
 // host reports what makes h unusable, if anything.
 func (c peerState) host(h shard.HostState) error {
-	if h.Key != urls.HostKey(h.Host) {
+	want, ok := urls.HostRingKey(h.Host, c.keyMode)
+	if !ok {
+		want = urls.HostKey(h.Host) // URL keys: host states go by host key
+	}
+	if h.Key != want {
 		return fmt.Errorf("host state %q: ring key %s is not the host's", h.Host, ring.ID(h.Key))
 	}
 	_, err := decodeHostState(h)

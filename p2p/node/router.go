@@ -105,7 +105,9 @@ func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
 			var ar acceptResult
 			var err error
 			if to == self {
-				ar, err = r.owner.Accept(ctx, chunk)
+				// This node's own outbox: seeds its clients were allowed to
+				// submit, and links its crawler found.
+				ar, err = r.owner.Accept(ctx, chunk, true)
 			} else {
 				ar, err = r.send(ctx, to, chunk)
 			}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -17,14 +16,19 @@ import (
 )
 
 // acceptTasks answers a task batch from another node with the owner,
-// within the sender's task quota.
-func (n *Node) acceptTasks(ctx context.Context, from peer.ID, tasks []*pb.Task) *pb.TaskBatchResult {
+// within the sender's task quota. Its tasks at depth 0 (that no redirect
+// led to) are seeds only if the sender may seed here (maySeed): a member
+// that forwards its clients' seeds to their owners must be one this node
+// takes seeds from, or those seeds count as links, and in a scoped crawl
+// are refused unless their host is in scope already.
+func (n *Node) acceptTasks(ctx context.Context, in p2p.Inbound, tasks []*pb.Task) *pb.TaskBatchResult {
+	from := in.From
 	if ok, after := n.taskQuota.take(from, len(tasks)); !ok {
 		n.log.Debug("tasks refused: sender over its quota", "from", p2p.ShortID(from), "tasks", len(tasks), "retry_after", after)
 		return &pb.TaskBatchResult{RetryAfterNs: int64(after),
 			Error: fmt.Sprintf("peer %s is over its quota of %d tasks a second: nothing taken, retry in %v", p2p.ShortID(from), n.cfg.TaskQuota.Rate, after.Round(time.Millisecond))}
 	}
-	res, err := n.owner.Accept(ctx, decodeTasks(tasks))
+	res, err := n.owner.Accept(ctx, decodeTasks(tasks), n.maySeed(in))
 	if err != nil {
 		return &pb.TaskBatchResult{Error: err.Error()}
 	}

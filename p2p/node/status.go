@@ -40,6 +40,9 @@ type Status struct {
 	// Disk is the free space of the store's disk; while it is low the
 	// node accepts no new URLs.
 	Disk DiskStatus `json:"disk"`
+	// Scope is the crawl's scope and what this node refused or dropped
+	// as out of it.
+	Scope ScopeStatus `json:"scope"`
 	// Resources reports what the node bounds to keep its memory in hand.
 	Resources ResourceStatus `json:"resources"`
 	// NAT reports the node's reachability, relay reservations and hole
@@ -74,6 +77,31 @@ func (n *Node) diskStatus() DiskStatus {
 		s.Error = d.Err.Error()
 	}
 	return s
+}
+
+// ScopeStatus reports the crawl's scope (--scope, --scope-include,
+// --scope-exclude) and what fell outside it here.
+type ScopeStatus struct {
+	// Mode is any, seed-hosts or seed-domains; Include and Exclude the
+	// URL patterns.
+	Mode    string   `json:"mode"`
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+	// OutOfScope counts the URLs this node refused as their owner, by
+	// reason: not_seed_host, not_seed_domain, excluded, not_included,
+	// unauthorized_seed (a seed for a host out of scope from a peer that
+	// may not seed here). A URL its senders offer again counts again.
+	OutOfScope map[string]int64 `json:"out_of_scope"`
+	// Dropped counts queued tasks dropped before any request because they
+	// were out of scope (records a peer handed over, or a scope narrowed
+	// since they were accepted).
+	Dropped int64 `json:"dropped"`
+}
+
+func (n *Node) scopeStatus(c crawl.Stats) ScopeStatus {
+	cfg := n.crawler.Scope().Config()
+	return ScopeStatus{Mode: cfg.Mode.String(), Include: cfg.Include, Exclude: cfg.Exclude,
+		OutOfScope: n.owner.OutOfScope(), Dropped: c.ScopeDropped}
 }
 
 // ResourceStatus reports the node's bounds on what peers hand it and on
@@ -264,6 +292,7 @@ func (n *Node) Status() Status {
 	}
 	s.SendErrors = n.router.sendErrors.Load()
 	s.Delegation = n.delegationStatus(s.Crawl)
+	s.Scope = n.scopeStatus(s.Crawl)
 	s.Resources = n.resourceStatus()
 	s.NAT = n.natStatus()
 	if s.Lookups > 0 {

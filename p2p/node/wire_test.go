@@ -173,12 +173,19 @@ func TestPeerStateChecks(t *testing.T) {
 		"endless redirects":   func(r *shard.Record) { r.Redirects = maxRedirects + 1 },
 		"metadata garbage":    func(r *shard.Record) { r.Meta = []byte{0xff, 0xff} },
 		"metadata of another": func(r *shard.Record) { r.Meta, r.MetaVersion = otherMeta, otherVersion },
+		"a deep seed":         func(r *shard.Record) { r.Seed = true },
+		"a redirected seed":   func(r *shard.Record) { r.Seed, r.Depth = true, 0 },
 	} {
 		r := good
 		mutate(&r)
 		if err := c.record(r); err == nil {
 			t.Errorf("%s: accepted %+v", name, r)
 		}
+	}
+	seed := good
+	seed.Seed, seed.Depth, seed.Redirects = true, 0, 0
+	if err := c.record(seed); err != nil {
+		t.Errorf("a seed record: %v", err)
 	}
 	hosts, err := hostStates([]crawl.HostSnapshot{{Host: "a.test", Key: urls.HostKey("a.test"), Origin: "http://a.test", RobotsStatus: 404, RobotsFetched: time.Unix(5, 0)}})
 	if err != nil {

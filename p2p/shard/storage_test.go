@@ -29,6 +29,11 @@ func TestMergeRecord(t *testing.T) {
 	if a, b := MergeRecord(MergeRecord(old, v1), v2), MergeRecord(MergeRecord(old, v2), v1); string(a.Meta) != "fetch 2" || !reflect.DeepEqual(a, b) {
 		t.Fatalf("the newest meta must win in any order: %+v vs %+v", a, b)
 	}
+	seed := Record{Key: 1, Hash: 2, URL: "u", Seed: true}
+	pending := Record{Key: 1, Hash: 2, URL: "u", Redirects: 1}
+	if a, b := MergeRecord(seed, pending), MergeRecord(pending, seed); !a.Seed || !b.Seed || !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed must win in any order: %+v vs %+v", a, b)
+	}
 }
 
 func TestMemStorageScanOrder(t *testing.T) {

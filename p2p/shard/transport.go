@@ -137,6 +137,9 @@ func mix(r Record) uint64 {
 	if r.Done {
 		x ^= 0xd6e8feb86659fd93
 	}
+	if r.Seed {
+		x ^= 0x8cb92ba72f3d8dd7
+	}
 	// splitmix64 finalizer
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9

@@ -69,8 +69,12 @@ func (c Claim) String() string { return c.Range.String() + "@" + c.Epoch.String(
 // key, Hash its URL hash; together they identify it.
 //
 // Done means the URL needs no more fetching: fetched, dead-lettered or
-// dropped for good. Records are never deleted, and merging follows
-// MergeRecord, so replicas converge whatever order updates arrive in.
+// dropped for good. Seed marks a URL a client allowed to seed submitted
+// (at depth 0): the scope of a crawl limited to its seeds' hosts or
+// domains is derived from such records, so it travels, is replicated and
+// survives exactly as they do. Records are never deleted, and merging
+// follows MergeRecord, so replicas converge whatever order updates arrive
+// in.
 //
 // Meta is the URL's state after its last fetch (validators and the next
 // recrawl time), so that a new owner recrawls on schedule; MetaVersion
@@ -82,6 +86,7 @@ type Record struct {
 	URL              string
 	Depth, Redirects int
 	Done             bool
+	Seed             bool
 	Meta             []byte
 	MetaVersion      uint64
 }
@@ -90,8 +95,10 @@ type Record struct {
 const MaxMetaBytes = 16 << 10
 
 // MergeRecord combines the stored record old with an incoming version of
-// the same URL: Done wins; otherwise the stored record is kept, except that
-// a smaller Depth (with its Redirects) replaces a larger one, and the Meta
+// the same URL: Done and Seed win; otherwise the stored record is kept, except that
+// a smaller Depth (with its Redirects), or the same Depth after fewer
+// Redirects, replaces the stored ones (so that the merge is commutative,
+// and a seed keeps its depth and redirects 0), and the Meta
 // of a higher MetaVersion replaces a lower one. Every Storage must merge
 // this way.
 func MergeRecord(old, incoming Record) Record {
@@ -102,7 +109,10 @@ func MergeRecord(old, incoming Record) Record {
 	if incoming.Done {
 		out.Done = true
 	}
-	if incoming.Depth < out.Depth {
+	if incoming.Seed {
+		out.Seed = true
+	}
+	if incoming.Depth < out.Depth || incoming.Depth == out.Depth && incoming.Redirects < out.Redirects {
 		out.Depth, out.Redirects = incoming.Depth, incoming.Redirects
 	}
 	if incoming.MetaVersion > out.MetaVersion {

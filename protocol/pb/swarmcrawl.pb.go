@@ -1271,8 +1271,13 @@ type ShardRecord struct {
 	// conditionally; absent for a URL never fetched. meta_version orders
 	// such states (the fetch time, Unix nanoseconds): the higher wins a
 	// merge. Encoded, meta is at most 16 KiB.
-	Meta          *UrlMeta `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
-	MetaVersion   uint64   `protobuf:"varint,8,opt,name=meta_version,json=metaVersion,proto3" json:"meta_version,omitempty"`
+	Meta        *UrlMeta `protobuf:"bytes,7,opt,name=meta,proto3" json:"meta,omitempty"`
+	MetaVersion uint64   `protobuf:"varint,8,opt,name=meta_version,json=metaVersion,proto3" json:"meta_version,omitempty"`
+	// seed marks a URL a client allowed to seed submitted (depth and
+	// redirects 0): a crawl limited to its seeds' hosts or domains
+	// (--scope) takes its scope from such records. Once set it stays set
+	// (merges keep it).
+	Seed          bool `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1361,6 +1366,13 @@ func (x *ShardRecord) GetMetaVersion() uint64 {
 		return x.MetaVersion
 	}
 	return 0
+}
+
+func (x *ShardRecord) GetSeed() bool {
+	if x != nil {
+		return x.Seed
+	}
+	return false
 }
 
 // HostState is the replicated politeness state of one host, handed to the
@@ -2904,7 +2916,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
 	"\x05Claim\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
-	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xdc\x01\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xf0\x01\n" +
 	"\vShardRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
@@ -2913,7 +2925,8 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tredirects\x18\x05 \x01(\x05R\tredirects\x12\x12\n" +
 	"\x04done\x18\x06 \x01(\bR\x04done\x12*\n" +
 	"\x04meta\x18\a \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12!\n" +
-	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\"p\n" +
+	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\x12\x12\n" +
+	"\x04seed\x18\t \x01(\bR\x04seed\"p\n" +
 	"\tHostState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12=\n" +
