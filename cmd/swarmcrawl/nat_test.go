@@ -232,9 +232,8 @@ func TestNATTraversal(t *testing.T) {
 	t.Logf("without the relay, every NATed peer refused to start in %v: %s", time.Since(noRelay).Round(time.Second), lines[0])
 
 	relay := s.start(nsRelay, 0, relayData, "/ip4/0.0.0.0/tcp/4001", "--relay-service", "--bootstrap", bootAddr)
-	var nated []*natMember
 	for _, l := range lans {
-		nated = append(nated, s.start(l.role, l.lan, t.TempDir(), l.listen, natFlags...))
+		s.start(l.role, l.lan, t.TempDir(), l.listen, natFlags...)
 	}
 	joined := time.Now()
 

@@ -55,9 +55,6 @@ func newApp(v *vnode) *app {
 	}
 }
 
-// hostOf returns the host index of a record (its page's host).
-func (a *app) hostOf(r shard.Record) int32 { return a.v.s.g.host[int32(r.Hash)] }
-
 // Activate implements shard.App: drop the queue over r, then queue every
 // pending record of r not fetched here, and take over the host states
 // that travelled with the range.
