@@ -16,14 +16,6 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// learnedAddrTTL is how long addresses of peers learned from ring messages
-// are kept; ring maintenance hears of live neighbours far more often than
-// this.
-const learnedAddrTTL = 30 * time.Minute
-
-// maxAddrsPerPeer bounds the addresses accepted per peer in a message.
-const maxAddrsPerPeer = 16
-
 // RingTransport carries ring RPCs over libp2p streams. It implements
 // ring.Transport. Peers travel with their multiaddrs, so a node can dial
 // successors and fingers it has only heard of.
@@ -202,7 +194,7 @@ func (t *RingTransport) encodePeer(p ring.Peer) *pb.Peer {
 	if id == t.host.ID() {
 		addrs = t.host.Addrs()
 	} else {
-		addrs = t.host.Peerstore().Addrs(id)
+		addrs = t.streams.addrsOf(id)
 	}
 	out := &pb.Peer{RingId: uint64(p.ID), PeerId: []byte(id)}
 	for i, a := range addrs {
@@ -224,7 +216,8 @@ func (t *RingTransport) encodePeers(ps []ring.Peer) []*pb.Peer {
 	return out
 }
 
-// decodePeer checks a peer from the wire and records its addresses. The
+// decodePeer checks a peer from the wire and records its addresses (in
+// the Streams' book of learned addresses, not the peerstore). The
 // ring position must be the one derived from the peer ID: a message that
 // claims another position is refused, so no node can place itself (or
 // anyone else) at a chosen point of the ring.
@@ -250,7 +243,7 @@ func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
 				addrs = append(addrs, a)
 			}
 		}
-		t.host.Peerstore().AddAddrs(id, addrs, learnedAddrTTL)
+		t.streams.learned.learn(id, addrs, time.Now())
 	}
 	return rp, nil
 }

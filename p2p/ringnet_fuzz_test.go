@@ -113,7 +113,8 @@ func wirePeer(id peer.ID, addrs ...string) *pb.Peer {
 // ID gives (docs/protocol.md, Peer): a message naming another position is
 // refused. A request is answered with exactly one of error or the body its
 // RPC calls for; notify and leave reach the handler only with valid, named
-// peers. At most 16 addresses of a peer are learned, never the host's own.
+// peers. At most 16 addresses of a peer are learned, never the host's own,
+// and none go into the peerstore (see learnedAddrs).
 func FuzzRingMessages(f *testing.F) {
 	ids := fuzzPeers(f, 3)
 	self := ids[2]
@@ -159,7 +160,9 @@ func FuzzRingMessages(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		ps := &fuzzPeerstore{}
-		tr := &RingTransport{host: &fuzzHost{id: self, ps: ps}}
+		h := &fuzzHost{id: self, ps: ps}
+		book := newLearnedAddrs(maxLearnedPeers)
+		tr := &RingTransport{host: h, streams: &Streams{host: h, learned: book}}
 		if kind%2 == 0 {
 			var req pb.RingRequest
 			if proto.Unmarshal(body, &req) != nil {
@@ -218,9 +221,12 @@ func FuzzRingMessages(f *testing.F) {
 				checkDecodedPeers(t, succs, err, nb.Successors, valid)
 			}
 		}
-		for _, l := range ps.added {
-			if l.id == self || len(l.addrs) > maxAddrsPerPeer || l.ttl != learnedAddrTTL {
-				t.Fatalf("learned %d addresses of %s (self %s) for %v", len(l.addrs), l.id, self, l.ttl)
+		if len(ps.added) > 0 {
+			t.Fatalf("a ring message put addresses of %s in the peerstore", ps.added[0].id)
+		}
+		for id, el := range book.peers {
+			if e := el.Value.(*learnedEntry); id == self || len(e.addrs) > maxAddrsPerPeer {
+				t.Fatalf("learned %d addresses of %s (self %s)", len(e.addrs), id, self)
 			}
 		}
 	})

@@ -123,6 +123,10 @@ type Streams struct {
 	// calls holds the calls open to each peer on each protocol, while
 	// there are any: it is never larger than the calls in progress.
 	calls map[callKey]*callSlots
+
+	// learned holds the addresses ring messages named for peers; a call
+	// to one of them puts them in the peerstore (see learnedAddrs).
+	learned *learnedAddrs
 }
 
 // callKey names the calls of one protocol to one peer.
@@ -153,7 +157,27 @@ func NewStreams(h host.Host, timeout time.Duration) *Streams {
 	if timeout <= 0 {
 		timeout = DefaultExchangeTimeout
 	}
-	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}, calls: map[callKey]*callSlots{}}
+	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}, calls: map[callKey]*callSlots{},
+		learned: newLearnedAddrs(maxLearnedPeers)}
+}
+
+// useLearned puts the addresses ring messages named for to into the
+// peerstore, once, before this node dials it.
+func (s *Streams) useLearned(to peer.ID) {
+	if addrs, added := s.learned.lookup(to, time.Now()); len(addrs) > 0 && !added {
+		s.host.Peerstore().AddAddrs(to, addrs, learnedAddrTTL)
+		s.learned.markAdded(to)
+	}
+}
+
+// addrsOf returns the addresses this node knows for id: the peerstore's,
+// or else those ring messages named.
+func (s *Streams) addrsOf(id peer.ID) []ma.Multiaddr {
+	if addrs := s.host.Peerstore().Addrs(id); len(addrs) > 0 {
+		return addrs
+	}
+	addrs, _ := s.learned.lookup(id, time.Now())
+	return addrs
 }
 
 // limitsOf returns pid's limits with the Streams' timeout filled in.
@@ -207,6 +231,7 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 	defer release()
 	// A stream never rides on a relayed connection (limited in bytes and
 	// time): libp2p waits for a direct one, made by hole punching.
+	s.useLearned(to)
 	st, err := s.host.NewStream(ctx, to, libp2pproto.ID(pid))
 	if err != nil {
 		closeStaleRelayed(s.host, to)
