@@ -181,11 +181,10 @@ const (
 	// seed would have brought into scope. The node judges this one: the
 	// crawler knows no senders.
 	UnauthorizedSeed
-	numScopeReasons
 )
 
 // ScopeReasons are the reasons a URL is out of scope, in order.
-var ScopeReasons = []ScopeReason{NotSeedHost, NotSeedDomain, Excluded, NotIncluded, UnauthorizedSeed}
+var ScopeReasons = [...]ScopeReason{NotSeedHost, NotSeedDomain, Excluded, NotIncluded, UnauthorizedSeed}
 
 // String returns the reason's name in status and metrics: not_seed_host,
 // not_seed_domain, excluded, not_included, unauthorized_seed.

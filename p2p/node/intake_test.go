@@ -81,16 +81,7 @@ func TestIntakeAdoptsRecrawlState(t *testing.T) {
 // smaller depth than this node saw it; a duplicate as deep or deeper is
 // only counted.
 func TestIntakeShorterPathQueuesAgain(t *testing.T) {
-	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c, err := crawl.New(crawl.DefaultConfig(), db, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	db, app := newTestIntake(t)
 	u := "http://a.test/page"
 	key, _ := urls.TaskKey(u, urls.KeyHost)
 	var replicated []int
@@ -121,7 +112,7 @@ func TestIntakeShorterPathQueuesAgain(t *testing.T) {
 	if want := []int{5, 2}; !slices.Equal(replicated, want) {
 		t.Errorf("replicated depths %v, want %v", replicated, want)
 	}
-	if s := c.Stats(); s.Queued != 2 {
+	if s := app.crawler.Stats(); s.Queued != 2 {
 		t.Errorf("%d tasks queued, want 2 (the URL, then again from the shorter path)", s.Queued)
 	}
 
@@ -132,7 +123,7 @@ func TestIntakeShorterPathQueuesAgain(t *testing.T) {
 	if err := app.Activate(context.Background(), shard.Range{}); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Stats(); s.Queued != 1 {
+	if s := app.crawler.Stats(); s.Queued != 1 {
 		t.Errorf("after Activate: %d queued, want the URL once", s.Queued)
 	}
 	if d, _, _ := db.SeenDepth(key, urls.URLHash(u)); d != 1 {
@@ -188,16 +179,7 @@ func TestOutlinksTravelWithMetadata(t *testing.T) {
 // marked seed, once; a seed already marked, and a URL at depth 0 that is
 // not a seed, are duplicates.
 func TestIntakeMarksSeeds(t *testing.T) {
-	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c, err := crawl.New(crawl.DefaultConfig(), db, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	db, app := newTestIntake(t)
 	u := "http://www.a.test/"
 	key, _ := urls.TaskKey(u, urls.KeyHost)
 	e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u}
@@ -236,4 +218,20 @@ func TestIntakeMarksSeeds(t *testing.T) {
 	if r, _, _ := db.ShardRecord(key, urls.URLHash(u)); !r.Seed || r.Redirects != 0 {
 		t.Errorf("record %+v, want a seed after no redirect", r)
 	}
+}
+
+// newTestIntake returns an intake over a fresh store and crawler, closed
+// at the end of the test.
+func newTestIntake(t *testing.T) (*store.DB, *intake) {
+	t.Helper()
+	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c, err := crawl.New(crawl.DefaultConfig(), db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
 }

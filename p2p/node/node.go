@@ -371,7 +371,21 @@ const storeWatchInterval = 500 * time.Millisecond
 // watchStore reports the store's failure on n.failed, once, with an ERROR
 // log line, and stops the crawl: nothing fetched now could be stored.
 func (n *Node) watchStore(ctx context.Context) {
-	t := time.NewTicker(storeWatchInterval)
+	every(ctx, storeWatchInterval, func() bool {
+		err := n.db.Failed()
+		if err == nil {
+			return true
+		}
+		n.log.Error("the store failed: this node can keep nothing new and must leave the ring so that its successors take over its ranges", "err", err)
+		n.cancelCrawl()
+		n.failed <- err
+		return false
+	})
+}
+
+// every calls fn each interval until ctx is done or fn returns false.
+func every(ctx context.Context, interval time.Duration, fn func() bool) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -379,10 +393,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := n.db.Failed(); err != nil {
-			n.log.Error("the store failed: this node can keep nothing new and must leave the ring so that its successors take over its ranges", "err", err)
-			n.cancelCrawl()
-			n.failed <- err
+		if !fn() {
 			return
 		}
 	}
@@ -395,18 +406,12 @@ const unparkInterval = 250 * time.Millisecond
 
 // unparkLoop gives the crawler back the parked hosts the node owns now.
 func (n *Node) unparkLoop(ctx context.Context) {
-	t := time.NewTicker(unparkInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, unparkInterval, func() bool {
 		if err := n.crawler.Resume(n.own.Owns); err != nil {
 			n.log.Warn("resuming parked hosts failed", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // neighbourInterval is how often the set of ring neighbours whose

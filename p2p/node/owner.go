@@ -48,12 +48,8 @@ type owner struct {
 	accepted, duplicates, rejected atomic.Int64
 	// outOfScope counts the tasks refused as out of scope, by reason
 	// (indexed by crawl.ScopeReason).
-	outOfScope [len(scopeReasons)]atomic.Int64
+	outOfScope [len(crawl.ScopeReasons)]atomic.Int64
 }
-
-// scopeReasons are the reasons a task is refused as out of scope, indexed
-// as owner.outOfScope.
-var scopeReasons = [...]crawl.ScopeReason{crawl.NotSeedHost, crawl.NotSeedDomain, crawl.Excluded, crawl.NotIncluded, crawl.UnauthorizedSeed}
 
 // scopeHints say what to change for a task refused for each reason.
 var scopeHints = map[crawl.ScopeReason]string{
@@ -66,7 +62,7 @@ var scopeHints = map[crawl.ScopeReason]string{
 
 // refuse counts a task refused as out of scope for r.
 func (o *owner) refuse(res *acceptResult, t frontier.Task, r crawl.ScopeReason) {
-	for i, x := range scopeReasons {
+	for i, x := range crawl.ScopeReasons {
 		if x == r {
 			o.outOfScope[i].Add(1)
 		}
@@ -76,8 +72,8 @@ func (o *owner) refuse(res *acceptResult, t frontier.Task, r crawl.ScopeReason) 
 
 // OutOfScope returns the tasks refused as out of scope so far, by reason.
 func (o *owner) OutOfScope() map[string]int64 {
-	out := make(map[string]int64, len(scopeReasons))
-	for i, r := range scopeReasons {
+	out := make(map[string]int64, len(crawl.ScopeReasons))
+	for i, r := range crawl.ScopeReasons {
 		out[r.String()] = o.outOfScope[i].Load()
 	}
 	return out
