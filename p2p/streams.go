@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -170,14 +171,21 @@ func (s *Streams) useLearned(to peer.ID) {
 	}
 }
 
-// addrsOf returns the addresses this node knows for id: the peerstore's,
-// or else those ring messages named.
+// addrsOf returns the addresses this node knows for id: those ring
+// messages named (the peer's own list, its relay's circuit address
+// included) and then the peerstore's (what identify and dials found),
+// without repeats. Both count: a peer behind NAT that a node met before it
+// held a relay reservation is in the peerstore with only its private
+// addresses.
 func (s *Streams) addrsOf(id peer.ID) []ma.Multiaddr {
-	if addrs := s.host.Peerstore().Addrs(id); len(addrs) > 0 {
-		return addrs
+	learned, _ := s.learned.lookup(id, time.Now())
+	out := slices.Clone(learned)
+	for _, a := range s.host.Peerstore().Addrs(id) {
+		if !slices.ContainsFunc(out, a.Equal) {
+			out = append(out, a)
+		}
 	}
-	addrs, _ := s.learned.lookup(id, time.Now())
-	return addrs
+	return out
 }
 
 // limitsOf returns pid's limits with the Streams' timeout filled in.

@@ -109,13 +109,13 @@ func startProc(t *testing.T, cmd *exec.Cmd, data string) *proc {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatalf("node exited before listening: %s", p.stderr)
+				t.Fatalf("node exited before listening: %s", logOf(p))
 			}
 			if a, ok := strings.CutPrefix(line, "listening: "); ok {
 				p.addrs = append(p.addrs, a)
 			}
 		case <-deadline:
-			t.Fatalf("node did not print its addresses: %s", p.stderr)
+			t.Fatalf("node did not print its addresses: %s", logOf(p))
 		}
 	}
 	go func() { // keep draining
