@@ -72,7 +72,7 @@ func (t *memTransport) Replicate(ctx context.Context, to ring.Peer, req *WriteRe
 	var out *WriteReply
 	err := t.do(ctx, to, func(h Handler) {
 		r := h.HandleReplicate(ctx, t.self, in)
-		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError}
+		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
 	})
 	if err != nil {
 		return nil, err
