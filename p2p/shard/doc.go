@@ -89,8 +89,11 @@
 //     asks the sender's successors whether they witnessed its claim
 //     (witness.go) and takes the push if one did; one that claimed its
 //     piece by pull meanwhile, no witness vouching, tells the sender so,
-//     and the sender gives that piece and the rest of the part up, sending
-//     their pending records to their owners as tasks (App.Reroute).
+//     and the sender gives that piece and the rest of the part up (but
+//     not its replicas' arcs), sending their pending records to their
+//     owners as tasks (App.Reroute). Besides its successors, a node takes
+//     handoffs from the K predecessors it replicates: the node that held
+//     the whole ring gives its successors their arcs.
 //   - Promotion. An unclaimed part of the arc whose table names another
 //     owner is taken over after FailureTimeout without hearing from that
 //     owner (heartbeats, handoffs), counted from when the node started

@@ -37,7 +37,7 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 		// Only a sender that may own what it claims counts as heard: a
 		// stranger's writes cannot keep a dead owner's range from being
 		// promoted.
-		m.heard[from.Addr] = heardFrom{from, now}
+		m.heardLocked(from, now, true)
 	}
 	var rejected, took []Claim
 	var accepted spanSet
@@ -117,17 +117,22 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		if v.known {
 			reply.Owned, reply.HasOwned = v.r, true
 			mine := intersect(spansOf(req.Range), v.spans)
-			if ask {
-				for _, r := range mine.ranges() {
+			free := subtract(mine, m.own.claims.domain())
+			switch {
+			case mine.empty():
+			case free.empty():
+				// Claimed here already (by pull: nothing came that
+				// this node could take): say so, and the giver sends
+				// its pending records as tasks instead (see "Releases
+				// the owner will not take" in tick.go).
+				reply.Epoch = m.own.claims.maxOver(mine)
+			case ask:
+				// Only about what this node still waits for: a node
+				// that claims its arc asks no witness, whatever it is
+				// sent.
+				for _, r := range free.ranges() {
 					m.askWitnessLocked(from, r, req.Epoch, now)
 				}
-			}
-			// Claimed here already, and no witness vouched for the
-			// giver (or none can: a merge): say so, and the giver sends
-			// its pending records as tasks instead (see "Releases the
-			// owner will not take" in tick.go).
-			if !mine.empty() && subsetOf(mine, m.own.claims.domain()) && (!ask || m.deniedLocked(from, mine, req.Epoch)) {
-				reply.Epoch = m.own.claims.maxOver(mine)
 			}
 		}
 		m.mu.Unlock()
@@ -136,7 +141,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		return reply
 	}
 	m.mu.Lock()
-	m.heard[from.Addr] = heardFrom{from, now}
+	m.heardLocked(from, now, false)
 	leaving := m.own.leaving
 	m.mu.Unlock()
 	if leaving {

@@ -500,7 +500,9 @@ func (m *Manager) Leave(ctx context.Context) error {
 		}
 		for _, t := range order {
 			for _, c := range m.releasingWithin(p.Range) {
-				m.pushTo(ctx, t, c)
+				// A leaving node stops hearing nobody's wait: its
+				// replicas promote themselves after FailureTimeout.
+				m.pushTo(ctx, t, c, nil)
 			}
 		}
 		if left := m.releasingWithin(p.Range); len(left) > 0 {

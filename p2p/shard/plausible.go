@@ -91,9 +91,10 @@ func (m *Manager) admitClaim(k knownPeers, from ring.Peer, c Claim, now time.Tim
 // change this node's state, or nil. Either gives this node state of a
 // range its sender held: the sender may be one of this node's successors
 // (a joining node gets its arc from the next node, and a stale owner
-// returns what it accepted to the nodes before it), or otherwise a
-// plausible owner of the range (a leaving node hands its arc to its
-// successor). A handoff's epoch must be the sender's and within the clock
+// returns what it accepted to the nodes before it) or one of the K
+// predecessors it replicates (feedsLocked: the node that held the whole
+// ring hands its successors their arcs), or otherwise a plausible owner
+// of the range (a leaving node hands its arc to its successor). A handoff's epoch must be the sender's and within the clock
 // bound; a handoff from a sender this node's view cannot judge is also
 // taken when a witness vouched for the sender's claim of the range at
 // that epoch (witness.go). ask reports a refused handoff whose sender a
@@ -109,6 +110,13 @@ func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time)
 		}
 	}
 	if slices.Contains(m.ring.Successors(), from) {
+		return false, nil
+	}
+	pred := m.ring.Predecessor()
+	m.mu.Lock()
+	feeds := m.feedsLocked(from, pred, now)
+	m.mu.Unlock()
+	if feeds {
 		return false, nil
 	}
 	err = m.plausible(m.knownPeers(), from, req.Range, now, false, false)

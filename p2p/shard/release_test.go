@@ -88,11 +88,13 @@ func TestReleaseAfterManyJoins(t *testing.T) {
 }
 
 // TestUnwitnessedReleaseRerouted: a node that claimed the whole ring alone
-// (no witness heard anyone before it) has twelve nodes join before it hands
-// anything off. Its far pieces' owners cannot judge it and no witness
-// vouches, so they claim their pieces by pull; told so, the old owner gives
-// the pieces up and sends their pending records as tasks, which reach
-// their owners. Nothing is left releasing and no pending record is lost.
+// (no witness heard anyone before it) has twenty nodes join just before it
+// before it hands anything off. The owners of the pieces 9 and more
+// positions back cannot judge it and no witness vouches, so they claim
+// their pieces by pull; told so, the old owner gives those pieces up and
+// sends their pending records as tasks, which reach their owners. Its two
+// successors, which it replicates to, take their arcs from it by handoff.
+// Nothing is left releasing and no pending record is lost.
 //
 // Before, the old owner pushed those pieces every tick for ever and their
 // records never reached their owners.
@@ -101,12 +103,12 @@ func TestUnwitnessedReleaseRerouted(t *testing.T) {
 	c := newCluster(t, 32)
 	c.build(1)
 	old := c.nodes[0]
-	// A quarter of the ring after the node, where the others join.
-	part := Range{From: old.peer.ID, To: old.peer.ID + 1<<62}
+	// A quarter of the ring before the node, where the others join.
+	part := Range{From: old.peer.ID - 1<<62, To: old.peer.ID - 1}
 	recs := c.acceptIn(ctx, old, part, 120)
 	old.app.enqueue(recs...)
 
-	c.joinInside(part, 12)
+	c.joinInside(part, 20)
 	c.until(300, "settle after the joins", c.settled)
 
 	for _, r := range recs {
@@ -134,8 +136,9 @@ func TestUnwitnessedReleaseRerouted(t *testing.T) {
 // predecessor, at its successor (which takes the claim in: it knows no
 // node there) and at the next node, is witnessed by neither, so its
 // handoff into that range stays refused after the range's owner asked the
-// witnesses: nothing is stored and nothing claimed. A stranger's is
-// refused the same way.
+// witnesses, even once the owner took a claim of it in as a replica:
+// nothing is stored and nothing claimed. A stranger's is refused the same
+// way.
 func TestWitnessVouchesOnlyThePredecessorsArc(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 33)
@@ -160,6 +163,14 @@ func TestWitnessVouchesOnlyThePredecessorsArc(t *testing.T) {
 	hc := ownerClaim(t, h)
 	if got := nodes[41].m.witnessedOver(hc.Range, c.clock.Now()); !witnessedAll(got, hc.Range, hc.Epoch) {
 		t.Errorf("h's successor witnessed %v over h's arc %s, want %v", got, hc.Range, hc)
+	}
+
+	// A claim of h that the victim takes in (a sliver just behind h, where
+	// it knows no node) makes h a peer that replicates to it, but not one
+	// of the predecessors it replicates: those are nearer, and write too.
+	sliver := Claim{Range{From: h.peer.ID - 10, To: h.peer.ID}, epoch}
+	if reply := victim.m.HandleReplicate(ctx, h.peer, &WriteRequest{Claims: []Claim{sliver}}); reply.Refused != "" {
+		t.Fatalf("the victim refused h's sliver (%s): the test proves less", reply.Refused)
 	}
 
 	stranger := ring.Peer{ID: h.peer.ID + 1, Addr: "stranger"}

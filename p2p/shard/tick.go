@@ -141,9 +141,7 @@ func (m *Manager) shed(ctx context.Context, v view) {
 // where their arcs begin and for about a HeartbeatInterval per part: when
 // many nodes joined inside the part, their pieces are offered in few
 // ticks, and the owners that must first ask a witness (witness.go) ask
-// together. An owner that will not take its piece ends the walk, and the
-// rest of the part goes the same way (see "Releases the owner will not
-// take").
+// together.
 func (m *Manager) release(ctx context.Context, v view) {
 	if v.known {
 		m.mu.Lock()
@@ -156,6 +154,7 @@ func (m *Manager) release(ctx context.Context, v view) {
 	m.mu.Lock()
 	parts := m.releasing.claims()
 	m.mu.Unlock()
+	replicas := m.replicaArcs(v)
 	for _, p := range parts {
 		start := m.clock.Now()
 		cur := p.Range
@@ -167,18 +166,23 @@ func (m *Manager) release(ctx context.Context, v view) {
 			if err != nil || target == m.self {
 				break
 			}
-			res := m.pushTo(ctx, target, Claim{Range: cur, Epoch: p.Epoch})
-			// The piece before the target's arc, if the arc begins inside
-			// what is left of the part.
+			res := m.pushTo(ctx, target, Claim{Range: cur, Epoch: p.Epoch}, replicas)
+			// On to the piece before the target's arc, if the arc begins
+			// inside what is left of the part.
 			if !res.known || res.owned.From == cur.To || !cur.Contains(res.owned.From) {
 				break
 			}
 			cur.To = res.owned.From
-			if res.byOwner {
-				// The target owns its piece and would not take it: no
-				// witness saw this node's claim reach that far back, so
-				// none saw it reach the owners before it either.
-				m.giveUp(ctx, cur, target)
+			if res.gaveUp {
+				// No witness saw this node's claim reach the target's
+				// piece, so none saw it reach the pieces before it either:
+				// their owners, further still, take them over by pull as
+				// the target did. Only the arcs of this node's replicas,
+				// which hear from it and would wait for its handoff, stay
+				// releasing (see "Releases the owner will not take").
+				for _, r := range subtract(spansOf(cur), replicas).ranges() {
+					m.giveUp(ctx, r, target, Epoch{})
+				}
 				break
 			}
 			if m.clock.Now().Sub(start) > m.cfg.HeartbeatInterval {
@@ -192,32 +196,59 @@ func (m *Manager) release(ctx context.Context, v view) {
 //
 // A push is refused while its receiver does not know its arc, does not own
 // what is pushed, or cannot judge the giver (witness.go); the giver tries
-// again every tick. But a receiver that claims its piece already (it took
-// it by pull, having heard nothing from a giver it could not judge, and no
-// witness vouched for the giver) will not take the giver's state any more:
-// its refusal carries its claim's epoch. The giver then gives its piece up
-// without a handoff: it passes the piece's pending records to the app to
-// send as tasks (App.Reroute), which the owner dedupes and accepts like any
-// link, and stops releasing it; and the same for the rest of the part
-// before it, whose owners lie further away still. The owners get every URL
-// still to crawl, though not the giver's Done marks, fetch state and host
-// states: a URL the giver fetched may be fetched again when a link to it
-// comes. The same holds for a stale owner's merge that the rightful owner
-// will not take.
+// again every tick. But a receiver that cannot judge the giver, no witness
+// vouching, and claims its piece already (it took it by pull, having
+// waited FailureTimeout for a handoff it could take) will not take the
+// giver's state any more: its refusal carries its claim's epoch. The giver
+// then hands the piece over in all but its state: it raises its table to
+// the receiver's epoch, as for an acknowledged Final, stops releasing the
+// piece and passes its pending records to the app to send as tasks
+// (App.Reroute), which the owner dedupes and accepts like any link. The
+// owner gets every URL still to crawl, though not the giver's Done marks,
+// fetch state and host states: a URL the giver fetched may be fetched
+// again when a link to it comes. No witness saw the giver's claim reach
+// that piece, so none saw it reach the pieces of the part before it
+// either, whose owners are further away still: the giver gives those up
+// in the same way without asking, and their owners, which found nothing
+// to take, claim them by pull.
+//
+// Never given up this way are the arcs of the giver's own replicas, its
+// first K successors (self, K-th successor]: they hear from the giver
+// every heartbeat, so one whose table names the giver over a piece would
+// wait for the giver's handoff for ever instead of promoting itself. They
+// take that handoff: a node takes handoffs from the K predecessors it
+// replicates as from its successors (feedsLocked in witness.go). (In
+// a ring in flux the receiver that answers can be a node whose claim is
+// itself stale; its refusal still gives the piece up, and the true owner,
+// which does not hear from the giver, promotes itself after
+// FailureTimeout.) A stale owner's merge that the rightful owner will not
+// take goes the same way: the stale owner holds no claim there.
+
+// replicaArcs returns the arcs of this node's first K successors in the
+// view v, (self, K-th successor]: the nodes that hear from this node as
+// its replicas, and so would wait for its handoff of a range their table
+// names it for.
+func (m *Manager) replicaArcs(v view) spanSet {
+	if len(v.succs) == 0 {
+		return nil
+	}
+	last := v.succs[min(len(v.succs), m.cfg.Replicas)-1]
+	return spansOf(Range{From: m.self.ID, To: last.ID})
+}
 
 // pushed is what pushTo learnt: the arc the peer said it owns, if it said
-// (known), and whether it owns its piece already and would not take it
-// from this node (byOwner; the piece was rerouted).
+// (known), and whether the peer claims its piece already and would not
+// take it, so that it was given up (gaveUp).
 type pushed struct {
-	owned          Range
-	known, byOwner bool
+	owned         Range
+	known, gaveUp bool
 }
 
 // pushTo hands part over to one peer. If the peer owns only some of it,
 // that piece is pushed and the rest stays releasing for a later try; a
 // piece the peer claims already and will not take from this node is given
-// up (see "Releases the owner will not take").
-func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) pushed {
+// up (see "Releases the owner will not take"), except what lies in keep.
+func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spanSet) pushed {
 	var res pushed
 	todo := []Range{part.Range}
 	for round := 0; round < 2 && len(todo) > 0; round++ {
@@ -232,9 +263,12 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) pushed {
 				res.owned, res.known = reply.Owned, true
 			}
 			if owner := refusedByOwner(to, reply); !owner.empty() {
-				res.byOwner = true
-				for _, x := range intersect(spansOf(r), owner).ranges() {
-					m.giveUp(ctx, x, to)
+				e := reply.Epoch
+				if e.N > m.epochLimit(m.clock.Now()) {
+					e = Epoch{} // from the future: not for the table
+				}
+				for _, x := range subtract(intersect(spansOf(r), owner), keep).ranges() {
+					res.gaveUp = m.giveUp(ctx, x, to, e) || res.gaveUp
 				}
 				continue
 			}
@@ -263,19 +297,24 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) pushed {
 	return res
 }
 
-// giveUp stops releasing r, once its pending records went to the app to
-// reroute (see "Releases the owner will not take"); owner is the peer that
-// would not take it, or the first of them.
-func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer) {
+// giveUp stops releasing r, which owner claims at epoch (if known) and
+// will not take from this node, once its pending records went to the app
+// to reroute, and reports whether it did (see "Releases the owner will
+// not take").
+func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch Epoch) bool {
 	if err := m.reroute(ctx, r); err != nil {
 		m.log.Warn("reroute a release", "range", r, "owner", owner, "err", err)
-		return
+		return false
 	}
 	m.mu.Lock()
 	m.releasing = m.releasing.remove(spansOf(r))
+	if m.table.raise(r, epoch) {
+		m.saveTableLocked()
+	}
 	m.stats.Rerouted++
 	m.mu.Unlock()
-	m.log.Info("gave up a release its owner would not take; pending records rerouted", "range", r, "owner", owner)
+	m.log.Info("gave up a release its owner took without it; pending records rerouted", "range", r, "owner", owner, "epoch", epoch)
+	return true
 }
 
 // refusedByOwner returns the arc of a receiver that refused a push or a

@@ -40,13 +40,17 @@ import (
 //
 // A node that refuses a handoff of part of its own arc because the giver
 // is not plausible (and only then: the epoch must name the giver and be
-// within the clock bound) asks, in its next Tick, the giver's first 2K
-// successors, found by its own lookups from the giver's position, for the
-// claims they witnessed over that part. If one of them witnessed the
-// giver's claim over all of it, at the handoff's epoch, the node takes
-// handoffs of that part from the giver at that epoch for FailureTimeout;
-// the giver pushes again every tick. Otherwise it asks again, if the giver
-// does, after Lease.
+// within the clock bound), a part it does not claim yet, asks in its next
+// Tick the giver's first 2K successors, found by its own lookups from the
+// giver's position, for the claims they witnessed over that part. If one
+// of them witnessed the giver's claim over all of it, at the handoff's
+// epoch, the node takes handoffs of that part from the giver at that
+// epoch for FailureTimeout; the giver pushes again every tick. Otherwise
+// it asks again, if the giver does, after Lease. A node asks only about
+// parts of its arc it does not claim, so only while it waits for them
+// (after it joined, or its predecessor changed, until it claims by pull):
+// a node that claims its arc asks nothing, however many handoffs it is
+// sent, and at most witnessChecksPerTick questions a Tick.
 //
 // What this lets a peer do: hand over a range that one of its successors,
 // by its own view and what it heard, saw it claim within WitnessWindow.
@@ -56,15 +60,63 @@ import (
 // witness that lies needs a member beside the giver to collude. With
 // K = 1 a node hears from one predecessor only and witnesses nothing.
 //
-// A far owner that no witness vouches for (the claim was made while the
-// ring was in flux and nothing anchored it, or K = 1) claims its piece by
-// pull, and the giver then gives the piece up and reroutes its pending
-// records (see "Releases the owner will not take" in tick.go).
+// A far owner that no witness vouched for (the claim was made while the
+// ring was in flux and nothing anchored it, or K = 1), or that the giver
+// reached too late, claims its piece by pull, and the giver then gives the
+// piece up and reroutes its pending records (see "Releases the owner will
+// not take" in tick.go).
 
-// heardFrom is one peer this node took a claim or a handoff from, and when.
+// heardFrom is one peer this node took a claim or a handoff from: when
+// last (at), and when it last took claims from it as its replica (wrote).
 type heardFrom struct {
-	peer ring.Peer
-	at   time.Time
+	peer      ring.Peer
+	at, wrote time.Time
+}
+
+// heardLocked notes that this node took a claim (replica true) or a
+// handoff from p at now. Callers hold m.mu.
+func (m *Manager) heardLocked(p ring.Peer, now time.Time, replica bool) {
+	h := m.heard[p.Addr]
+	h.peer, h.at = p, now
+	if replica {
+		h.wrote = now
+	}
+	m.heard[p.Addr] = h
+}
+
+// feedsLocked reports whether p is one of the K predecessors this node
+// replicates, by what it hears: p is pred, this node's ring predecessor,
+// or pred and p both had claims taken in here, as their replica, within
+// Lease, with fewer than K such peers nearer before this node than p
+// (with K = 2: its first two predecessors). Such a peer may hand this node
+// state of its arc as its successors may: the node that held the whole
+// ring, or a range a partition gave it, hands its successors their arcs
+// back. A peer further away that got a claim taken in here does not
+// qualify: the predecessors are nearer, and a predecessor that has not
+// replicated here lately (a new node with no claim yet) makes only itself
+// qualify. Callers hold m.mu.
+func (m *Manager) feedsLocked(p, pred ring.Peer, now time.Time) bool {
+	writes := func(q ring.Peer) bool {
+		h, ok := m.heard[q.Addr]
+		return ok && h.peer == q && now.Sub(h.wrote) < m.cfg.Lease
+	}
+	if p.ID == m.self.ID || !writes(p) {
+		return false
+	}
+	if p == pred {
+		return true
+	}
+	if pred.IsZero() || !writes(pred) {
+		return false
+	}
+	d := uint64(m.self.ID - p.ID)
+	closer := 0
+	for _, o := range m.heard {
+		if o.peer.Addr != p.Addr && o.peer.ID != m.self.ID && writes(o.peer) && uint64(m.self.ID-o.peer.ID) < d {
+			closer++
+		}
+	}
+	return closer < m.cfg.Replicas
 }
 
 // witnessTable maps each witnessed claim to when this node last saw it.
@@ -208,7 +260,7 @@ func (c witnessCheck) covers(giver ring.Peer, r Range, epoch Epoch) bool {
 }
 
 // witnessChecks is the receiving side: questions waiting for the next
-// Tick, and the answers, kept for WitnessWindow.
+// Tick, and the answers, kept for WitnessWindow (within maxWitnessChecks).
 type witnessChecks struct {
 	pending, answered []witnessCheck
 }
@@ -253,17 +305,6 @@ func (m *Manager) askWitnessLocked(giver ring.Peer, r Range, epoch Epoch, now ti
 		return
 	}
 	m.checks.pending = append(m.checks.pending, witnessCheck{giver: giver, r: r, epoch: epoch})
-}
-
-// deniedLocked reports whether the witnesses, asked about giver's claim
-// over part of s at epoch, said no within WitnessWindow: what lets a
-// receiver that claims s tell the giver to stop (see "Releases the owner
-// will not take" in tick.go), whatever a question asked again may answer.
-// Callers hold m.mu.
-func (m *Manager) deniedLocked(giver ring.Peer, s spanSet, epoch Epoch) bool {
-	return slices.ContainsFunc(m.checks.answered, func(c witnessCheck) bool {
-		return !c.ok && c.giver == giver && c.epoch == epoch && overlaps(s, spansOf(c.r))
-	})
 }
 
 // checkWitnesses (the last step of Tick) asks the witnesses of the
