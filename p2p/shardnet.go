@@ -74,19 +74,25 @@ func (t *ShardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.H
 	return out, nil
 }
 
-// Digest asks for the bucket digests of a range.
+// Digest asks for the bucket digests of a range, and with req.Witness for
+// the claims the peer witnessed over it.
 func (t *ShardTransport) Digest(ctx context.Context, to ring.Peer, req *shard.DigestRequest) (*shard.DigestReply, error) {
 	resp := &pb.DigestReply{}
-	if err := t.call(ctx, to, protocol.DigestID, &pb.DigestRequest{Range: encodeRange(req.Range), Buckets: uint32(req.Buckets)}, resp); err != nil {
+	msg := &pb.DigestRequest{Range: encodeRange(req.Range), Buckets: uint32(max(req.Buckets, 0)), Witness: req.Witness}
+	if err := t.call(ctx, to, protocol.DigestID, msg, resp); err != nil {
 		return nil, err
 	}
 	if resp.Error != "" {
 		return nil, fmt.Errorf("digest from %s: %s", to, resp.Error)
 	}
-	if len(resp.Sums) != req.Buckets {
+	if len(resp.Sums) != max(req.Buckets, 0) {
 		return nil, fmt.Errorf("digest from %s: %d sums for %d buckets", to, len(resp.Sums), req.Buckets)
 	}
-	return &shard.DigestReply{Sums: resp.Sums}, nil
+	witnessed, err := decodeClaims(resp.Witnessed)
+	if err != nil {
+		return nil, fmt.Errorf("digest from %s: %w", to, err)
+	}
+	return &shard.DigestReply{Sums: resp.Sums, Witnessed: witnessed}, nil
 }
 
 // Pull asks for a page of the state a peer holds of a range.
@@ -153,11 +159,11 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 	t.streams.Handle(protocol.DigestID, func() proto.Message { return &pb.DigestRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.DigestRequest)
-			if req.Range == nil || req.Buckets == 0 || req.Buckets > maxDigestBuckets {
-				return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets", maxDigestBuckets)}
+			if req.Range == nil || (req.Buckets == 0 && !req.Witness) || req.Buckets > maxDigestBuckets {
+				return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets (or none, with witness)", maxDigestBuckets)}
 			}
-			r := h.HandleDigest(ctx, RingPeer(in.From), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets)})
-			return &pb.DigestReply{Sums: r.Sums}
+			r := h.HandleDigest(ctx, RingPeer(in.From), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets), Witness: req.Witness})
+			return &pb.DigestReply{Sums: r.Sums, Witnessed: encodeClaims(r.Witnessed)}
 		})
 	t.streams.Handle(protocol.PullID, func() proto.Message { return &pb.PullRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {

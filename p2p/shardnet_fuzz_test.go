@@ -91,6 +91,7 @@ func FuzzShardMessages(f *testing.F) {
 				checkRange(t, m.Range)
 			}
 		case *pb.DigestReply:
+			checkClaims(t, m.Witnessed)
 		case *pb.PullRequest:
 			if m.Range != nil {
 				checkRange(t, m.Range)

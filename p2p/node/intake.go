@@ -34,6 +34,8 @@ type intake struct {
 	// diskRefused counts the new URLs it refused for want of space.
 	diskLow     bool
 	diskRefused atomic.Int64
+	// route sends tasks to their owners (the outbox): Reroute's way out.
+	route func([]frontier.Task)
 }
 
 var _ shard.App = (*intake)(nil)
@@ -364,6 +366,25 @@ func (in *intake) Merged(_ context.Context, recs []shard.Record) {
 		in.log.Warn("merge: mark seen failed", "err", err)
 	}
 	in.log.Info("merged records from another node", "queued", len(tasks))
+}
+
+// Reroute sends pending records of a range the shard manager gave up
+// without a handoff (its owner took it over without them) to their owners
+// through the outbox, as links found on a page: each owner dedupes them
+// against its seen set like any routed URL.
+func (in *intake) Reroute(_ context.Context, recs []shard.Record) error {
+	if in.route == nil {
+		return errors.New("intake: no outbox to reroute records through")
+	}
+	tasks := make([]frontier.Task, 0, len(recs))
+	for _, r := range recs {
+		if !r.Done {
+			tasks = append(tasks, frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
+		}
+	}
+	in.route(tasks)
+	in.log.Info("rerouted the pending records of a range given up without a handoff", "tasks", len(tasks))
+	return nil
 }
 
 // urlState is what this node knows of a URL after fetching it, as a shard

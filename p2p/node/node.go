@@ -236,7 +236,8 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	n.intake = &intake{db: n.db, crawler: n.crawler, log: n.log}
+	n.intake = &intake{db: n.db, crawler: n.crawler, log: n.log,
+		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
 	n.shardTr = p2p.NewShardTransport(n.streams)
 	// The owner refuses tasks deeper than the crawler follows links
 	// (MaxDepth None: seeds only), and state from peers is held to the

@@ -211,6 +211,12 @@ type ShardStatus struct {
 	// growing steadily means a peer forges ownership, or a clock is off.
 	Implausible  int64 `json:"implausible"`
 	FutureEpochs int64 `json:"future_epochs"`
+	// Witnessed counts handoff senders this node's view of the ring could
+	// not judge and one of their successors vouched for; Rerouted the
+	// ranges this node gave up without a handoff, their owner having taken
+	// them over, sending their pending URLs as tasks instead.
+	Witnessed int64 `json:"witnessed"`
+	Rerouted  int64 `json:"rerouted"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -247,6 +253,8 @@ func (n *Node) shardStatus() ShardStatus {
 		Pulls:           st.Pulls,
 		Implausible:     st.Implausible,
 		FutureEpochs:    st.FutureEpochs,
+		Witnessed:       st.Witnessed,
+		Rerouted:        st.Rerouted,
 	}
 }
 

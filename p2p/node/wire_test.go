@@ -30,8 +30,12 @@ func (h handoffCatcher) HandleHandoff(_ context.Context, _ ring.Peer, req *shard
 	return &shard.HandoffReply{Accepted: true}
 }
 
-func (h handoffCatcher) HandleDigest(context.Context, ring.Peer, *shard.DigestRequest) *shard.DigestReply {
-	return &shard.DigestReply{}
+// HandleDigest answers a witness question with one claim over the range.
+func (h handoffCatcher) HandleDigest(_ context.Context, _ ring.Peer, req *shard.DigestRequest) *shard.DigestReply {
+	if !req.Witness {
+		return &shard.DigestReply{}
+	}
+	return &shard.DigestReply{Witnessed: []shard.Claim{{Range: req.Range, Epoch: shard.Epoch{N: 7, Owner: "w"}}}}
 }
 
 func (h handoffCatcher) HandlePull(context.Context, ring.Peer, *shard.PullRequest) *shard.PullReply {
@@ -84,6 +88,12 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 	wr, err := p2p.NewShardTransport(p2p.NewStreams(client, 0)).Replicate(context.Background(), p2p.RingPeer(server.ID()), &shard.WriteRequest{Records: records})
 	if err != nil || wr.StoreError != "no space left on device" {
 		t.Fatalf("replicate to a replica whose store fails: %+v, %v", wr, err)
+	}
+	// A witness question, with no buckets, and its answer cross the wire.
+	wq := shard.Range{From: 5, To: 9}
+	dr, err := p2p.NewShardTransport(p2p.NewStreams(client, 0)).Digest(context.Background(), p2p.RingPeer(server.ID()), &shard.DigestRequest{Range: wq, Witness: true})
+	if want := []shard.Claim{{Range: wq, Epoch: shard.Epoch{N: 7, Owner: "w"}}}; err != nil || len(dr.Sums) != 0 || !reflect.DeepEqual(dr.Witnessed, want) {
+		t.Fatalf("witness question: %+v, %v; want witnessed %v", dr, err, want)
 	}
 	got := <-catcher.got
 	if len(got.Records) != 2 || len(got.Hosts) != len(snaps) {

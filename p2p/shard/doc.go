@@ -83,7 +83,17 @@
 //     still held (releasing) by the sender; a lost chunk is simply pushed
 //     again, and a repeated Final is acknowledged again. This is how a
 //     joining node gets its slice from its successor and how Leave hands
-//     everything to the successor.
+//     everything to the successor. A part is walked from its end, owner
+//     by owner. An owner further than its view of the ring can judge the
+//     sender (more nodes joined in between than a successor list holds)
+//     asks the sender's successors whether they witnessed its claim
+//     (witness.go) and takes the push if one did; one that claimed its
+//     piece by pull meanwhile, no witness vouching, tells the sender so,
+//     and the sender gives that piece and the rest of the part up (but
+//     not its replicas' arcs), sending their pending records to their
+//     owners as tasks (App.Reroute). Besides its successors, a node takes
+//     handoffs from the K predecessors it replicates: the node that held
+//     the whole ring gives its successors their arcs.
 //   - Promotion. An unclaimed part of the arc whose table names another
 //     owner is taken over after FailureTimeout without hearing from that
 //     owner (heartbeats, handoffs), counted from when the node started

@@ -17,6 +17,7 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	var admitted []Claim
 	var refused []error
 	k := m.knownPeers()
+	pred := m.ring.Predecessor()
 	for _, c := range req.Claims {
 		if c.Epoch.IsZero() {
 			continue
@@ -36,9 +37,9 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 		// Only a sender that may own what it claims counts as heard: a
 		// stranger's writes cannot keep a dead owner's range from being
 		// promoted.
-		m.lastHeard[from.Addr] = now
+		m.heardLocked(from, now, true)
 	}
-	var rejected []Claim
+	var rejected, took []Claim
 	var accepted spanSet
 	changed := false
 	for _, c := range admitted {
@@ -50,11 +51,13 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 			changed = true
 		}
 		accepted = union(accepted, spansOf(c.Range))
+		took = append(took, c)
 	}
 	if changed {
 		m.saveTableLocked()
 		m.dropStaleLocked(now)
 	}
+	m.witnessLocked(from, pred, took, now)
 	if len(rejected) > 0 {
 		m.stats.RejectedWrites++
 		m.log.Info("refused stale write", "from", from, "higher", rejected)
@@ -104,16 +107,41 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	actx := context.WithoutCancel(ctx)
 	now := m.clock.Now()
 	reply := &HandoffReply{}
-	err := m.admitGiver(from, req, now)
-	m.mu.Lock()
+	ask, err := m.admitGiver(from, req, now)
 	if err != nil {
+		// The arc is no secret (the ring tells anyone its predecessor),
+		// and with it an honest giver pushes just this node's piece.
+		v := m.currentView()
+		m.mu.Lock()
 		m.stats.Implausible++
+		if v.known {
+			reply.Owned, reply.HasOwned = v.r, true
+			mine := intersect(spansOf(req.Range), v.spans)
+			free := subtract(mine, m.own.claims.domain())
+			switch {
+			case mine.empty():
+			case free.empty():
+				// Claimed here already (by pull: nothing came that
+				// this node could take): say so, and the giver sends
+				// its pending records as tasks instead (see "Releases
+				// the owner will not take" in tick.go).
+				reply.Epoch = m.own.claims.maxOver(mine)
+			case ask:
+				// Only about what this node still waits for: a node
+				// that claims its arc asks no witness, whatever it is
+				// sent.
+				for _, r := range free.ranges() {
+					m.askWitnessLocked(from, r, req.Epoch, now)
+				}
+			}
+		}
 		m.mu.Unlock()
 		m.log.Debug("refused handoff", "from", from, "merge", req.Merge, "err", err)
 		reply.Reason = err.Error()
 		return reply
 	}
-	m.lastHeard[from.Addr] = now
+	m.mu.Lock()
+	m.heardLocked(from, now, false)
 	leaving := m.own.leaving
 	m.mu.Unlock()
 	if leaving {
@@ -221,18 +249,27 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	return reply
 }
 
-// HandleDigest summarises the records held over the range.
+// HandleDigest summarises the records held over the range, and with
+// Witness lists the claims this node witnessed over it (witness.go).
 func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestRequest) *DigestReply {
 	n := req.Buckets
 	if n <= 0 || n > maxDigestBuckets {
 		n = DigestBuckets
 	}
+	reply := &DigestReply{}
+	if req.Witness {
+		reply.Witnessed = m.witnessedOver(req.Range, m.clock.Now())
+		if req.Buckets <= 0 {
+			return reply
+		}
+	}
 	sums, err := digestOf(m.st, req.Range, n)
 	if err != nil {
 		m.log.Error("digest", "range", req.Range, "err", err)
-		return &DigestReply{}
+		return reply
 	}
-	return &DigestReply{Sums: sums}
+	reply.Sums = sums
+	return reply
 }
 
 // HandlePull pages out what this node holds over the range, unless it

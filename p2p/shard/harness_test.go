@@ -37,6 +37,8 @@ type testApp struct {
 	// those in its range, as the crawler does.
 	inflight map[uint64]int
 	cond     *sync.Cond
+	// rerouted holds the records Reroute passed, until routed.
+	rerouted []Record
 }
 
 func newTestApp(st *MemStorage, own *Ownership) *testApp {
@@ -146,6 +148,20 @@ func (a *testApp) Merged(ctx context.Context, recs []Record) {
 			a.queue[idOf(rec)] = rec
 		}
 	}
+}
+
+// Reroute implements App: the records wait here until the cluster routes
+// them to their owners (cluster.route), as a node's outbox and router do.
+func (a *testApp) Reroute(ctx context.Context, recs []Record) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range recs {
+		if r.Done {
+			a.violations = append(a.violations, fmt.Sprintf("Reroute of done record %s", ring.ID(r.Key)))
+		}
+	}
+	a.rerouted = append(a.rerouted, recs...)
+	return nil
 }
 
 // enqueue is what the node's owner code does after Accept returned nil.
@@ -441,8 +457,37 @@ func (c *cluster) round() {
 	for _, n := range live {
 		n.m.Tick(c.ctx)
 	}
+	c.route()
 	c.clock.Advance(roundStep)
 	c.rounds++
+}
+
+// route delivers the records the live nodes' apps were asked to reroute
+// to their owners, as a node's router does with tasks: an owner that owns
+// the key and does not hold the record yet accepts and queues it; one
+// that does not own it yet gets it again next round.
+func (c *cluster) route() {
+	for _, n := range c.live() {
+		n.app.mu.Lock()
+		recs := n.app.rerouted
+		n.app.rerouted = nil
+		n.app.mu.Unlock()
+		var keep []Record
+		for _, r := range recs {
+			o := c.ownerOf(r.Key)
+			if _, ok := o.st.Record(r.Key, r.Hash); ok && o != n {
+				continue // the owner has it: a duplicate
+			}
+			if !o.m.Owns(r.Key) || o.m.Accept(c.ctx, []Record{r}) != nil {
+				keep = append(keep, r)
+				continue
+			}
+			o.app.enqueue(r)
+		}
+		n.app.mu.Lock()
+		n.app.rerouted = append(n.app.rerouted, keep...)
+		n.app.mu.Unlock()
+	}
 }
 
 // until runs rounds until cond returns nil, failing after max rounds.
@@ -494,6 +539,12 @@ func (c *cluster) settled() error {
 		}
 		if !st.LeaseValid {
 			return fmt.Errorf("%s has no lease", n.peer.Addr)
+		}
+		n.app.mu.Lock()
+		left := len(n.app.rerouted)
+		n.app.mu.Unlock()
+		if left > 0 {
+			return fmt.Errorf("%s has %d rerouted records undelivered", n.peer.Addr, left)
 		}
 	}
 	return nil

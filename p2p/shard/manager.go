@@ -29,6 +29,13 @@ type App interface {
 	// node actively claims; the app queues the pending ones it lacks, and
 	// takes over the Meta of the done ones (their recrawl state).
 	Merged(ctx context.Context, recs []Record)
+	// Reroute: pending records of a range this node gave up and could not
+	// hand over, because the range's owner took it over without them and
+	// refuses them from this node (see "Releases the owner will not take"
+	// in tick.go). The app sends them to their owners as new tasks, as it
+	// sends the links found on a page, for each owner to dedupe against
+	// its own state. An error leaves the range releasing, to try again.
+	Reroute(ctx context.Context, recs []Record) error
 }
 
 // Config tunes a Manager. Zero fields take the defaults noted on each.
@@ -64,6 +71,11 @@ type Config struct {
 	// forged; a node whose clock runs further ahead has its claims
 	// refused. Default 1h.
 	MaxClockSkew time.Duration
+	// WitnessWindow is how long a replica vouches for a claim of its
+	// predecessor after it last saw it: within it, the predecessor may
+	// hand the claimed range to a node that cannot judge it by its own
+	// view of the ring (see "Witnesses" in witness.go). Default 10m.
+	WitnessWindow time.Duration
 	// Logger receives transitions (claims, promotions, handoffs, stale
 	// drops). Default: discard.
 	Logger *slog.Logger
@@ -86,6 +98,7 @@ func DefaultConfig() Config {
 		SyncInterval:   10 * time.Second,
 		ChunkRecords:   1000,
 		MaxClockSkew:   time.Hour,
+		WitnessWindow:  10 * time.Minute,
 	}
 }
 
@@ -126,6 +139,9 @@ func (c Config) Effective() (Config, error) {
 	if c.MaxClockSkew <= 0 {
 		c.MaxClockSkew = d.MaxClockSkew
 	}
+	if c.WitnessWindow <= 0 {
+		c.WitnessWindow = d.WitnessWindow
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -150,9 +166,14 @@ type Stats struct {
 	// pushes received; Pulls completed pulls; Implausible the claims,
 	// handoffs and merges refused because their sender could not own the
 	// range (see "Who may claim what"), and FutureEpochs the epochs
-	// refused or dropped for being ahead of the clock.
+	// refused or dropped for being ahead of the clock; Witnessed the
+	// handoff givers this node could not judge by its own view and a
+	// witness vouched for (see "Witnesses" in witness.go); Rerouted the
+	// parts this node gave up without a handoff, their owner having taken
+	// them over, and whose pending records it sent as tasks instead.
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
-	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs int64
+	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs,
+	Witnessed, Rerouted int64
 }
 
 // Manager keeps one node's shard state: which ranges it claims and under
@@ -192,7 +213,11 @@ type Manager struct {
 	releasing segMap  // parts given up, still to be handed off
 	reconcile spanSet // stale parts whose records go to the rightful owner
 	deact     spanSet // dropped as stale, still to Deactivate in the app
-	lastHeard map[string]time.Time
+	// heard is, per peer address, the peer and when this node last took
+	// a claim or a handoff from it.
+	heard     map[string]heardFrom
+	witness   witnessTable // claims this node witnessed as a replica (witness.go)
+	checks    witnessChecks
 	waitStart time.Time
 	lastView  view
 	viewSeen  bool
@@ -234,7 +259,8 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		app:       app,
 		cfg:       cfg,
 		log:       cfg.Logger.With("node", r.Self().Addr),
-		lastHeard: make(map[string]time.Time),
+		heard:     make(map[string]heardFrom),
+		witness:   make(witnessTable),
 		lastSync:  make(map[string]time.Time),
 		waitStart: r.Clock().Now(),
 		serial:    cfg.Sequential,
@@ -474,7 +500,9 @@ func (m *Manager) Leave(ctx context.Context) error {
 		}
 		for _, t := range order {
 			for _, c := range m.releasingWithin(p.Range) {
-				m.pushTo(ctx, t, c)
+				// A leaving node stops hearing nobody's wait: its
+				// replicas promote themselves after FailureTimeout.
+				m.pushTo(ctx, t, c, nil)
 			}
 		}
 		if left := m.releasingWithin(p.Range); len(left) > 0 {

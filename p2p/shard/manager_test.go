@@ -273,7 +273,7 @@ func TestPromotionAfterFailureTimeout(t *testing.T) {
 	succ := c.successor(owner)
 	c.crash(owner)
 	succ.m.mu.Lock()
-	lastHeard := succ.m.lastHeard[owner.peer.Addr]
+	lastHeard := succ.m.heard[owner.peer.Addr].at
 	succ.m.mu.Unlock()
 
 	covered := func() bool { return subsetOf(spansOf(claim.Range), claimSpans(succ.stats().Claims)) }

@@ -72,7 +72,7 @@ func (t *memTransport) Replicate(ctx context.Context, to ring.Peer, req *WriteRe
 	var out *WriteReply
 	err := t.do(ctx, to, func(h Handler) {
 		r := h.HandleReplicate(ctx, t.self, in)
-		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError}
+		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
 	})
 	if err != nil {
 		return nil, err
@@ -97,7 +97,8 @@ func (t *memTransport) Digest(ctx context.Context, to ring.Peer, req *DigestRequ
 	in := *req
 	var out *DigestReply
 	err := t.do(ctx, to, func(h Handler) {
-		out = &DigestReply{Sums: slices.Clone(h.HandleDigest(ctx, t.self, &in).Sums)}
+		r := h.HandleDigest(ctx, t.self, &in)
+		out = &DigestReply{Sums: slices.Clone(r.Sums), Witnessed: slices.Clone(r.Witnessed)}
 	})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,12 @@ import (
 //     made unbeatable, and one that slipped in is overtaken by honest
 //     claims within MaxClockSkew.
 //
+// A handoff whose sender fails the second check is also taken when one of
+// the sender's first successors witnessed the sender's claim of the range
+// at the handoff's epoch (see "Witnesses" in witness.go): the receiver's
+// view cannot tell an old owner from a stranger once more nodes joined in
+// between than a successor list holds.
+//
 // A replica whose table names an owner it never hears from takes the
 // range back after FailureTimeout (promotion), so a forged claim that got
 // past these checks costs a range at most that long. A table loaded with
@@ -85,24 +91,45 @@ func (m *Manager) admitClaim(k knownPeers, from ring.Peer, c Claim, now time.Tim
 // change this node's state, or nil. Either gives this node state of a
 // range its sender held: the sender may be one of this node's successors
 // (a joining node gets its arc from the next node, and a stale owner
-// returns what it accepted to the nodes before it), or otherwise a
-// plausible owner of the range (a leaving node hands its arc to its
-// successor). A handoff's epoch must be the sender's and within the clock
-// bound.
-func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time) error {
+// returns what it accepted to the nodes before it) or one of the K
+// predecessors it replicates (feedsLocked: the node that held the whole
+// ring hands its successors their arcs), or otherwise a plausible owner
+// of the range (a leaving node hands its arc to its successor). A handoff's epoch must be the sender's and within the clock
+// bound; a handoff from a sender this node's view cannot judge is also
+// taken when a witness vouched for the sender's claim of the range at
+// that epoch (witness.go). ask reports a refused handoff whose sender a
+// witness might vouch for: its epoch is in order, the view alone refused.
+func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time) (ask bool, err error) {
 	if !req.Merge {
 		if req.Epoch.Owner != from.Addr {
-			return fmt.Errorf("handoff of %s from %s at epoch %s names another owner: %w", req.Range, from, req.Epoch, errImplausible)
+			return false, fmt.Errorf("handoff of %s from %s at epoch %s names another owner: %w", req.Range, from, req.Epoch, errImplausible)
 		}
 		if req.Epoch.N > m.epochLimit(now) {
-			return fmt.Errorf("handoff of %s from %s: epoch %s more than %v ahead of this node's clock: %w",
+			return false, fmt.Errorf("handoff of %s from %s: epoch %s more than %v ahead of this node's clock: %w",
 				req.Range, from, req.Epoch, m.cfg.MaxClockSkew, errImplausible)
 		}
 	}
 	if slices.Contains(m.ring.Successors(), from) {
-		return nil
+		return false, nil
 	}
-	return m.plausible(m.knownPeers(), from, req.Range, now, false, false)
+	pred := m.ring.Predecessor()
+	m.mu.Lock()
+	feeds := m.feedsLocked(from, pred, now)
+	m.mu.Unlock()
+	if feeds {
+		return false, nil
+	}
+	err = m.plausible(m.knownPeers(), from, req.Range, now, false, false)
+	if err == nil || req.Merge {
+		return false, err
+	}
+	m.mu.Lock()
+	vouched := m.vouchedLocked(from, req.Range, req.Epoch, now)
+	m.mu.Unlock()
+	if vouched {
+		return false, nil
+	}
+	return true, err
 }
 
 // knownPeers is this node's view of the ring when it judges a message:
@@ -151,7 +178,7 @@ func (m *Manager) plausible(k knownPeers, from ring.Peer, r Range, now time.Time
 				return fmt.Errorf("range %s from %s covers this node: %w", r, from, errImplausible)
 			}
 		case k.suspect[p.Addr]:
-		case live && now.Sub(m.lastHeard[p.Addr]) < m.cfg.Lease:
+		case live && now.Sub(m.heard[p.Addr].at) < m.cfg.Lease:
 			return fmt.Errorf("range %s from %s passes over %s, which is alive: %w", r, from, p, errImplausible)
 		default:
 			others++

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -45,7 +46,8 @@ func (m *Manager) currentView() view {
 
 // Tick runs one maintenance step: shed claims the ring moved away, hand
 // them off, acquire unclaimed parts of this node's arc, heartbeat the
-// replicas, run anti-entropy and return stale records to their owners.
+// replicas, run anti-entropy, return stale records to their owners and
+// ask witnesses about refused handoff givers.
 // Run calls it every TickInterval; a simulator may call it directly.
 func (m *Manager) Tick(ctx context.Context) {
 	m.tickMu.Lock()
@@ -68,6 +70,7 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.heartbeat(ctx, now)
 	m.antiEntropy(ctx, now)
 	m.reconcileStale(ctx, v)
+	m.checkWitnesses(ctx)
 }
 
 // observe notes changes of the view and of the replica set.
@@ -133,7 +136,12 @@ func (m *Manager) shed(ctx context.Context, v view) {
 }
 
 // release (step 2) reclaims releasing parts the view covers again and
-// pushes the others to their owners.
+// pushes the others to their owners. It walks each part from its end
+// backwards, one owner's piece after the other, as long as the owners say
+// where their arcs begin and for about a HeartbeatInterval per part: when
+// many nodes joined inside the part, their pieces are offered in few
+// ticks, and the owners that must first ask a witness (witness.go) ask
+// together.
 func (m *Manager) release(ctx context.Context, v view) {
 	if v.known {
 		m.mu.Lock()
@@ -146,21 +154,102 @@ func (m *Manager) release(ctx context.Context, v view) {
 	m.mu.Lock()
 	parts := m.releasing.claims()
 	m.mu.Unlock()
+	replicas := m.replicaArcs(v)
 	for _, p := range parts {
-		if ctx.Err() != nil {
-			return
+		start := m.clock.Now()
+		cur := p.Range
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			target, _, err := m.ring.Lookup(ctx, cur.To)
+			if err != nil || target == m.self {
+				break
+			}
+			res := m.pushTo(ctx, target, Claim{Range: cur, Epoch: p.Epoch}, replicas)
+			// On to the piece before the target's arc, if the arc begins
+			// inside what is left of the part.
+			if !res.known || res.owned.From == cur.To || !cur.Contains(res.owned.From) {
+				break
+			}
+			cur.To = res.owned.From
+			if res.gaveUp {
+				// No witness saw this node's claim reach the target's
+				// piece, so none saw it reach the pieces before it either:
+				// their owners, further still, take them over by pull as
+				// the target did. Only the arcs of this node's replicas,
+				// which hear from it and would wait for its handoff, stay
+				// releasing (see "Releases the owner will not take").
+				for _, r := range subtract(spansOf(cur), replicas).ranges() {
+					m.giveUp(ctx, r, target, Epoch{})
+				}
+				break
+			}
+			if m.clock.Now().Sub(start) > m.cfg.HeartbeatInterval {
+				break
+			}
 		}
-		target, _, err := m.ring.Lookup(ctx, p.Range.To)
-		if err != nil || target == m.self {
-			continue
-		}
-		m.pushTo(ctx, target, p)
 	}
 }
 
+// Releases the owner will not take.
+//
+// A push is refused while its receiver does not know its arc, does not own
+// what is pushed, or cannot judge the giver (witness.go); the giver tries
+// again every tick. But a receiver that cannot judge the giver, no witness
+// vouching, and claims its piece already (it took it by pull, having
+// waited FailureTimeout for a handoff it could take) will not take the
+// giver's state any more: its refusal carries its claim's epoch. The giver
+// then hands the piece over in all but its state: it raises its table to
+// the receiver's epoch, as for an acknowledged Final, stops releasing the
+// piece and passes its pending records to the app to send as tasks
+// (App.Reroute), which the owner dedupes and accepts like any link. The
+// owner gets every URL still to crawl, though not the giver's Done marks,
+// fetch state and host states: a URL the giver fetched may be fetched
+// again when a link to it comes. No witness saw the giver's claim reach
+// that piece, so none saw it reach the pieces of the part before it
+// either, whose owners are further away still: the giver gives those up
+// in the same way without asking, and their owners, which found nothing
+// to take, claim them by pull.
+//
+// Never given up this way are the arcs of the giver's own replicas, its
+// first K successors (self, K-th successor]: they hear from the giver
+// every heartbeat, so one whose table names the giver over a piece would
+// wait for the giver's handoff for ever instead of promoting itself. They
+// take that handoff: a node takes handoffs from the K predecessors it
+// replicates as from its successors (feedsLocked in witness.go). (In
+// a ring in flux the receiver that answers can be a node whose claim is
+// itself stale; its refusal still gives the piece up, and the true owner,
+// which does not hear from the giver, promotes itself after
+// FailureTimeout.) A stale owner's merge that the rightful owner will not
+// take goes the same way: the stale owner holds no claim there.
+
+// replicaArcs returns the arcs of this node's first K successors in the
+// view v, (self, K-th successor]: the nodes that hear from this node as
+// its replicas, and so would wait for its handoff of a range their table
+// names it for.
+func (m *Manager) replicaArcs(v view) spanSet {
+	if len(v.succs) == 0 {
+		return nil
+	}
+	last := v.succs[min(len(v.succs), m.cfg.Replicas)-1]
+	return spansOf(Range{From: m.self.ID, To: last.ID})
+}
+
+// pushed is what pushTo learnt: the arc the peer said it owns, if it said
+// (known), and whether the peer claims its piece already and would not
+// take it, so that it was given up (gaveUp).
+type pushed struct {
+	owned         Range
+	known, gaveUp bool
+}
+
 // pushTo hands part over to one peer. If the peer owns only some of it,
-// that piece is pushed and the rest stays releasing for a later try.
-func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) {
+// that piece is pushed and the rest stays releasing for a later try; a
+// piece the peer claims already and will not take from this node is given
+// up (see "Releases the owner will not take"), except what lies in keep.
+func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spanSet) pushed {
+	var res pushed
 	todo := []Range{part.Range}
 	for round := 0; round < 2 && len(todo) > 0; round++ {
 		var next []Range
@@ -168,7 +257,20 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) {
 			reply, err := m.sendHandoff(ctx, to, r, part.Epoch, false, nil)
 			if err != nil {
 				m.log.Debug("handoff failed", "to", to, "range", r, "err", err)
-				return
+				return res
+			}
+			if reply.HasOwned {
+				res.owned, res.known = reply.Owned, true
+			}
+			if owner := refusedByOwner(to, reply); !owner.empty() {
+				e := reply.Epoch
+				if e.N > m.epochLimit(m.clock.Now()) {
+					e = Epoch{} // from the future: not for the table
+				}
+				for _, x := range subtract(intersect(spansOf(r), owner), keep).ranges() {
+					res.gaveUp = m.giveUp(ctx, x, to, e) || res.gaveUp
+				}
+				continue
 			}
 			if reply.Accepted {
 				m.mu.Lock()
@@ -192,6 +294,75 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim) {
 		}
 		todo = next
 	}
+	return res
+}
+
+// giveUp stops releasing r, which owner claims at epoch (if known) and
+// will not take from this node, once its pending records went to the app
+// to reroute, and reports whether it did (see "Releases the owner will
+// not take").
+func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch Epoch) bool {
+	if err := m.reroute(ctx, r); err != nil {
+		m.log.Warn("reroute a release", "range", r, "owner", owner, "err", err)
+		return false
+	}
+	m.mu.Lock()
+	m.releasing = m.releasing.remove(spansOf(r))
+	if m.table.raise(r, epoch) {
+		m.saveTableLocked()
+	}
+	m.stats.Rerouted++
+	m.mu.Unlock()
+	m.log.Info("gave up a release its owner took without it; pending records rerouted", "range", r, "owner", owner, "epoch", epoch)
+	return true
+}
+
+// refusedByOwner returns the arc of a receiver that refused a push or a
+// merge from this node because it claims its piece already (its reply
+// names its own epoch), or nothing.
+func refusedByOwner(to ring.Peer, reply *HandoffReply) spanSet {
+	if reply.Accepted || !reply.HasOwned || reply.Epoch.IsZero() || reply.Epoch.Owner != to.Addr {
+		return nil
+	}
+	return spansOf(reply.Owned)
+}
+
+// reroute passes the pending records held over r to the app, a page at a
+// time, to send to their owners as tasks.
+func (m *Manager) reroute(ctx context.Context, r Range) error {
+	var after *cursor
+	for {
+		page, more, err := m.pageRecords(r, after, m.cfg.ChunkRecords, nil)
+		if err != nil {
+			return fmt.Errorf("shard: reroute %s: %w", r, err)
+		}
+		var pending []Record
+		for _, rec := range page {
+			if !rec.Done {
+				pending = append(pending, rec)
+			}
+		}
+		if len(pending) > 0 {
+			if err := m.app.Reroute(ctx, pending); err != nil {
+				return fmt.Errorf("shard: reroute %s: %w", r, err)
+			}
+		}
+		if !more {
+			return nil
+		}
+		tail := page[len(page)-1]
+		after = &cursor{tail.Key, tail.Hash}
+	}
+}
+
+// rerouteAll reroutes the pending records over every range of s.
+func (m *Manager) rerouteAll(ctx context.Context, s spanSet) error {
+	for _, r := range s.ranges() {
+		if err := m.reroute(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // acquire (step 3) claims unclaimed parts of the view: at once when alone
@@ -210,7 +381,7 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 		switch owner := p.e.Owner; {
 		case owner != "" && owner != m.self.Addr:
 			since := m.waitStart
-			if h := m.lastHeard[owner]; h.After(since) {
+			if h := m.heard[owner].at; h.After(since) {
 				since = h
 			}
 			if now.Sub(since) > m.cfg.FailureTimeout {
@@ -446,11 +617,26 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 			done = spansOf(r) // the owner holds the same records
 		} else {
 			reply, err := m.sendHandoff(ctx, target, r, Epoch{}, true, diff)
-			if err != nil || !reply.Accepted || !reply.HasOwned {
+			if err != nil {
 				continue
 			}
-			done = intersect(spansOf(r), spansOf(reply.Owned))
-			m.log.Info("merged stale records", "to", target, "range", r, "owned", reply.Owned)
+			if owner := refusedByOwner(target, reply); !owner.empty() {
+				done = intersect(spansOf(r), owner)
+				if err := m.rerouteAll(ctx, done); err != nil {
+					m.log.Warn("reroute stale records", "range", r, "owner", target, "err", err)
+					continue
+				}
+				m.mu.Lock()
+				m.stats.Rerouted++
+				m.mu.Unlock()
+				m.log.Info("the owner will not take stale records; pending ones rerouted", "to", target, "range", r, "owned", reply.Owned)
+			} else {
+				if !reply.Accepted || !reply.HasOwned {
+					continue
+				}
+				done = intersect(spansOf(r), spansOf(reply.Owned))
+				m.log.Info("merged stale records", "to", target, "range", r, "owned", reply.Owned)
+			}
 		}
 		m.mu.Lock()
 		m.reconcile = subtract(m.reconcile, done)

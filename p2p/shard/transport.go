@@ -62,16 +62,25 @@ type HandoffReply struct {
 	Epoch    Epoch
 }
 
-// DigestRequest asks for a summary of the records in Range.
+// DigestRequest asks for a summary of the records in Range, in Buckets
+// buckets, and with Witness for the claims the asked node witnessed over
+// Range (see "Witnesses" in witness.go); a request with Witness and no
+// Buckets asks for those alone.
 type DigestRequest struct {
 	Range   Range
 	Buckets int
+	Witness bool
 }
 
 // DigestReply holds one checksum per bucket: records fall in bucket
 // Hash % Buckets, and a bucket's sum is the xor of its records' mixes of
-// Key, Hash, Done and MetaVersion. Equal sums mean (almost certainly) equal records.
-type DigestReply struct{ Sums []uint64 }
+// Key, Hash, Done and MetaVersion. Equal sums mean (almost certainly)
+// equal records. Witnessed, when asked for, holds the claims the node
+// witnessed over the range within WitnessWindow, clipped to it.
+type DigestReply struct {
+	Sums      []uint64
+	Witnessed []Claim
+}
 
 // PullRequest asks a node for the records, hosts and epoch table it holds
 // over Range, a page at a time: HasAfter resumes after (AfterKey,

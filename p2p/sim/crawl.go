@@ -122,6 +122,19 @@ func (a *app) Merged(ctx context.Context, recs []shard.Record) {
 	}
 }
 
+// Reroute implements shard.App: pending records of a range the Manager
+// gave up without a handoff go to their owners through the outbox, as
+// links found on a page do (with no page waiting for them).
+func (a *app) Reroute(ctx context.Context, recs []shard.Record) error {
+	v := a.v
+	for _, r := range recs {
+		v.outbox = append(v.outbox, task{page: int32(r.Hash), from: -1, depth: int32(r.Depth)})
+	}
+	v.s.rerouted += int64(len(recs))
+	v.s.scheduleRoute(v, 0)
+	return nil
+}
+
 // drop removes the queue entries of r's hosts.
 func (a *app) drop(r shard.Range) {
 	g := a.v.s.g

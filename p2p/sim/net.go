@@ -188,13 +188,13 @@ func (t *shardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.H
 // Digest implements shard.Transport.
 func (t *shardTransport) Digest(ctx context.Context, to ring.Peer, req *shard.DigestRequest) (*shard.DigestReply, error) {
 	var out *shard.DigestReply
-	err := t.call(to, 16+4, func() (int, error) {
+	err := t.call(to, 16+4+1, func() (int, error) {
 		var err error
 		out, err = t.in.Digest(ctx, to, req)
 		if err != nil {
 			return 0, err
 		}
-		return 8 * len(out.Sums), nil
+		return 8*len(out.Sums) + len(out.Witnessed)*claimBytes, nil
 	})
 	return out, err
 }

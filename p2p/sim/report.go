@@ -48,6 +48,15 @@ type Report struct {
 	// releasing at the end although the ring had settled: handoffs that
 	// never completed.
 	StuckReleases int `json:"stuck_releases"`
+	// WitnessedGivers counts the handoff givers the live positions could
+	// not judge by their own view of the ring and took on a witness's word
+	// (shard Stats.Witnessed); ReroutedParts the parts they gave up
+	// without a handoff because the owner had taken them over (shard
+	// Stats.Rerouted), and ReroutedRecords the pending records all
+	// positions sent as tasks instead.
+	WitnessedGivers int64 `json:"witnessed_givers"`
+	ReroutedParts   int64 `json:"rerouted_parts"`
+	ReroutedRecords int64 `json:"rerouted_records"`
 
 	Crawl *CrawlReport `json:"crawl,omitempty"`
 	Churn ChurnReport  `json:"churn"`
@@ -243,8 +252,12 @@ func (s *Sim) finish(r *Report) {
 	}
 	s.balance(r)
 	for _, v := range s.members {
-		r.StuckReleases += len(v.m.Stats().Releasing)
+		st := v.m.Stats()
+		r.StuckReleases += len(st.Releasing)
+		r.WitnessedGivers += st.Witnessed
+		r.ReroutedParts += st.Rerouted
 	}
+	r.ReroutedRecords = s.rerouted
 	if s.g != nil {
 		s.crawlReport(r)
 	}
@@ -438,9 +451,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	f := r.FinalLookups
 	fmt.Fprintf(&b, "lookups after stabilization (settled %v after %v): %d, mean hops %.2f, p99 %d, failed %d, wrong owner %d\n",
 		r.FinalSettled, seconds(r.FinalSettleSeconds), f.N, f.MeanHops, f.P99Hops, f.Failed, f.Wrong)
-	if r.StuckReleases > 0 {
-		fmt.Fprintf(&b, "stuck releases: %d parts still being handed off at the end\n", r.StuckReleases)
-	}
+	fmt.Fprintf(&b, "stuck releases: %d parts still being handed off at the end; %d handoff givers witnessed, %d parts rerouted (%d pending records sent as tasks)\n",
+		r.StuckReleases, r.WitnessedGivers, r.ReroutedParts, r.ReroutedRecords)
 	fmt.Fprintf(&b, "maintenance per node: %.1f msgs/s, %.0f B/s (estimated sizes); crawl traffic per node: %.1f msgs/s, %.0f B/s\n",
 		r.MaintMsgsPerNodeSec, r.MaintBytesPerNodeSec, r.CrawlMsgsPerNodeSec, r.CrawlBytesPerNodeSec)
 	bl := r.Balance

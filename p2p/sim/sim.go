@@ -106,6 +106,9 @@ type Sim struct {
 	// task batches an owner refused: not owned (no claim, no lease), a
 	// replica fenced the claim off (shard.ErrStale), anything else.
 	refusedNotOwned, refusedStale, refusedOther int64
+	// records sent as tasks by Managers that gave a range up without a
+	// handoff (shard.App.Reroute)
+	rerouted int64
 
 	look     [numPhases]lookStats
 	probes   lookStats // the crawl phase's probe lookups alone
@@ -224,9 +227,10 @@ func (s *Sim) run() *Report {
 // grow adds one physical node and schedules the next, until Nodes are
 // in: the ring grows by GrowthRate of its positions per second (at least
 // one node a second, at most JoinRate positions a second), as a swarm
-// grows, rather than all at once. A burst of joins into one arc splits an
-// owner's range among more than K newcomers before it can hand the pieces
-// off, and the shard layer then refuses its handoffs as implausible (see
+// grows, rather than all at once. A burst of joins (--growth, --join-rate)
+// splits owners' ranges among more newcomers than a successor list holds
+// before they can hand the pieces off, which the shard layer then hands
+// over by witness or gives up and reroutes (see "Stuck releases" in
 // docs/scale.md).
 func (s *Sim) grow(built *bool) {
 	p := s.newPhys()
@@ -265,8 +269,9 @@ func (s *Sim) settle(crawlIdle bool) (float64, bool, string) {
 }
 
 // converged reports why the ring or the shard claims have not converged
-// on the live membership, or nil. Parts a node still holds as releasing
-// (handing off) do not count: the report counts those left at the end.
+// on the live membership, or nil: every position must claim exactly its
+// arc, hold its lease and hand nothing off any more (the report counts
+// the parts still releasing at the end as stuck releases).
 func (s *Sim) converged() error {
 	n := len(s.members)
 	if n == 0 {
@@ -302,6 +307,9 @@ func (s *Sim) converged() error {
 		}
 		if !st.LeaseValid {
 			return fmt.Errorf("%s has no lease", v.peer)
+		}
+		if len(st.Releasing) > 0 {
+			return fmt.Errorf("%s still hands off %v", v.peer, st.Releasing)
 		}
 	}
 	return nil

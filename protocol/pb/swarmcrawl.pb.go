@@ -1839,11 +1839,14 @@ func (x *HandoffReply) GetEpoch() *Epoch {
 }
 
 // DigestRequest asks for bucketed digests of the records of a range, on
-// /swarmcrawl/digest/1.0.0, to find what two nodes disagree on.
+// /swarmcrawl/digest/1.0.0, to find what two nodes disagree on. With
+// witness set it also asks for the claims the node witnessed over the
+// range as a replica; with witness set and no buckets, for those alone.
 type DigestRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	Buckets       uint32                 `protobuf:"varint,2,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Witness       bool                   `protobuf:"varint,3,opt,name=witness,proto3" json:"witness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1892,11 +1895,20 @@ func (x *DigestRequest) GetBuckets() uint32 {
 	return 0
 }
 
-// DigestReply holds one digest per bucket.
+func (x *DigestRequest) GetWitness() bool {
+	if x != nil {
+		return x.Witness
+	}
+	return false
+}
+
+// DigestReply holds one digest per bucket and, when asked for, the
+// witnessed claims over the range.
 type DigestReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Sums          []uint64               `protobuf:"fixed64,2,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	Witnessed     []*Claim               `protobuf:"bytes,3,rep,name=witnessed,proto3" json:"witnessed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1941,6 +1953,13 @@ func (x *DigestReply) GetError() string {
 func (x *DigestReply) GetSums() []uint64 {
 	if x != nil {
 		return x.Sums
+	}
+	return nil
+}
+
+func (x *DigestReply) GetWitnessed() []*Claim {
+	if x != nil {
+		return x.Witnessed
 	}
 	return nil
 }
@@ -2963,13 +2982,15 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owned\x18\x03 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05owned\x12\x1b\n" +
 	"\thas_owned\x18\x04 \x01(\bR\bhasOwned\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12*\n" +
-	"\x05epoch\x18\x06 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"Z\n" +
+	"\x05epoch\x18\x06 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"t\n" +
 	"\rDigestRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x18\n" +
-	"\abuckets\x18\x02 \x01(\rR\abuckets\"7\n" +
+	"\abuckets\x18\x02 \x01(\rR\abuckets\x12\x18\n" +
+	"\awitness\x18\x03 \x01(\bR\awitness\"k\n" +
 	"\vDigestReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
-	"\x04sums\x18\x02 \x03(\x06R\x04sums\"\x97\x01\n" +
+	"\x04sums\x18\x02 \x03(\x06R\x04sums\x122\n" +
+	"\twitnessed\x18\x03 \x03(\v2\x14.swarmcrawl.v1.ClaimR\twitnessed\"\x97\x01\n" +
 	"\vPullRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x1b\n" +
 	"\tafter_key\x18\x02 \x01(\x06R\bafterKey\x12\x1d\n" +
@@ -3141,22 +3162,23 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	17, // 32: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
 	18, // 33: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
 	17, // 34: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	17, // 35: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 36: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 37: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 38: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	32, // 39: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	33, // 40: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	34, // 41: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	36, // 42: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 43: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	37, // 44: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 45: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	19, // 35: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
+	17, // 36: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 37: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 38: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	34, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	36, // 43: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	32, // 44: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	37, // 45: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	33, // 46: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
