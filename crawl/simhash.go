@@ -21,26 +21,94 @@ import (
 // is positive. A text of one or two words is a single shingle; a text
 // without words returns 0, which callers treat as "no fingerprint".
 func Simhash(text string) uint64 {
-	var v voter
-	var w [3]uint64 // hashes of the last three words, oldest first
-	n := 0          // words so far
-	for word := range words(text) {
-		w[0], w[1], w[2] = w[1], w[2], word
-		n++
-		if n >= 3 {
-			v.add(shingleHash(w[0], w[1], w[2]))
+	var s shingler
+	var h uint64 // hash of the word so far
+	inWord := false
+	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf {
+			// ASCII, most of most texts: a table lowercases word bytes
+			// and tells them from separators.
+			i++
+			if l := asciiWordLower[c]; l != 0 {
+				if !inWord {
+					h, inWord = fnvOffset64, true
+				}
+				h = (h ^ uint64(l)) * fnvPrime64
+			} else if inWord {
+				s.word(h)
+				inWord = false
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		switch {
+		case isIdeograph(r):
+			if inWord {
+				s.word(h)
+			}
+			inWord = false
+			s.word(hashRune(fnvOffset64, r))
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
+			if !inWord {
+				h, inWord = fnvOffset64, true
+			}
+			h = hashRune(h, unicode.ToLower(r))
+		default:
+			if inWord {
+				s.word(h)
+			}
+			inWord = false
 		}
 	}
-	switch n {
+	if inWord {
+		s.word(h)
+	}
+	return s.result()
+}
+
+// shingler turns word hashes, one at a time, into the votes of their
+// 3-shingles.
+type shingler struct {
+	v voter
+	w [3]uint64 // hashes of the last three words, oldest first
+	n int       // words so far
+}
+
+func (s *shingler) word(h uint64) {
+	s.w[0], s.w[1], s.w[2] = s.w[1], s.w[2], h
+	s.n++
+	if s.n >= 3 {
+		s.v.add(shingleHash(s.w[0], s.w[1], s.w[2]))
+	}
+}
+
+// result is the fingerprint of the words so far (see Simhash).
+func (s *shingler) result() uint64 {
+	switch s.n {
 	case 0:
 		return 0
 	case 1:
-		v.add(shingleHash(0, 0, w[2]))
+		s.v.add(shingleHash(0, 0, s.w[2]))
 	case 2:
-		v.add(shingleHash(0, w[1], w[2]))
+		s.v.add(shingleHash(0, s.w[1], s.w[2]))
 	}
-	return v.result()
+	return s.v.result()
 }
+
+// asciiWordLower maps the ASCII bytes of words (letters and digits) to
+// their lowercase, and every other byte to 0.
+var asciiWordLower = func() (t [utf8.RuneSelf]byte) {
+	for c := range byte(utf8.RuneSelf) {
+		if isASCIIWordByte(c) {
+			t[c] = c
+			if 'A' <= c && c <= 'Z' {
+				t[c] = c + 'a' - 'A'
+			}
+		}
+	}
+	return t
+}()
 
 // voter counts, for each of 64 bit positions, how many shingle hashes have
 // that bit set. It adds eight bits at a time: lane j holds, in its byte k,
@@ -115,7 +183,8 @@ func fmix64(h uint64) uint64 {
 	return h
 }
 
-// words yields the FNV-1a hash of each lowercased word of s.
+// words yields the FNV-1a hash of each lowercased word of s: the
+// definition of a text's words that Simhash implements in one loop.
 func words(s string) func(yield func(uint64) bool) {
 	return func(yield func(uint64) bool) {
 		var h uint64

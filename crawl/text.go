@@ -511,11 +511,18 @@ func (t *textBuilder) write(s []byte, keepLines bool) {
 	for i := 0; i < len(s) && !t.full; {
 		c := s[i]
 		if ' ' < c && c < 0x7f {
-			// Most text is runs of printable ASCII between spaces, which
-			// are appended as they are.
+			// Most text is runs of printable ASCII words separated by
+			// single spaces, which are appended as they are, a whole run
+			// at a time rather than word by word.
 			j := i + 1
-			for j < len(s) && ' ' < s[j] && s[j] < 0x7f {
-				j++
+			for j < len(s) {
+				if ' ' < s[j] && s[j] < 0x7f {
+					j++
+				} else if s[j] == ' ' && j+1 < len(s) && ' ' < s[j+1] && s[j+1] < 0x7f {
+					j += 2
+				} else {
+					break
+				}
 			}
 			t.appendASCII(s[i:j])
 			i = j
@@ -552,8 +559,9 @@ func (t *textBuilder) grow(n int) {
 	t.b = b
 }
 
-// appendASCII appends a run of printable ASCII after any due separator,
-// as appendRune would one character at a time: what passes the limit is
+// appendASCII appends a run of printable ASCII and single spaces, which
+// starts and ends with a printable character, after any due separator, as
+// appendRune would one character at a time: what passes the limit is
 // dropped.
 func (t *textBuilder) appendASCII(run []byte) {
 	sep := len(t.b) > 0 && (t.lineDue || t.spaceDue)
@@ -566,7 +574,12 @@ func (t *textBuilder) appendASCII(run []byte) {
 		return
 	}
 	if len(run) > room {
+		// A run cut just after a space ends before it: text never ends
+		// with a separator.
 		run, t.full = run[:room], true
+		if run[len(run)-1] == ' ' {
+			run = run[:len(run)-1]
+		}
 	}
 	t.grow(len(run) + 1)
 	t.separate(sep)
