@@ -38,15 +38,15 @@
 //	dead      'x'     'x' | ring key (8, BE) | URL hash (8, BE)   dead letter record
 //	hosts     'h'     'h' | host key (8, BE)                      host record
 //	finger-   'f'     'f' | 'u' | ring key | URL hash              fingerprint record
-//	print             'f' | 'b' | band | band bits | ring key | URL hash
-//	                                                               band record
+//	print
 //	content   'c'     'c' | hash (8, BE) | check (8, BE)          content record
 //	outbox    'o'     'o' | sequence (8, BE)                      outbox record
 //	shard     'r'     'r' | ring key (8, BE) | URL hash (8, BE)   shard record
 //	shardhost 'g'     'g' | host key (8, BE) | name hash (8, BE)  shard host record
 //	seeds     'e'     'e' | ring key (8, BE) | URL hash (8, BE)   seed record
 //
-// The fingerprint table (simindex.go) is the near-duplicate index; the
+// The fingerprint table (simindex.go) backs the near-duplicate index,
+// which is kept in memory and built from it at Open; the
 // content table (content.go) remembers, per exact content, whose links
 // were followed; the outbox (outbox.go) holds links not yet delivered to
 // their owners. The URL metadata of a fetched page keeps its links

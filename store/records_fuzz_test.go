@@ -64,8 +64,6 @@ var storeCodecs = []storeCodec{
 		fp, u, err := decodeFingerprint(v)
 		return [2]any{fp, u}, err
 	}, func(x any) []byte { a := x.([2]any); return encodeFingerprint(a[0].(uint64), a[1].(string)) }},
-	{"band", func(v []byte) (any, error) { return decodeBand(v) },
-		func(x any) []byte { return encodeBand(x.(uint64)) }},
 	{"url-key", func(v []byte) (any, error) {
 		if len(v) == 0 {
 			return nil, ErrCorrupt
@@ -121,7 +119,6 @@ func storeSamples() map[string][]byte {
 		"shard-seeded":    encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/", Seed: true}),
 		"seed":            encodeSeed("http://a.test/"),
 		"fingerprint":     encodeFingerprint(0x0123456789abcdef, "http://a.test/p"),
-		"band":            encodeBand(0x0123456789abcdef),
 		"url-key":         urlKey(prefixSeen, 0x0102030405060708, 0x1112131415161718),
 		"queue-key":       queueKey(7, 3, 99),
 		"schedule-key":    scheduleKey(fuzzTime, 99),

@@ -38,18 +38,18 @@ func flip(fp uint64, bitIdx ...int) uint64 {
 }
 
 // bandEntries counts the band entries of a URL.
+// bandEntries counts the index's band lists that name urlHash.
 func bandEntries(t *testing.T, db *DB, urlHash uint64) int {
 	t.Helper()
-	it := db.ldb.NewIterator(util.BytesPrefix([]byte{prefixFingerprint, fpKindBand}), nil)
-	defer it.Release()
+	db.fps.mu.RLock()
+	defer db.fps.mu.RUnlock()
 	n := 0
-	for it.Next() {
-		if binary.BigEndian.Uint64(it.Key()[13:21]) == urlHash {
-			n++
+	for _, list := range db.fps.bands {
+		for _, s := range list {
+			if db.fps.slots[s].urlHash == urlHash {
+				n++
+			}
 		}
-	}
-	if err := it.Error(); err != nil {
-		t.Fatal(err)
 	}
 	return n
 }
@@ -346,6 +346,16 @@ func TestFingerprintPersistsAndSurvivesCorruptRecord(t *testing.T) {
 	if url, found := nearDup(t, db, 0x5555_6666_7777_8888, 3, 0); found {
 		t.Errorf("stale band entry matched: %q", url)
 	}
+	// Nor does the stale entry, closer than any other, hide another page.
+	addFP(t, db, 4, 40, 0x5555_6666_7777_8888, "https://p.example/stale")
+	if err := db.ldb.Put(fpURLKey(4, 40), []byte{9, 9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	addFP(t, db, 4, 40, 0x1234_1234_1234_1234, "https://p.example/stale")
+	addFP(t, db, 5, 50, flip(0x5555_6666_7777_8888, 1), "https://q.example/")
+	if url, found := nearDup(t, db, 0x5555_6666_7777_8888, 3, 0); !found || url != "https://q.example/" {
+		t.Errorf("with a stale entry at distance 0: %q, %v, want https://q.example/", url, found)
+	}
 	if url, found := nearDup(t, db, 0x1234_1234_1234_1234, 3, 0); !found || url != "https://p.example/" {
 		t.Errorf("new fingerprint: %q, %v", url, found)
 	}
@@ -393,5 +403,46 @@ func BenchmarkAddFingerprint(b *testing.B) {
 		if err := db.AddFingerprint(r.Uint64(), i, r.Uint64(), "https://bench.example/page"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestOpenDropsOldBandEntries: a store written by a version that kept the
+// band lists in leveldb opens with the index built from the fingerprint
+// records and the old band entries gone.
+func TestOpenDropsOldBandEntries(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, testOptions(SeenExact))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fp = 0x0bad_cafe_f00d_beef
+	addFP(t, db, 7, 70, fp, "https://old.example/")
+	for i := range fpBands {
+		k := []byte{prefixFingerprint, fpKindBand, byte(i)}
+		k = binary.BigEndian.AppendUint16(k, fpBand(fp, i))
+		k = binary.BigEndian.AppendUint64(k, 7)
+		k = binary.BigEndian.AppendUint64(k, 70)
+		if err := db.ldb.Put(k, binary.BigEndian.AppendUint64([]byte{recordVersion1}, fp), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir, testOptions(SeenExact))
+	it := db.ldb.NewIterator(util.BytesPrefix([]byte{prefixFingerprint, fpKindBand}), nil)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	it.Release()
+	if n != 0 {
+		t.Errorf("%d old band entries left after Open", n)
+	}
+	if url, found := nearDup(t, db, flip(fp, 2), 3, 0); !found || url != "https://old.example/" {
+		t.Errorf("after reopen: %q, %v", url, found)
+	}
+	if got := db.fps.len(); got != 1 {
+		t.Errorf("index holds %d URLs, want 1", got)
 	}
 }

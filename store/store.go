@@ -160,6 +160,8 @@ type DB struct {
 	opts      Options
 	stor      storage.Storage // leveldb's files; closed after ldb
 	ldb       *leveldb.DB
+	// fps is the near-duplicate index of the fingerprint table.
+	fps *fpIndex
 	// syncWrite is the write option of the writes that acknowledge a URL
 	// (see "Durability" in doc.go).
 	syncWrite *opt.WriteOptions
@@ -296,8 +298,8 @@ func openLevelStorage(path string, opts Options) (storage.Storage, int64, error)
 // therefore was never acknowledged. 0 after a clean shutdown.
 func (db *DB) JournalTailTrimmed() int64 { return db.tailTrimmed }
 
-// init checks or records the schema and mode, loads the counters and builds
-// the Bloom filter.
+// init checks or records the schema and mode, loads the counters and the
+// near-duplicate index, and builds the Bloom filter.
 func (db *DB) init() error {
 	schema, err := db.ldb.Get(metaKey(metaSchema), nil)
 	switch {
@@ -334,6 +336,9 @@ func (db *DB) init() error {
 	}
 	db.seenCount.Store(int64(seen))
 	db.pageCount.Store(int64(pages))
+	if err := db.loadFingerprints(); err != nil {
+		return err
+	}
 	if db.opts.SeenMode == SeenBloomOnly {
 		return db.loadBloomOnly()
 	}
