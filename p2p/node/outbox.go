@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -49,6 +51,11 @@ type outbox struct {
 	spilled   int
 	spillFrom uint64
 	wake      chan struct{}
+
+	// recent remembers the URLs settled lately, so that a link already
+	// delivered by as short a path is not delivered again (see
+	// Discovered).
+	recent recentLinks
 }
 
 // pending is one task waiting for delivery.
@@ -65,7 +72,7 @@ var _ crawl.LinkSink = (*outbox)(nil)
 // memory.
 func newOutbox(db *store.DB, log *slog.Logger, memory int) *outbox {
 	return &outbox{db: db, log: log, memory: max(memory, 1), wake: make(chan struct{}, 1),
-		live: map[uint64]struct{}{}, pageLinks: map[string][]uint64{}}
+		live: map[uint64]struct{}{}, pageLinks: map[string][]uint64{}, recent: newRecentLinks(recentLinksPerGeneration)}
 }
 
 // Load puts the tasks a previous run left undelivered back in the outbox:
@@ -110,7 +117,15 @@ func (o *outbox) Load() (int, error) {
 
 // Discovered implements crawl.LinkSink: links found by this node's crawler
 // go through the outbox so fetch workers never wait on the network.
+//
+// A link that an owner settled lately by as short a path (no greater
+// depth, then no more redirects) is dropped here: the owner would call it
+// a duplicate, and most links of a page are the same navigation links as
+// on its host's other pages. Dropping them spares the store, the router
+// and the owner's seen set a round each; a shorter path still goes to the
+// owner, which re-opens the URL (see intake).
 func (o *outbox) Discovered(_ context.Context, page frontier.Task, links []frontier.Task) {
+	links = o.recent.filter(links)
 	ids := o.Add(links, 0, time.Now())
 	if len(ids) == 0 || page.URL == "" {
 		return // no page (a robots.txt's sitemaps): nothing waits for them
@@ -286,15 +301,20 @@ func (o *outbox) settle(due []pending, undelivered []frontier.Task) {
 		left[t.URL]++
 	}
 	var settled []uint64
-	var retry []pending
+	var retry, done []pending
 	for _, p := range due {
-		if left[p.task.URL] > 0 {
+		switch {
+		case left[p.task.URL] > 0:
 			left[p.task.URL]--
 			retry = append(retry, p)
-		} else if p.id != 0 {
+		case p.id != 0:
 			settled = append(settled, p.id)
+			fallthrough
+		default:
+			done = append(done, p)
 		}
 	}
+	o.recent.settled(done)
 	if len(settled) > 0 {
 		if err := o.db.DeleteOutbox(settled); err != nil {
 			o.log.Warn("outbox cleanup failed; tasks may be delivered again after a restart", "err", err)
@@ -316,3 +336,71 @@ func (o *outbox) settle(due []pending, undelivered []frontier.Task) {
 		o.pending = append(o.pending, p)
 	}
 }
+
+// recentLinksPerGeneration bounds the URLs recentLinks remembers: two
+// generations of at most this many, about 20 bytes each.
+const recentLinksPerGeneration = 1 << 17
+
+// recentLinks remembers, for the URLs settled lately, the shortest path
+// (depth, redirects) by which each was delivered, keyed by URL hash. It
+// keeps two generations: when the current one is full it becomes the
+// previous one and the oldest is forgotten, so memory stays bounded and
+// URLs still being linked to stay remembered.
+type recentLinks struct {
+	mu        sync.Mutex
+	limit     int
+	cur, prev map[uint64]uint32 // URL hash -> pathRank
+	dropped   atomic.Int64
+}
+
+func newRecentLinks(limit int) recentLinks {
+	return recentLinks{limit: limit, cur: make(map[uint64]uint32)}
+}
+
+// pathRank orders paths: by depth, then by redirects.
+func pathRank(t frontier.Task) uint32 {
+	return uint32(min(max(t.Depth, 0), 1<<23-1))<<8 | uint32(min(max(t.Redirects, 0), 255))
+}
+
+// filter returns the links not delivered lately by as short a path. It
+// may reuse links' array.
+func (r *recentLinks) filter(links []frontier.Task) []frontier.Task {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := links[:0]
+	for _, l := range links {
+		h := urls.URLHash(l.URL)
+		rank, ok := r.cur[h]
+		if !ok {
+			rank, ok = r.prev[h]
+		}
+		if ok && rank <= pathRank(l) {
+			r.dropped.Add(1)
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept
+}
+
+// settled remembers delivered tasks.
+func (r *recentLinks) settled(tasks []pending) {
+	if len(tasks) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range tasks {
+		h, rank := urls.URLHash(p.task.URL), pathRank(p.task)
+		if old, ok := r.cur[h]; ok && old <= rank {
+			continue
+		}
+		if len(r.cur) >= r.limit {
+			r.prev, r.cur = r.cur, make(map[uint64]uint32, r.limit)
+		}
+		r.cur[h] = rank
+	}
+}
+
+// Dropped counts the links Discovered dropped as delivered lately.
+func (o *outbox) Dropped() int64 { return o.recent.dropped.Load() }

@@ -85,3 +85,74 @@ func TestOutboxSpillsBeyondMemory(t *testing.T) {
 		t.Fatalf("%d entries left in the store (%v)", left, err)
 	}
 }
+
+// A link an owner settled lately is not delivered again by as long or a
+// longer path; a shorter path, a link handed back undelivered and a new
+// link are.
+func TestOutboxDropsLinksDeliveredLately(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	o := newOutbox(db, slog.New(slog.DiscardHandler), 100)
+	page := frontier.Task{URL: "http://a.test/"}
+	deliver := func(undelivered ...frontier.Task) []string {
+		due, _ := o.takeDue(100)
+		var got []string
+		for _, p := range due {
+			got = append(got, fmt.Sprintf("%s@%d/%d", p.task.URL, p.task.Depth, p.task.Redirects))
+		}
+		o.settle(due, undelivered)
+		return got
+	}
+	nav := frontier.Task{URL: "http://a.test/nav", Depth: 2}
+	busy := frontier.Task{URL: "http://a.test/busy", Depth: 2}
+	o.Discovered(context.Background(), page, []frontier.Task{nav, busy})
+	if got := deliver(busy); len(got) != 2 {
+		t.Fatalf("first delivery: %v", got)
+	}
+	// nav was settled; busy was handed back and is still pending.
+	o.Discovered(context.Background(), page, []frontier.Task{
+		nav,                                    // same path: dropped
+		{URL: nav.URL, Depth: 3},               // longer: dropped
+		{URL: nav.URL, Depth: 2, Redirects: 1}, // as deep, more redirects: dropped
+		busy,                                   // never settled: kept
+		{URL: "http://a.test/new", Depth: 3},   // new: kept
+	})
+	if o.Dropped() != 3 {
+		t.Errorf("dropped %d links, want 3", o.Dropped())
+	}
+	got := deliver()
+	// (The busy link handed back waits for its backoff.)
+	want := []string{"http://a.test/busy@2/0", "http://a.test/new@3/0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("second delivery %v, want %v", got, want)
+	}
+	o.Discovered(context.Background(), page, []frontier.Task{{URL: nav.URL, Depth: 1}}) // shorter: kept
+	if got := deliver(); fmt.Sprint(got) != "[http://a.test/nav@1/0]" {
+		t.Errorf("shorter path: delivered %v", got)
+	}
+	o.Discovered(context.Background(), page, []frontier.Task{nav}) // now longer than 1
+	if got := deliver(); len(got) != 0 {
+		t.Errorf("after the shorter path, depth 2 delivered again: %v", got)
+	}
+}
+
+// recentLinks forgets the oldest generation, not the URLs linked lately.
+func TestRecentLinksBounded(t *testing.T) {
+	r := newRecentLinks(4)
+	task := func(i int) pending {
+		return pending{task: frontier.Task{URL: fmt.Sprintf("http://a.test/%d", i), Depth: 1}}
+	}
+	for i := range 12 {
+		r.settled([]pending{task(i)})
+	}
+	if n := len(r.cur) + len(r.prev); n > 8 {
+		t.Errorf("%d URLs remembered, bound 8", n)
+	}
+	kept := r.filter([]frontier.Task{task(0).task, task(11).task})
+	if len(kept) != 1 || kept[0].URL != "http://a.test/0" {
+		t.Errorf("kept %v: want the oldest only", kept)
+	}
+}

@@ -120,6 +120,9 @@ type ResourceStatus struct {
 	// memory, and tasks beyond the memory bound waiting in the store.
 	OutboxInMemory int `json:"outbox_in_memory"`
 	OutboxSpilled  int `json:"outbox_spilled"`
+	// LinksDeliveredLately counts links not sent to their owners again
+	// because an owner settled them lately by as short a path.
+	LinksDeliveredLately int64 `json:"links_delivered_lately"`
 	// ProtectedPeers is how many ring neighbours' connections are kept
 	// from the connection manager's trimming.
 	ProtectedPeers int `json:"protected_peers"`
@@ -134,6 +137,8 @@ func (n *Node) resourceStatus() ResourceStatus {
 		OutboxInMemory: n.outbox.InMemory(),
 		OutboxSpilled:  n.outbox.Spilled(),
 		ProtectedPeers: n.neighbours.Len(),
+
+		LinksDeliveredLately: n.outbox.Dropped(),
 	}
 }
 
