@@ -6,7 +6,6 @@ import (
 	"crypto/sha1"
 	"encoding/base32"
 	"fmt"
-	"hash"
 	"net"
 	"net/http"
 	"net/netip"
@@ -102,17 +101,25 @@ func newRecordID() (string, error) {
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("<urn:uuid:%x-%x-%x-%x-%x>", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+	const prefix = "<urn:uuid:"
+	b := make([]byte, 0, len(prefix)+36+1)
+	b = append(b, prefix...)
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	b = append(b, '>')
+	return string(b), nil
 }
 
-// digestString formats a SHA-1 sum as a WARC digest.
-func digestString(h hash.Hash) string {
-	return "sha1:" + base32.StdEncoding.EncodeToString(h.Sum(nil))
-}
+const hexDigits = "0123456789abcdef"
 
-// gzipWriters compress records at BestSpeed: records are written on the
-// fetch path, and, as for the store's page bodies, the default level costs
-// much CPU for files only slightly smaller.
+// gzipWriters compress, at BestSpeed, the records too large for a
+// deflater: records are written on the fetch path, and, as for the store's
+// page bodies, the default level costs much CPU for files only slightly
+// smaller.
 var gzipWriters = sync.Pool{New: func() any {
 	w, err := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	if err != nil { // only for an invalid level
@@ -121,66 +128,120 @@ var gzipWriters = sync.Pool{New: func() any {
 	return w
 }}
 
-// appendRecord appends one record, compressed as its own gzip member, to
-// dst. The block is the concatenation of parts; Content-Length and
-// WARC-Block-Digest are computed here, and WARC-Payload-Digest too when
-// payloadFrom >= 0 (the payload being parts[payloadFrom:]).
-func appendRecord(dst *bytes.Buffer, fields []field, payloadFrom int, parts ...[]byte) error {
-	block, payload := sha1.New(), sha1.New()
-	n := 0
-	for i, p := range parts {
-		block.Write(p)
-		if payloadFrom >= 0 && i >= payloadFrom {
-			payload.Write(p)
-		}
-		n += len(p)
-	}
-	var head bytes.Buffer
-	head.WriteString(warcVersion + "\r\n")
-	for _, f := range fields {
-		writeField(&head, f.name, f.value)
-	}
-	writeField(&head, hBlockDigest, digestString(block))
-	if payloadFrom >= 0 {
-		writeField(&head, hPayloadDigest, digestString(payload))
-	}
-	writeField(&head, hContentLength, strconv.Itoa(n))
-	head.WriteString("\r\n")
+// encoder holds what appendRecord reuses from record to record.
+type encoder struct {
+	// rec is the uncompressed record being written.
+	rec []byte
+	// http is the HTTP header of the exchange's record being written.
+	http []byte
+	deflater
+}
 
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+func getEncoder() *encoder { return encoders.Get().(*encoder) }
+
+func putEncoder(e *encoder) {
+	if cap(e.rec) > 256<<10 || cap(e.http) > 64<<10 { // a rare huge page
+		e.rec, e.http = nil, nil
+	}
+	encoders.Put(e)
+}
+
+// recordEnd ends every record.
+const recordEnd = "\r\n\r\n"
+
+// digestLen is the length of a digest field's value, "sha1:" and 32
+// base32 digits.
+var digestLen = len("sha1:") + base32.StdEncoding.EncodedLen(sha1.Size)
+
+// appendRecord appends one record, compressed as its own gzip member, to
+// dst. Its block is http followed by payload; Content-Length and
+// WARC-Block-Digest are computed here, and WARC-Payload-Digest too (of
+// payload) if payloadDigest.
+func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []field, http []byte, payload P, payloadDigest bool) error {
+	// The record is built whole in e.rec, its digests written in once the
+	// block is in place behind the header.
+	n := len(http) + len(payload)
+	r := append(e.rec[:0], warcVersion+"\r\n"...)
+	for _, f := range fields {
+		r = appendField(r, f.name, f.value)
+	}
+	r = append(r, hBlockDigest+": "...)
+	blockAt := len(r)
+	r = append(r, make([]byte, digestLen)...)
+	r = append(r, "\r\n"...)
+	payloadAt := -1
+	if payloadDigest {
+		r = append(r, hPayloadDigest+": "...)
+		payloadAt = len(r)
+		r = append(r, make([]byte, digestLen)...)
+		r = append(r, "\r\n"...)
+	}
+	r = append(r, hContentLength+": "...)
+	r = strconv.AppendInt(r, int64(n), 10)
+	r = append(r, "\r\n\r\n"...)
+	start := len(r)
+	r = append(r, http...)
+	r = append(r, payload...)
+	r = append(r, recordEnd...)
+	e.rec = r
+
+	block := r[start : start+n]
+	sum := sha1.Sum(block)
+	putDigest(r[blockAt:], &sum)
+	if payloadDigest {
+		if len(http) > 0 {
+			sum = sha1.Sum(block[len(http):])
+		}
+		putDigest(r[payloadAt:], &sum)
+	}
+
+	if len(r) <= maxDeflateInput {
+		dst.Grow(len(r) + len(r)/8 + 64) // more than the worst case
+		dst.Write(e.appendGzip(dst.AvailableBuffer(), r))
+		return nil
+	}
 	gz := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(gz)
 	gz.Reset(dst)
-	gz.Write(head.Bytes()) // writes to a bytes.Buffer cannot fail
-	for _, p := range parts {
-		gz.Write(p)
-	}
-	gz.Write([]byte("\r\n\r\n"))
+	gz.Write(r) // writes to a bytes.Buffer cannot fail
 	if err := gz.Close(); err != nil {
 		return fmt.Errorf("compress record: %w", err)
 	}
 	return nil
 }
 
-// writeField writes "name: value\r\n", with line breaks in the value
-// turned into spaces so that a value can never end the header.
-func writeField(b *bytes.Buffer, name, value string) {
-	b.WriteString(name)
-	b.WriteString(": ")
-	b.WriteString(oneLine(value))
-	b.WriteString("\r\n")
+// putDigest writes a SHA-1 sum as a WARC digest, digestLen bytes, at the
+// start of b.
+func putDigest(b []byte, sum *[sha1.Size]byte) {
+	copy(b, "sha1:")
+	base32.StdEncoding.Encode(b[len("sha1:"):digestLen], sum[:])
 }
 
-// oneLine replaces CR, LF and other control characters with spaces.
-func oneLine(s string) string {
-	if strings.IndexFunc(s, isCtl) < 0 {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if isCtl(r) {
-			return ' '
+// appendField appends "name: value\r\n", with line breaks in the value
+// turned into spaces so that a value can never end the header.
+func appendField(b []byte, name, value string) []byte {
+	b = append(b, name...)
+	b = append(b, ": "...)
+	b = appendOneLine(b, value)
+	return append(b, "\r\n"...)
+}
+
+// appendOneLine appends s with CR, LF and other control characters
+// replaced by spaces.
+func appendOneLine(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if isCtl(rune(s[i])) { // the control characters are all ASCII
+			return append(b, strings.Map(func(r rune) rune {
+				if isCtl(r) {
+					return ' '
+				}
+				return r
+			}, s)...)
 		}
-		return r
-	}, s)
+	}
+	return append(b, s...)
 }
 
 func isCtl(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }
@@ -191,17 +252,19 @@ func encodeWarcinfo(dst *bytes.Buffer, filename string, now time.Time, software 
 	if err != nil {
 		return err
 	}
-	var body bytes.Buffer
-	writeField(&body, "software", software)
-	writeField(&body, "format", "WARC File Format 1.1")
-	writeField(&body, "conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/")
-	return appendRecord(dst, []field{
+	e := getEncoder()
+	defer putEncoder(e)
+	body := appendField(e.http[:0], "software", software)
+	body = appendField(body, "format", "WARC File Format 1.1")
+	body = appendField(body, "conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/")
+	e.http = body
+	return appendRecord(e, dst, []field{
 		{hType, "warcinfo"},
 		{hRecordID, id},
 		{hDate, now.UTC().Format(dateFormat)},
 		{hFilename, filename},
 		{hContentType, "application/warc-fields"},
-	}, -1, body.Bytes())
+	}, body, "", false)
 }
 
 // encodeExchange appends the response, request and (if there is text)
@@ -225,17 +288,29 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 	}
 	date := ex.Date.UTC().Format(dateFormat)
 	ip := ipAddress(ex.RemoteAddr)
+	e := getEncoder()
+	defer putEncoder(e)
 
 	// Response.
-	var head bytes.Buffer
 	reason := http.StatusText(ex.Status)
 	if reason == "" {
 		reason = "Unknown"
 	}
-	fmt.Fprintf(&head, "%s %03d %s\r\n", proto, ex.Status, reason)
-	writeHTTPHeader(&head, ex.ResponseHeader, "Transfer-Encoding")
-	head.WriteString("\r\n")
-	fields := []field{{hType, "response"}, {hRecordID, respID}, {hDate, date}, {hTargetURI, ex.URL}}
+	head := append(e.http[:0], proto...)
+	head = append(head, ' ')
+	if ex.Status >= 100 && ex.Status <= 999 {
+		head = strconv.AppendInt(head, int64(ex.Status), 10)
+	} else {
+		head = fmt.Appendf(head, "%03d", ex.Status)
+	}
+	head = append(head, ' ')
+	head = append(head, reason...)
+	head = append(head, "\r\n"...)
+	head = appendHTTPHeader(head, ex.ResponseHeader, "Transfer-Encoding")
+	head = append(head, "\r\n"...)
+	e.http = head
+	var fieldsArr [9]field
+	fields := append(fieldsArr[:0], field{hType, "response"}, field{hRecordID, respID}, field{hDate, date}, field{hTargetURI, ex.URL})
 	if ip != "" {
 		fields = append(fields, field{hIPAddress, ip})
 	}
@@ -244,17 +319,21 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 		fields = append(fields, field{hTruncated, "length"})
 	}
 	fields = append(fields, field{hContentType, "application/http;msgtype=response"})
-	if err := appendRecord(dst, fields, 1, head.Bytes(), ex.Body); err != nil {
+	if err := appendRecord(e, dst, fields, head, ex.Body, true); err != nil {
 		return err
 	}
 
 	// Request.
-	head.Reset()
 	method := ex.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	fmt.Fprintf(&head, "%s %s %s\r\n", oneLine(method), oneLine(u.RequestURI()), proto)
+	head = appendOneLine(e.http[:0], method)
+	head = append(head, ' ')
+	head = appendOneLine(head, u.RequestURI())
+	head = append(head, ' ')
+	head = append(head, proto...)
+	head = append(head, "\r\n"...)
 	reqHeader := ex.RequestHeader
 	if reqHeader.Get("Host") == "" && u.Host != "" {
 		reqHeader = reqHeader.Clone()
@@ -263,14 +342,15 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 		}
 		reqHeader.Set("Host", u.Host)
 	}
-	writeHTTPHeader(&head, reqHeader)
-	head.WriteString("\r\n")
-	fields = []field{{hType, "request"}, {hRecordID, reqID}, {hDate, date}, {hTargetURI, ex.URL}}
+	head = appendHTTPHeader(head, reqHeader)
+	head = append(head, "\r\n"...)
+	e.http = head
+	fields = append(fieldsArr[:0], field{hType, "request"}, field{hRecordID, reqID}, field{hDate, date}, field{hTargetURI, ex.URL})
 	if ip != "" {
 		fields = append(fields, field{hIPAddress, ip})
 	}
 	fields = append(fields, field{hConcurrentTo, respID}, field{hContentType, "application/http;msgtype=request"})
-	if err := appendRecord(dst, fields, -1, head.Bytes()); err != nil {
+	if err := appendRecord(e, dst, fields, head, "", false); err != nil {
 		return err
 	}
 
@@ -282,7 +362,7 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 	if err != nil {
 		return err
 	}
-	fields = []field{{hType, "conversion"}, {hRecordID, convID}, {hDate, date}, {hTargetURI, ex.URL}, {hRefersTo, respID}}
+	fields = append(fieldsArr[:0], field{hType, "conversion"}, field{hRecordID, convID}, field{hDate, date}, field{hTargetURI, ex.URL}, field{hRefersTo, respID})
 	if ex.Title != "" {
 		fields = append(fields, field{HeaderTitle, ex.Title})
 	}
@@ -290,12 +370,12 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 		fields = append(fields, field{HeaderSimhash, fmt.Sprintf("%016x", ex.Simhash)})
 	}
 	fields = append(fields, field{hContentType, "text/plain; charset=utf-8"})
-	return appendRecord(dst, fields, 0, []byte(ex.Text))
+	return appendRecord(e, dst, fields, nil, ex.Text, true)
 }
 
-// writeHTTPHeader writes an HTTP header in canonical name order, leaving
+// appendHTTPHeader appends an HTTP header in canonical name order, leaving
 // out the names in skip and any name that is not a valid token.
-func writeHTTPHeader(b *bytes.Buffer, h http.Header, skip ...string) {
+func appendHTTPHeader(b []byte, h http.Header, skip ...string) []byte {
 	names := make([]string, 0, len(h))
 	for name := range h {
 		if validFieldName(name) && !slices.ContainsFunc(skip, func(s string) bool { return strings.EqualFold(s, name) }) {
@@ -305,9 +385,10 @@ func writeHTTPHeader(b *bytes.Buffer, h http.Header, skip ...string) {
 	slices.Sort(names)
 	for _, name := range names {
 		for _, v := range h[name] {
-			writeField(b, name, v)
+			b = appendField(b, name, v)
 		}
 	}
+	return b
 }
 
 // validFieldName reports whether name is an HTTP token, so that it can be
