@@ -426,6 +426,9 @@ type response struct {
 	chunks func() []byte
 	size   int
 	delay  time.Duration // wait before answering
+	// buf, when set, is the bodyPool buffer holding body, given back once
+	// the response is sent.
+	buf *[]byte
 }
 
 // length returns the body length.

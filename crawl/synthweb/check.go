@@ -18,6 +18,23 @@ func (w *Web) Log() []Request {
 	return out
 }
 
+// LogSince returns a copy of the request log from its i-th request on
+// (none if it holds no more than i), in arrival order: a caller watching
+// the log reads only what is new. A request still in progress (Status 0,
+// not Abandoned) may change after it is read.
+func (w *Web) LogSince(i int) []Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i >= len(w.log) {
+		return nil
+	}
+	out := make([]Request, len(w.log)-max(i, 0))
+	for j, e := range w.log[max(i, 0):] {
+		out[j] = *e
+	}
+	return out
+}
+
 // ResetLog empties the request log and restarts the MaxInFlight counts.
 // Requests still in progress complete but are not logged again. With
 // Config.Cases it also forgets how often each URL was requested, so the

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,6 +75,7 @@ type link struct {
 type host struct {
 	name       string
 	robots     robotsPolicy
+	robotsBody []byte // robots.txt as served, nil if it answers 404
 	crawlDelay time.Duration
 	pages      []int // page ids, root first; includes broken pages
 }
@@ -87,7 +89,8 @@ type graph struct {
 	pages []*page
 	byURL map[string]int // canonical URL -> page id (broken pages included)
 	seeds []int
-	index map[string]int // host name -> host index
+	index map[string]int           // host name -> host index
+	pngs  []atomic.Pointer[[]byte] // page id -> its PNG body once made
 }
 
 // externalHrefs are links leading out of the synthetic web.
@@ -142,6 +145,19 @@ func buildGraph(cfg Config) (*graph, error) {
 		}
 	}
 	g.linkTraps()
+	g.pngs = make([]atomic.Pointer[[]byte], len(g.pages))
+	for _, h := range g.hosts {
+		if !h.robots.notFound {
+			h.robotsBody = []byte(h.robots.text(h.name))
+		}
+	}
+	// The server looks pages up by their URL as requested before it
+	// canonicalises it: that is right only if page URLs are canonical.
+	for _, p := range g.pages {
+		if c, err := Canonical(p.url); err != nil || c != p.url {
+			return nil, fmt.Errorf("synthweb: internal error: page URL %q is not canonical (%q, %v)", p.url, c, err)
+		}
+	}
 	return g, nil
 }
 

@@ -704,15 +704,21 @@ var errClosed = errors.New("synthweb: closed")
 // ServeHTTP serves one request of the synthetic web and logs it.
 func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	host := strings.ToLower(r.Host)
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	if strings.IndexByte(host, ':') >= 0 {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
 	}
 	host = strings.TrimSuffix(host, ".") // "h001.synth.test." names the same host
-	pq := r.URL.EscapedPath()
-	if r.URL.RawQuery != "" || r.URL.ForceQuery {
-		pq += "?" + r.URL.RawQuery
+	// One string holds the URL; Host and Path are parts of it.
+	var u string
+	if p := r.URL.EscapedPath(); r.URL.RawQuery != "" || r.URL.ForceQuery {
+		u = "http://" + host + p + "?" + r.URL.RawQuery
+	} else {
+		u = "http://" + host + p
 	}
-	entry := &Request{Host: host, Path: pq, URL: "http://" + host + pq, UserAgent: r.UserAgent(),
+	host, pq := u[len("http://"):len("http://")+len(host)], u[len("http://")+len(host):]
+	entry := &Request{Host: host, Path: pq, URL: u, UserAgent: r.UserAgent(),
 		IfNoneMatch: r.Header.Get("If-None-Match"), IfModifiedSince: r.Header.Get("If-Modified-Since"),
 		AcceptEncoding: strings.Join(r.Header.Values("Accept-Encoding"), ", ")}
 	entry.Conditional = entry.IfNoneMatch != "" || entry.IfModifiedSince != ""
@@ -728,26 +734,35 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w.inflight.Add(1)
 	w.busy++
 	w.maxBusy = max(w.maxBusy, w.busy)
-	w.busyHost[host]++
-	w.maxBusyHost[host] = max(w.maxBusyHost[host], w.busyHost[host])
+	busy := w.busyHost[host] + 1
+	w.busyHost[host] = busy
+	if busy > w.maxBusyHost[host] {
+		w.maxBusyHost[host] = busy
+	}
 	w.mu.Unlock()
 	defer w.inflight.Done()
-	// finish ends the request's in-flight period. It runs just before the
-	// bytes that complete the response are written, so a client that sends
-	// its next request on receiving them never overlaps with this one.
+	// The request is in flight until just before the bytes that complete
+	// the response are written, so a client that sends its next request on
+	// receiving them never overlaps with this one. finished tells whether
+	// that end has been recorded; end records it, w.mu held.
 	finished := false
-	finish := func() {
+	end := func() {
+		finished = true
+		w.busy--
+		w.busyHost[host]--
+	}
+	defer func() {
 		if !finished {
-			finished = true
 			w.mu.Lock()
-			w.busy--
-			w.busyHost[host]--
+			end()
 			w.mu.Unlock()
 		}
-	}
-	defer finish()
+	}()
 
 	resp := w.respond(r, host, pq)
+	if resp.buf != nil {
+		defer putBody(resp.buf, resp.body)
+	}
 	if wait := w.g.cfg.Latency + resp.delay; wait > 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -771,43 +786,55 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Record the outcome before the response is written, so that a client
-	// that has read the response always finds it in the log.
+	// that has read the response always finds it in the log. Nothing is
+	// sent before the body is written, so a response written at once ends
+	// its in-flight period here too.
+	length := resp.length()
+	var retryAfter time.Duration
+	if v := resp.header.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(v); err == nil {
+			retryAfter = time.Duration(s) * time.Second
+		}
+	}
+	location, encoding := resp.header.Get("Location"), resp.header.Get("Content-Encoding")
 	w.mu.Lock()
 	entry.Status = resp.status
-	entry.Bytes = resp.length()
-	entry.Location = resp.header.Get("Location")
-	entry.ContentEncoding = resp.header.Get("Content-Encoding")
-	if s, err := strconv.Atoi(resp.header.Get("Retry-After")); err == nil {
-		entry.RetryAfter = time.Duration(s) * time.Second
-	}
+	entry.Bytes = length
+	entry.Location = location
+	entry.ContentEncoding = encoding
+	entry.RetryAfter = retryAfter
 	entry.done = time.Now()
+	if resp.chunks == nil || r.Method == http.MethodHead || length == 0 {
+		end()
+	}
 	w.mu.Unlock()
+	h := rw.Header()
 	if resp.ctype != "" {
-		rw.Header().Set("Content-Type", resp.ctype)
+		h["Content-Type"] = []string{resp.ctype}
 	}
 	if resp.status != http.StatusNotModified {
-		rw.Header().Set("Content-Length", strconv.Itoa(resp.length()))
+		h["Content-Length"] = []string{strconv.Itoa(length)}
 	}
 	for k, v := range resp.header {
-		rw.Header()[k] = v
+		h[k] = v
 	}
 	if resp.status == http.StatusMethodNotAllowed {
-		rw.Header().Set("Allow", "GET, HEAD")
+		h["Allow"] = []string{"GET, HEAD"}
 	}
 	rw.WriteHeader(resp.status)
-	if r.Method == http.MethodHead || resp.length() == 0 {
-		finish()
+	if r.Method == http.MethodHead || length == 0 {
 		return
 	}
 	var err error
 	if resp.chunks == nil {
-		finish()
 		_, err = rw.Write(resp.body)
 	} else {
 		for c := resp.chunks(); c != nil && err == nil; {
 			next := resp.chunks()
 			if next == nil {
-				finish()
+				w.mu.Lock()
+				end()
+				w.mu.Unlock()
 			}
 			_, err = rw.Write(c)
 			c = next
@@ -823,12 +850,14 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// notFound is the answer to a URL that names no page.
+func notFound() response { return textResponse(http.StatusNotFound, "404 page not found") }
+
 // respond computes the response for a request to host with path+query pq.
 // Non-canonical spellings of a page's URL (tracking parameters, dot
 // segments, duplicate slashes) are served like the page, as a real server
 // would.
 func (w *Web) respond(r *http.Request, host, pq string) response {
-	notFound := textResponse(http.StatusNotFound, "404 page not found")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return textResponse(http.StatusMethodNotAllowed, "method not allowed")
 	}
@@ -837,26 +866,35 @@ func (w *Web) respond(r *http.Request, host, pq string) response {
 	}
 	hi, ok := w.g.index[host]
 	if !ok {
-		return notFound
+		return notFound()
 	}
+	h := w.g.hosts[hi]
 	if pq == "/robots.txt" {
-		st, txt := w.RobotsTxt(host)
-		if st != http.StatusOK {
-			return notFound
+		if h.robots.notFound {
+			return notFound()
 		}
-		return response{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: []byte(txt)}
+		return response{status: http.StatusOK, ctype: "text/plain; charset=utf-8", body: h.robotsBody}
 	}
-	if kind := w.g.traps[hi]; inTrapSection(kind, pq) {
+	if kind := w.g.traps[hi]; kind != TrapNone && inTrapSection(kind, pq) {
 		return w.respondTrap(hi, kind, pq)
 	}
-	c, err := Canonical("http://" + w.g.hosts[hi].name + pq)
-	if err != nil {
-		return notFound
+	// Page URLs are canonical (buildGraph checks), so a URL found as it is
+	// is its own canonical form.
+	var kb [128]byte
+	key := append(append(append(kb[:0], "http://"...), h.name...), pq...)
+	id, ok := w.g.byURL[string(key)]
+	if !ok {
+		c, err := Canonical("http://" + h.name + pq)
+		if err != nil {
+			return notFound()
+		}
+		if id, ok = w.g.byURL[c]; !ok {
+			return notFound()
+		}
 	}
-	id, ok := w.g.byURL[c]
-	if !ok || w.g.pages[id].broken {
-		return notFound
+	if w.g.pages[id].broken {
+		return notFound()
 	}
-	ct, b := w.g.body(w.g.pages[id])
-	return response{status: http.StatusOK, ctype: ct, body: b}
+	ct, b, buf := w.g.pooledBody(w.g.pages[id])
+	return response{status: http.StatusOK, ctype: ct, body: b, buf: buf}
 }

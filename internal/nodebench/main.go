@@ -5,7 +5,9 @@
 // and then with --delay 20ms, for each binary in turn (new, base, new,
 // base, ... for -runs rounds). It prints, as medians over the runs, the new
 // pages per second up to 90% coverage, the node's CPU seconds per 1,000
-// pages it fetched, the times to 90%, 99% and 100% coverage of the pages
+// pages it fetched, this process's (the server's, on the same cores) CPU
+// seconds per 1,000 requests served during the crawl, the times to 90%,
+// 99% and 100% coverage of the pages
 // within the default depth of a seed, the politeness bound (the largest,
 // over hosts, of reachable pages times the host's effective delay), and
 // the ratios new/base; then each run's checks: duplicates, robots.txt and
@@ -13,6 +15,7 @@
 //
 //	go run ./internal/nodebench -new bin/swarmcrawl -base bin/base/swarmcrawl
 //
+// -server-profile writes a CPU profile of this process over the crawls.
 // With NODEBENCH_DEBUG set, the nodes' logs, their status in the first
 // seconds and the largest host's stalls go to stderr.
 //
@@ -33,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -49,6 +53,10 @@ var web = synthweb.Config{Seed: 1, Hosts: 1000, HotHosts: 10, HotPages: 1600, Tr
 // profileDir, when set, is where the new binary's CPU profiles go.
 var profileDir string
 
+// serverProfile, when set, is the file where a CPU profile of this process
+// (the synthetic web's server) over all crawls goes.
+var serverProfile string
+
 // delays are the crawls each binary makes in a round (-delays).
 var delays = []time.Duration{0, 20 * time.Millisecond}
 
@@ -59,6 +67,7 @@ func main() {
 	hosts := flag.Int("hosts", web.Hosts, "hosts of the synthetic web")
 	timeout := flag.Duration("timeout", 10*time.Minute, "longest one crawl may take")
 	flag.StringVar(&profileDir, "profile", "", "directory where the new binary writes a CPU profile of each crawl (new-DELAY-rROUND.prof)")
+	flag.StringVar(&serverProfile, "server-profile", "", "file where a CPU profile of this process (the synthetic web's server) during the crawls goes")
 	flag.Func("delays", "comma-separated --delay values each binary crawls with in a round (default 0,20ms)", func(v string) error {
 		delays = nil
 		for _, f := range strings.Split(v, ",") {
@@ -85,6 +94,8 @@ type result struct {
 	reached        []float64     // seconds from seeding to 90%, 99% and 100% coverage; NaN if not reached
 	coverage       float64       // share of the reachable pages fetched
 	cpu            time.Duration // the node process's user and system time
+	server         time.Duration // this process's (the synthetic web's) user and system time during the crawl
+	requests       int           // requests the synthetic web logged during the crawl
 	duplicates     int
 	robots, polite int // violations
 	trap, pages    int // requests to traps, of all page requests
@@ -110,6 +121,17 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 		return err
 	}
 	defer w.Close()
+	if serverProfile != "" {
+		f, err := os.Create(serverProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	def := crawl.DefaultConfig()
 	token := crawl.ProductToken(def.UserAgent)
 	truth := w.Within(token, def.MaxDepth)
@@ -130,7 +152,8 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 				if err != nil {
 					return fmt.Errorf("%s, delay %v: %w", bin, d, err)
 				}
-				fmt.Fprintf(os.Stderr, " %d pages, %.1f%% coverage, CPU %.1fs\n", r.fetched, 100*r.coverage, r.cpu.Seconds())
+				fmt.Fprintf(os.Stderr, " %d pages, %.1f%% coverage, CPU %.1fs, server CPU %.1fs for %d requests\n",
+					r.fetched, 100*r.coverage, r.cpu.Seconds(), r.server.Seconds(), r.requests)
 				results[bin] = append(results[bin], r)
 			}
 		}
@@ -178,6 +201,10 @@ func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, tok
 	}
 	w.ResetLog()
 	start := time.Now()
+	self0, err := selfCPU()
+	if err != nil {
+		return r, err
+	}
 	if out, err := exec.Command(bin, append([]string{"seed", "--peer", addr}, w.Seeds()...)...).CombinedOutput(); err != nil {
 		return r, fmt.Errorf("seed: %w: %s", err, out)
 	}
@@ -214,25 +241,35 @@ func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, tok
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// Until every page is fetched, or nothing was requested for idle: a
-	// crawl that missed pages does not wait for the timeout.
+	// crawl that missed pages does not wait for the timeout. The log is
+	// read from the first request that was still in progress at the last
+	// look: this process serves the web on the node's cores, and rereading
+	// all of it four times a second would cost as much as serving it.
 	const idle = 30 * time.Second
 	requests, active := 0, time.Now()
+	var watch logWatch
 	for ctx.Err() == nil && time.Since(active) < idle {
-		log := w.Log()
-		if len(firstFetches(log, want)) == len(truth) {
+		n := watch.update(w, want)
+		if len(watch.answered) == len(truth) {
 			break
 		}
-		if len(log) > requests {
-			requests, active = len(log), time.Now()
+		if n > requests {
+			requests, active = n, time.Now()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	self1, err := selfCPU()
+	if err != nil {
+		return r, err
+	}
+	r.server = self1 - self0
 	if err := stop(cmd, 30*time.Second); err != nil {
 		return r, err
 	}
 	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 
 	log := w.Log()
+	r.requests = len(log)
 	first := firstFetches(log, want)
 	times := make([]time.Duration, 0, len(first))
 	for _, t := range first {
@@ -309,6 +346,39 @@ func paceOf(w *synthweb.Web, log []synthweb.Request, host string, start time.Tim
 	return p
 }
 
+// logWatch follows a web's request log as it grows, collecting the URLs
+// of want that have been answered (as firstFetches counts them).
+type logWatch struct {
+	from     int // the log before it is settled: answered or abandoned
+	answered map[string]bool
+}
+
+// update reads the log's new and unsettled requests and returns the length
+// of the log.
+func (lw *logWatch) update(w *synthweb.Web, want map[string]bool) int {
+	if lw.answered == nil {
+		lw.answered = map[string]bool{}
+	}
+	log := w.LogSince(lw.from)
+	n, next := lw.from+len(log), -1
+	for i, q := range log {
+		if q.Status == 0 {
+			if !q.Abandoned && next < 0 {
+				next = lw.from + i
+			}
+			continue
+		}
+		if want[q.URL] {
+			lw.answered[q.URL] = true
+		}
+	}
+	if next < 0 {
+		next = n
+	}
+	lw.from = next
+	return n
+}
+
 // firstFetches returns the time of the first answered request of each URL
 // of want in log.
 func firstFetches(log []synthweb.Request, want map[string]bool) map[string]time.Time {
@@ -350,6 +420,16 @@ func listening(stdout io.Reader, timeout time.Duration) (string, error) {
 	case <-time.After(timeout):
 		return "", errors.New("node did not print its address")
 	}
+}
+
+// selfCPU returns the user and system time this process (the synthetic
+// web's server, not the node, a child) has used so far.
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // stop interrupts a node and waits for it to exit, killing it after grace.
@@ -432,6 +512,9 @@ func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, resul
 			row("  new pages/s to 90%", d, func(r result) float64 { return 0.9 * float64(len(truth)) / r.reached[0] })
 		}
 		row("  CPU s per 1,000 pages", d, func(r result) float64 { return 1000 * r.cpu.Seconds() / float64(r.fetched) })
+		row("  server CPU s per 1,000 requests", d, func(r result) float64 {
+			return 1000 * r.server.Seconds() / float64(max(r.requests, 1))
+		})
 		for i, l := range levels {
 			row(fmt.Sprintf("  s to %g%% coverage", 100*l), d, func(r result) float64 { return r.reached[i] })
 		}

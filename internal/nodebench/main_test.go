@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,8 @@ func TestReport(t *testing.T) {
 	defer w.Close()
 	truth := make([]string, 1000)
 	res := func(d time.Duration, cpu time.Duration, t90 float64) result {
-		return result{delay: d, fetched: 1000, reached: []float64{t90, 2 * t90, math.NaN()}, cpu: cpu, coverage: 0.995}
+		return result{delay: d, fetched: 1000, reached: []float64{t90, 2 * t90, math.NaN()}, cpu: cpu, coverage: 0.995,
+			server: cpu / 4, requests: 2000}
 	}
 	results := map[string][]result{
 		"new":  {res(0, 1*time.Second, 1), res(0, 3*time.Second, 1), res(0, 2*time.Second, 1), res(20*time.Millisecond, time.Second, 9)},
@@ -79,6 +82,10 @@ func TestReport(t *testing.T) {
 	if got := find("CPU s per 1,000 pages"); strings.Join(got, " ") != "2 4 0.50" {
 		t.Errorf("CPU: %q\n%s", got, out.String())
 	}
+	// The server: a quarter of the node's CPU, for twice as many requests.
+	if got := find("server CPU s per 1,000 requests"); strings.Join(got, " ") != "0.25 0.5 0.50" {
+		t.Errorf("server CPU: %q\n%s", got, out.String())
+	}
 	if got := find("s to 100% coverage"); got[0] != "NaN" {
 		t.Errorf("100%% not reached: %q", got)
 	}
@@ -93,5 +100,62 @@ func TestReport(t *testing.T) {
 	}
 	if header != cpu {
 		t.Errorf("ratio column at %d, its header at %d:\n%s", cpu, header, out.String())
+	}
+}
+
+// TestLogWatch: following the log from the first unsettled request finds
+// the answered URLs firstFetches finds, reading each request about once.
+func TestLogWatch(t *testing.T) {
+	w, err := synthweb.New(synthweb.Config{Seed: 1, Hosts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	pages := w.Pages()
+	want := map[string]bool{}
+	for _, u := range pages[:len(pages)/2] {
+		want[u] = true
+	}
+	var lw logWatch
+	for i, u := range pages {
+		w.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, u, nil))
+		if i%3 == 0 {
+			if n := lw.update(w, want); n != i+1 || lw.from != n {
+				t.Fatalf("after %d requests: log length %d, read up to %d", i+1, n, lw.from)
+			}
+		}
+	}
+	lw.update(w, want)
+	if got, exp := len(lw.answered), len(firstFetches(w.Log(), want)); got != exp || got != len(want) {
+		t.Errorf("%d answered URLs, firstFetches finds %d, want %d", got, exp, len(want))
+	}
+}
+
+// TestLogWatchInProgress: a request still in progress is read again until
+// it is answered.
+func TestLogWatchInProgress(t *testing.T) {
+	w, err := synthweb.New(synthweb.Config{Seed: 1, Hosts: 5, Latency: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	pages := w.Pages()
+	want := map[string]bool{pages[0]: true, pages[1]: true}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, pages[0], nil))
+	}()
+	for len(w.Log()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var lw logWatch
+	if n := lw.update(w, want); n != 1 || lw.from != 0 || len(lw.answered) != 0 {
+		t.Fatalf("in progress: log length %d, read up to %d, %d answered", n, lw.from, len(lw.answered))
+	}
+	<-done
+	w.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, pages[1], nil))
+	if n := lw.update(w, want); n != 2 || lw.from != 2 || len(lw.answered) != 2 {
+		t.Fatalf("both answered: log length %d, read up to %d, %d answered", n, lw.from, len(lw.answered))
 	}
 }
