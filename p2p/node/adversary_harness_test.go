@@ -527,7 +527,9 @@ func (a *adversary) check() {
 // second. It waits at most 10 s, and up to 40 s while the outboxes keep
 // shrinking: delivering the thousands of links of a capped page to their
 // owner, each batch replicated before it is acknowledged, took longer than
-// 10 s under the race detector on a loaded machine.
+// 10 s under the race detector on a loaded machine. While links wait to be
+// delivered it waits 30 s at least: once in CI a link whose owner had
+// left was still in its retry backoff at 10 s.
 func (a *adversary) settle() {
 	requests := func() int { return len(a.web.Web.Log()) + len(a.web.siteLog()) }
 	last, quiet := requests(), 0
@@ -541,6 +543,12 @@ func (a *adversary) settle() {
 			if limit := start.Add(40 * time.Second); deadline.After(limit) {
 				deadline = limit
 			}
+		}
+		// A link whose owner just left waits out its backoff (at most
+		// retryBackoffMax in router.go, 10 s) between attempts: give it
+		// two more.
+		if hold := start.Add(30 * time.Second); t.Outbox > 0 && deadline.Before(hold) {
+			deadline = hold
 		}
 		outbox = t.Outbox
 		if n := requests(); n == last && t.Outbox == 0 && t.InFlight == 0 {
