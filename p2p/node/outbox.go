@@ -295,10 +295,18 @@ func (o *outbox) takeDue(max int) (due []pending, more bool) {
 // settle ends a delivery of due: the tasks in undelivered go back for a
 // later attempt (after a backoff), every other one is settled and leaves
 // the store.
-func (o *outbox) settle(due []pending, undelivered []frontier.Task) {
+//
+// The URLs in refused (an owner refused them, e.g. as out of its scope)
+// are not remembered as delivered: an owner whose scope widens later
+// takes them when they come again.
+func (o *outbox) settle(due []pending, undelivered []frontier.Task, refused ...string) {
 	left := map[string]int{}
 	for _, t := range undelivered {
 		left[t.URL]++
+	}
+	skip := make(map[string]bool, len(refused))
+	for _, u := range refused {
+		skip[u] = true
 	}
 	var settled []uint64
 	var retry, done []pending
@@ -311,7 +319,9 @@ func (o *outbox) settle(due []pending, undelivered []frontier.Task) {
 			settled = append(settled, p.id)
 			fallthrough
 		default:
-			done = append(done, p)
+			if !skip[p.task.URL] {
+				done = append(done, p)
+			}
 		}
 	}
 	o.recent.settled(done)
@@ -362,13 +372,14 @@ func pathRank(t frontier.Task) uint32 {
 	return uint32(min(max(t.Depth, 0), 1<<23-1))<<8 | uint32(min(max(t.Redirects, 0), 255))
 }
 
-// filter returns the links not delivered lately by as short a path. It
-// may reuse links' array.
+// filter returns the links not delivered lately by as short a path,
+// leaving links itself as it was.
 func (r *recentLinks) filter(links []frontier.Task) []frontier.Task {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	kept := links[:0]
-	for _, l := range links {
+	var kept []frontier.Task // a copy from the first dropped link on: links is the caller's
+	copied := false
+	for i, l := range links {
 		h := urls.URLHash(l.URL)
 		rank, ok := r.cur[h]
 		if !ok {
@@ -376,9 +387,17 @@ func (r *recentLinks) filter(links []frontier.Task) []frontier.Task {
 		}
 		if ok && rank <= pathRank(l) {
 			r.dropped.Add(1)
+			if !copied {
+				kept, copied = append(make([]frontier.Task, 0, len(links)-1), links[:i]...), true
+			}
 			continue
 		}
-		kept = append(kept, l)
+		if copied {
+			kept = append(kept, l)
+		}
+	}
+	if !copied {
+		return links
 	}
 	return kept
 }

@@ -156,3 +156,29 @@ func TestRecentLinksBounded(t *testing.T) {
 		t.Errorf("kept %v: want the oldest only", kept)
 	}
 }
+
+// A link an owner refused (out of its scope, say) is not remembered: an
+// owner whose scope widens takes it when it comes again. Dropping leaves
+// the crawler's slice of links as it was.
+func TestOutboxRemembersNoRefusedLinks(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	o := newOutbox(db, slog.New(slog.DiscardHandler), 100)
+	page := frontier.Task{URL: "http://a.test/"}
+	in, out := frontier.Task{URL: "http://a.test/in", Depth: 1}, frontier.Task{URL: "http://b.test/out", Depth: 1}
+	o.Discovered(context.Background(), page, []frontier.Task{in, out})
+	due, _ := o.takeDue(100)
+	o.settle(due, nil, out.URL)
+	links := []frontier.Task{in, out}
+	o.Discovered(context.Background(), page, links)
+	if links[0] != in || links[1] != out {
+		t.Errorf("Discovered changed the caller's links: %v", links)
+	}
+	due, _ = o.takeDue(100)
+	if len(due) != 1 || due[0].task != out {
+		t.Errorf("after refusing %s: delivered %v, want it alone", out.URL, due)
+	}
+}

@@ -222,10 +222,12 @@ func (r *router) deliver(ctx context.Context, due []pending) {
 		tasks[i] = p.task
 	}
 	res := r.Route(ctx, tasks)
-	for _, rj := range res.rejected {
+	refused := make([]string, len(res.rejected))
+	for i, rj := range res.rejected {
 		r.log.Debug("task rejected", "url", rj.url, "reason", rj.reason)
+		refused[i] = rj.url
 	}
-	r.outbox.settle(due, res.undelivered)
+	r.outbox.settle(due, res.undelivered, refused...)
 }
 
 // backoff is exponential with full jitter, so many nodes retrying a dead
