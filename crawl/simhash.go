@@ -183,54 +183,6 @@ func fmix64(h uint64) uint64 {
 	return h
 }
 
-// words yields the FNV-1a hash of each lowercased word of s: the
-// definition of a text's words that Simhash implements in one loop.
-func words(s string) func(yield func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		var h uint64
-		inWord := false
-		for i := 0; i < len(s); {
-			r, size := rune(s[i]), 1
-			if r >= utf8.RuneSelf {
-				r, size = utf8.DecodeRuneInString(s[i:])
-			}
-			i += size
-			switch {
-			case r < utf8.RuneSelf && isASCIIWordByte(byte(r)):
-				if !inWord {
-					h, inWord = fnvOffset64, true
-				}
-				c := byte(r)
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				h = (h ^ uint64(c)) * fnvPrime64
-			case r >= utf8.RuneSelf && isIdeograph(r):
-				if inWord && !yield(h) {
-					return
-				}
-				inWord = false
-				if !yield(hashRune(fnvOffset64, r)) {
-					return
-				}
-			case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)):
-				if !inWord {
-					h, inWord = fnvOffset64, true
-				}
-				h = hashRune(h, unicode.ToLower(r))
-			default:
-				if inWord && !yield(h) {
-					return
-				}
-				inWord = false
-			}
-		}
-		if inWord {
-			yield(h)
-		}
-	}
-}
-
 func isASCIIWordByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // randomWords returns n words drawn from a vocabulary of size vocab.
@@ -268,6 +270,55 @@ func TestSimhashShingleBitsAreFair(t *testing.T) {
 	for i, c := range agree {
 		if f := float64(c) / n; f < 0.47 || f > 0.53 {
 			t.Errorf("bits %d and %d agree in %.3f of shingle hashes", i, i+1, f)
+		}
+	}
+}
+
+// words yields the FNV-1a hash of each lowercased word of s: the
+// definition of a text's words that Simhash implements in one loop, which
+// naiveSimhash follows.
+func words(s string) func(yield func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		var h uint64
+		inWord := false
+		for i := 0; i < len(s); {
+			r, size := rune(s[i]), 1
+			if r >= utf8.RuneSelf {
+				r, size = utf8.DecodeRuneInString(s[i:])
+			}
+			i += size
+			switch {
+			case r < utf8.RuneSelf && isASCIIWordByte(byte(r)):
+				if !inWord {
+					h, inWord = fnvOffset64, true
+				}
+				c := byte(r)
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				h = (h ^ uint64(c)) * fnvPrime64
+			case r >= utf8.RuneSelf && isIdeograph(r):
+				if inWord && !yield(h) {
+					return
+				}
+				inWord = false
+				if !yield(hashRune(fnvOffset64, r)) {
+					return
+				}
+			case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)):
+				if !inWord {
+					h, inWord = fnvOffset64, true
+				}
+				h = hashRune(h, unicode.ToLower(r))
+			default:
+				if inWord && !yield(h) {
+					return
+				}
+				inWord = false
+			}
+		}
+		if inWord {
+			yield(h)
 		}
 	}
 }

@@ -90,12 +90,7 @@ func TestOutboxSpillsBeyondMemory(t *testing.T) {
 // longer path; a shorter path, a link handed back undelivered and a new
 // link are.
 func TestOutboxDropsLinksDeliveredLately(t *testing.T) {
-	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	o := newOutbox(db, slog.New(slog.DiscardHandler), 100)
+	o := newTestOutbox(t)
 	page := frontier.Task{URL: "http://a.test/"}
 	deliver := func(undelivered ...frontier.Task) []string {
 		due, _ := o.takeDue(100)
@@ -161,12 +156,7 @@ func TestRecentLinksBounded(t *testing.T) {
 // owner whose scope widens takes it when it comes again. Dropping leaves
 // the crawler's slice of links as it was.
 func TestOutboxRemembersNoRefusedLinks(t *testing.T) {
-	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	o := newOutbox(db, slog.New(slog.DiscardHandler), 100)
+	o := newTestOutbox(t)
 	page := frontier.Task{URL: "http://a.test/"}
 	in, out := frontier.Task{URL: "http://a.test/in", Depth: 1}, frontier.Task{URL: "http://b.test/out", Depth: 1}
 	o.Discovered(context.Background(), page, []frontier.Task{in, out})
@@ -181,4 +171,15 @@ func TestOutboxRemembersNoRefusedLinks(t *testing.T) {
 	if len(due) != 1 || due[0].task != out {
 		t.Errorf("after refusing %s: delivered %v, want it alone", out.URL, due)
 	}
+}
+
+// newTestOutbox returns an outbox of 100 tasks in memory on a new store.
+func newTestOutbox(t *testing.T) *outbox {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "store"), store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return newOutbox(db, slog.New(slog.DiscardHandler), 100)
 }

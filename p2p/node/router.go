@@ -198,8 +198,12 @@ func (r *router) Run(ctx context.Context) {
 			// Links arrive a page at a time. Waiting a moment delivers
 			// them in fewer, larger batches: an owner makes one synced
 			// write per batch it accepts.
-			if r.outbox.InMemory() < routeChunk && !sleepCtx(ctx, routeGather) {
-				return
+			if r.outbox.InMemory() < routeChunk {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(routeGather):
+				}
 			}
 		case <-tick.C:
 		}
@@ -241,16 +245,4 @@ func backoff(attempts int) time.Duration {
 		d = retryBackoffMax
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-// sleepCtx waits d, and reports false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
