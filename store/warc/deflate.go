@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
-	"slices"
 )
 
 // Records of up to maxDeflateInput bytes, nearly all of a crawl's, are
@@ -133,9 +132,9 @@ type deflater struct {
 	codegenFreq [numCodegen]uint32
 	codegenLen  [numCodegen]uint8
 	codegenCode [numCodegen]hcode
-	// sort is scratch space for buildLengths.
-	sort [numLitLen]uint64
-	lens [numLitLen]int32
+	// sort and sortTmp are scratch space for buildLengths.
+	sort, sortTmp [numLitLen]uint64
+	lens          [numLitLen]int32
 }
 
 // appendGzip appends src, len(src) <= maxDeflateInput, compressed as one
@@ -344,7 +343,7 @@ func (d *deflater) buildLengths(freq []uint32, lens []uint8, maxBits int32) {
 			keys = append(keys, uint64(f)<<16|uint64(sym))
 		}
 	}
-	slices.Sort(keys)
+	keys = radixSort(keys, d.sortTmp[:len(keys)])
 	a := d.lens[:len(keys)]
 	for shift := 16; ; shift++ {
 		for i, k := range keys {
@@ -364,6 +363,37 @@ func (d *deflater) buildLengths(freq []uint32, lens []uint8, maxBits int32) {
 	for i, k := range keys {
 		lens[uint16(k)] = uint8(a[i])
 	}
+}
+
+// radixSort sorts keys, frequency<<16|symbol with frequencies below 1<<16
+// and keys in ascending symbol order, by frequency then symbol, as
+// slices.Sort would: a stable counting sort on each byte of the frequency,
+// the high byte only when some frequency has one. It returns the sorted
+// keys, in keys or in tmp (len(tmp) == len(keys)).
+func radixSort(keys, tmp []uint64) []uint64 {
+	var high uint64
+	for _, k := range keys {
+		high |= k
+	}
+	for shift := uint(16); shift < 32; shift += 8 {
+		if shift == 24 && high>>24 == 0 {
+			break
+		}
+		var count [257]int
+		for _, k := range keys {
+			count[k>>shift&0xff+1]++
+		}
+		for i := 1; i < len(count); i++ {
+			count[i] += count[i-1]
+		}
+		for _, k := range keys {
+			b := k >> shift & 0xff
+			tmp[count[b]] = k
+			count[b]++
+		}
+		keys, tmp = tmp, keys
+	}
+	return keys
 }
 
 // minimumRedundancy replaces the frequencies a, in ascending order, with

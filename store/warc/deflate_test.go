@@ -6,6 +6,7 @@ import (
 	stdgzip "compress/gzip"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -259,5 +260,29 @@ func TestWriteExchangeRecordSizes(t *testing.T) {
 	}
 	if i != len(sent) {
 		t.Errorf("read %d conversion records, want %d", i, len(sent))
+	}
+}
+
+// TestRadixSortMatchesSort checks the Huffman builder's sort against
+// slices.Sort on frequency tables of every shape the deflater meets:
+// small, large, all equal, and frequencies on both sides of 256.
+func TestRadixSortMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 2000; trial++ {
+		n := 2 + rng.IntN(numLitLen-1)
+		limit := []int{2, 256, 257, 1 << 16}[trial%4]
+		var keys []uint64
+		for sym := 0; sym < numLitLen && len(keys) < n; sym++ {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			keys = append(keys, uint64(1+rng.IntN(limit-1))<<16|uint64(sym))
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		got := radixSort(slices.Clone(keys), make([]uint64, len(keys)))
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: radixSort(%v) = %v, want %v", trial, keys, got, want)
+		}
 	}
 }
