@@ -232,3 +232,61 @@ func BenchmarkPutShardRecords(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyQueueRemove measures what the frontier writes when a task
+// completes: its queue entry removed, a new one pushed (so that the queue
+// keeps its size, 100,000 entries over 1,000 hosts) and the URL's
+// metadata. Remove looks the entry up; RemoveKnown trusts the caller.
+func BenchmarkApplyQueueRemove(b *testing.B) {
+	for _, known := range []bool{false, true} {
+		name := "Remove"
+		if known {
+			name = "RemoveKnown"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := DefaultOptions()
+			opts.noSync = true
+			db := openTest(b, b.TempDir(), opts)
+			const hosts, queued = 1000, 100_000
+			entry := func(n uint64) QueueEntry {
+				host := n % hosts
+				return QueueEntry{HostKey: host, RingKey: host, URLHash: splitmix64(n), URL: "https://example.com/page/" + strconv.FormatUint(n, 10), Depth: 3, Priority: 4}
+			}
+			var live []QueueEntry // in push order, the oldest first
+			for n := uint64(0); n < queued; n += 1000 {
+				u := &QueueUpdate{}
+				for i := range uint64(1000) {
+					u.Push = append(u.Push, entry(n+i))
+				}
+				if _, err := db.ApplyQueue(u); err != nil {
+					b.Fatal(err)
+				}
+				live = append(live, u.Push...)
+			}
+			next := uint64(queued)
+			meta := URLMeta{URL: "https://example.com/page/x", Status: 200, Fetches: 1, LastFetch: time.Unix(1e9, 0)}
+			for b.Loop() {
+				done := live[0]
+				live = live[1:]
+				u := &QueueUpdate{
+					Push:    []QueueEntry{entry(next)},
+					URLMeta: []URLMetaRecord{{RingKey: done.RingKey, URLHash: done.URLHash, Meta: meta}},
+				}
+				if known {
+					u.RemoveKnown = []QueueEntry{done}
+				} else {
+					u.Remove = []QueueEntry{done}
+				}
+				next++
+				c, err := db.ApplyQueue(u)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.Queued != queued {
+					b.Fatalf("%d queued, want %d", c.Queued, queued)
+				}
+				live = append(live, u.Push[0])
+			}
+		})
+	}
+}

@@ -137,8 +137,17 @@ type QueueUpdate struct {
 	// a sequence number and writes it back into the slice.
 	Push []QueueEntry
 	// Remove deletes queue entries, identified by HostKey, Priority and
-	// Seq. Entries that are not there are ignored.
+	// Seq. Entries that are not there are ignored: each is looked up, so
+	// that the Queued count stays exact.
 	Remove []QueueEntry
+	// RemoveKnown deletes queue entries like Remove, but without looking
+	// them up: the caller knows each one is in the queue table, because it
+	// read or wrote it and nothing can have removed it since (the frontier
+	// removes the tasks it handed out, and is the only one to change the
+	// queue). Queued is counted down by one per entry; an entry listed here
+	// that is not there would make it wrong. An entry listed twice, in
+	// RemoveKnown or in both lists, is removed and counted once.
+	RemoveKnown []QueueEntry
 	// Schedule adds entries to the schedule at their Due time; sequence
 	// numbers are written back as for Push.
 	Schedule []QueueEntry
@@ -186,9 +195,22 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		b.Put(queueKey(e.HostKey, e.Priority, e.Seq), encodeQueueEntry(nil, e, false))
 		c.Queued++
 	}
+	var listed removals
+	for i := range u.RemoveKnown {
+		e := &u.RemoveKnown[i]
+		if listed.again(e, len(u.RemoveKnown)+len(u.Remove)) {
+			continue
+		}
+		b.Delete(queueKey(e.HostKey, e.Priority, e.Seq))
+		c.Queued--
+	}
 	for i := range u.Remove {
 		e := &u.Remove[i]
+		if listed.again(e, len(u.RemoveKnown)+len(u.Remove)) {
+			continue
+		}
 		k := queueKey(e.HostKey, e.Priority, e.Seq)
+		db.queueLookups.Add(1)
 		ok, err := db.ldb.Has(k, nil)
 		if err != nil {
 			return before, ldbErr(err, "remove queue entry %s", keyString(e.RingKey, e.URLHash))
@@ -281,6 +303,34 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		return before, ldbErr(err, "write crawl state (%d records)", b.Len())
 	}
 	return c, nil
+}
+
+// queueID identifies a queue entry: the fields of its key.
+type queueID struct {
+	hostKey, seq uint64
+	priority     int
+}
+
+// removals are the queue entries one ApplyQueue has removed so far, so that
+// an entry listed twice is counted once.
+type removals map[queueID]struct{}
+
+// again reports whether e was listed before in this update, and notes it
+// otherwise. total is the number of removals in the update: with one
+// there is nothing to note.
+func (r *removals) again(e *QueueEntry, total int) bool {
+	if total < 2 {
+		return false
+	}
+	id := queueID{e.HostKey, e.Seq, e.Priority}
+	if _, ok := (*r)[id]; ok {
+		return true
+	}
+	if *r == nil {
+		*r = make(removals, total)
+	}
+	(*r)[id] = struct{}{}
+	return false
 }
 
 func checkPriority(p int) error {

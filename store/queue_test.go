@@ -370,3 +370,65 @@ func TestDeadLetterLookup(t *testing.T) {
 		t.Errorf("DeadLetter on a closed DB: %v, want ErrClosed", err)
 	}
 }
+
+// TestApplyQueueRemoveKnown: entries removed as known to be there are
+// deleted and counted without a lookup; an entry listed twice, in either
+// list or in both, is counted once; a Remove of an entry already gone is
+// looked up and not counted; and the counts survive a reopen and agree
+// with a recount.
+func TestApplyQueueRemoveKnown(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	push := &QueueUpdate{Push: []QueueEntry{
+		qe(1, 1, "http://a/1"), qe(1, 1, "http://a/2"), qe(1, 2, "http://a/3"),
+		qe(2, 0, "http://b/1"), qe(2, 0, "http://b/2"), qe(3, 0, "http://c/1"),
+	}}
+	apply(t, db, push)
+	e := push.Push
+
+	lookups := db.queueLookups.Load()
+	if c := apply(t, db, &QueueUpdate{RemoveKnown: []QueueEntry{e[0]}}); c.Queued != 5 {
+		t.Fatalf("after one known removal: %+v, want 5 queued", c)
+	}
+	c := apply(t, db, &QueueUpdate{
+		RemoveKnown: []QueueEntry{e[1], e[2], e[1]}, // e[1] twice
+		Remove:      []QueueEntry{e[2]},             // and e[2] in both lists
+	})
+	if c.Queued != 3 {
+		t.Fatalf("after removals listed twice: %+v, want 3 queued", c)
+	}
+	if n := db.queueLookups.Load() - lookups; n != 0 {
+		t.Errorf("known removals looked up %d entries, want none", n)
+	}
+	if head, _ := db.QueueHead(1, 10, nil); len(head) != 0 {
+		t.Errorf("host 1 still has %v", urls(head))
+	}
+
+	// Remove looks entries up: one already gone (e[0]) is not counted, one
+	// listed twice is counted once.
+	lookups = db.queueLookups.Load()
+	c = apply(t, db, &QueueUpdate{Remove: []QueueEntry{e[0], e[3], e[3]}})
+	if c.Queued != 2 {
+		t.Fatalf("after removing a gone entry and one listed twice: %+v, want 2 queued", c)
+	}
+	if n := db.queueLookups.Load() - lookups; n != 2 {
+		t.Errorf("Remove looked up %d entries, want 2 (e[0] and e[3], once)", n)
+	}
+	if head, _ := db.QueueHead(2, 10, nil); !reflect.DeepEqual(urls(head), []string{"http://b/2"}) {
+		t.Errorf("host 2 queue %v, want [http://b/2]", urls(head))
+	}
+
+	db.Close()
+	db = openTest(t, dir, testOptions(SeenExact))
+	if c, err := db.QueueCounts(); err != nil || c.Queued != 2 {
+		t.Fatalf("counts after reopen %+v %v, want 2 queued", c, err)
+	}
+	n := 0
+	if err := db.QueueHosts(func(h QueueEntry) error {
+		head, err := db.QueueHead(h.HostKey, 100, nil)
+		n += len(head)
+		return err
+	}); err != nil || n != 2 {
+		t.Errorf("%d entries in the queue table (%v), counted 2", n, err)
+	}
+}

@@ -203,6 +203,10 @@ type DB struct {
 	// seenReads counts leveldb reads of the seen table; tests use it to
 	// prove that the Bloom filter saves reads.
 	seenReads atomic.Int64
+	// queueLookups counts the leveldb reads ApplyQueue makes to find out
+	// whether an entry to remove is there; tests use it to prove that
+	// QueueUpdate.RemoveKnown saves them.
+	queueLookups atomic.Int64
 
 	disk diskCache // see disk.go
 }

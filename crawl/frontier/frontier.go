@@ -146,7 +146,11 @@ func (q *hostQueue) hasWork() bool { return len(q.buf) > 0 || q.more }
 
 // New returns the frontier kept in db, resuming the queues stored there:
 // tasks that were in flight when the last process stopped are queued again.
-// A zero cfg field takes its default (see Config).
+// A zero cfg field takes its default (see Config). While the frontier is
+// in use, nothing else may remove entries from db's queue (a second
+// frontier included): it removes the tasks it handed out as known to be
+// there (store.QueueUpdate.RemoveKnown), so an entry removed behind its
+// back would be counted out twice.
 func New(db *store.DB, cfg Config) (*Frontier, error) {
 	if db == nil {
 		return nil, errors.New("frontier: nil store")

@@ -216,7 +216,9 @@ func (l *Lease) dropHead() ([]store.QueueEntry, error) {
 	batch, err := f.db.QueueHead(q.key, dropBatch, takenFilter(q.taken, true))
 	if err == nil && len(batch) > 0 {
 		var counts store.QueueCounts
-		if counts, err = f.db.ApplyQueue(&store.QueueUpdate{Remove: batch}); err == nil {
+		// Just read under the lock that every removal from the queue
+		// takes: the entries are there, the store need not look them up.
+		if counts, err = f.db.ApplyQueue(&store.QueueUpdate{RemoveKnown: batch}); err == nil {
 			f.counts = counts
 		}
 	}

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,5 +136,66 @@ func TestLeaseEqualTasks(t *testing.T) {
 	settle(t, f, mustNext(t, f, "http://a.test/1"))
 	if n := f.Counts().Queued; n != 0 {
 		t.Fatalf("%d entries left", n)
+	}
+}
+
+// TestQueuedCountExactThroughDropsAndCompletes: the frontier removes the
+// tasks it handed out without the store looking them up, which is exact
+// only while they are in the store until then. A budget drop of the host's
+// queue leaves them (and recrawls) alone; completing them, a URL queued
+// twice included, leaves a Queued count equal to what the queue table
+// holds, in memory and after a reopen.
+func TestQueuedCountExactThroughDropsAndCompletes(t *testing.T) {
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	f, err := New(db, Config{Delay: None, LeaseAhead: None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := []Task{task("http://a.test/0"), task("http://a.test/1"), task("http://a.test/1")}
+	for i := 2; i < 30; i++ {
+		tasks = append(tasks, Task{URL: fmt.Sprintf("http://a.test/%d", i), Depth: 1})
+	}
+	tasks = append(tasks, Task{URL: "http://a.test/recrawl", Depth: 1, Recrawl: true})
+	push(t, f, tasks...)
+	l := mustNext(t, f, "http://a.test/0")
+	kept := []Task{l.Task()}
+	for range 2 {
+		next, ok := l.Next()
+		if !ok {
+			t.Fatal("Lease.Next: nothing")
+		}
+		kept = append(kept, next)
+	}
+	if kept[1] != kept[2] {
+		t.Fatalf("tasks taken %v, want the URL queued twice as the 2nd and 3rd", kept)
+	}
+	for _, k := range kept {
+		keep(t, l, k)
+	}
+	n, err := l.DropQueue(nil)
+	if err != nil || n != len(tasks)-4 {
+		t.Fatalf("DropQueue = %d, %v; want %d (all but the 3 kept and the recrawl)", n, err, len(tasks)-4)
+	}
+	l.End()
+	if q := f.Counts().Queued; q != 4 || len(allQueued(t, db)) != 4 {
+		t.Fatalf("after the drop: %d counted, %d in the table; want 4", q, len(allQueued(t, db)))
+	}
+	for _, k := range kept {
+		if err := f.Complete(k, Outcome{}); err != nil {
+			t.Fatalf("Complete(%s): %v", k.URL, err)
+		}
+	}
+	if err := f.Complete(kept[0], Outcome{}); err == nil {
+		t.Fatal("a task completed twice")
+	}
+	left := allQueued(t, db)
+	if q := f.Counts().Queued; q != 1 || len(left) != 1 || !left[0].Recrawl {
+		t.Fatalf("after completing the kept tasks: %d counted, table %+v; want the recrawl alone", q, left)
+	}
+	db.Close()
+	db = openStoreAt(t, dir)
+	if c, err := db.QueueCounts(); err != nil || c.Queued != 1 {
+		t.Fatalf("counts after reopen %+v, %v; want 1 queued", c, err)
 	}
 }

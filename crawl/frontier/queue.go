@@ -139,7 +139,10 @@ func (f *Frontier) Complete(t Task, o Outcome) error {
 		return fmt.Errorf("frontier: complete %q: not kept from a lease", urls.Truncate(t.URL, 80))
 	}
 	e := q.taken[i]
-	u := &store.QueueUpdate{Remove: []store.QueueEntry{e}}
+	// A task handed out is in the store until this removal: no drop
+	// touches it (see takenFilter), and nothing else removes queue
+	// entries. So the store need not look it up.
+	u := &store.QueueUpdate{RemoveKnown: []store.QueueEntry{e}}
 	if o.Reschedule != nil {
 		next, _, err := f.entry(*o.Reschedule)
 		if err != nil {
