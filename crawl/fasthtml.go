@@ -48,10 +48,9 @@ func scanFast(body []byte, text *textScan, links *linkScan) (gaveUp string) {
 //
 // They follow the tokeniser's rules (token.go) step by step, and give up
 // instead where that would take more than it is worth (gaveUp says why;
-// scanBody then reads the document again with the tokeniser): on a script
-// whose contents hold "<!--", which the tokeniser reads by the script-data
-// escape states, on "</" at the very end of the document, and on a start
-// tag of more than maxFastAttrs attributes. Character references are
+// scanBody then reads the document again with the tokeniser): on "</" at
+// the very end of the document, and on a start tag of more than
+// maxFastAttrs attributes. Character references are
 // decoded as the tokeniser decodes them: numeric ones and those of a table
 // of common names (knownRefs) in place; a text with another by
 // html.UnescapeString, the tokeniser's own decoder, and a tag whose link
@@ -141,7 +140,7 @@ func (f *fastTokens) next() html.TokenType {
 // start tag was the last token, up to its end tag (or to the end of the
 // document; a plaintext element has no end tag), as the tokeniser's
 // readRawOrRCDATA does, and reports whether they are a token: not when
-// they are empty, or when the tokens gave up on a script.
+// they are empty.
 func (f *fastTokens) rawTextToken() bool {
 	name := f.rawText
 	f.rawText = ""
@@ -152,10 +151,10 @@ func (f *fastTokens) rawTextToken() bool {
 		}
 	}
 	// The first "</script" that ends the script is its end tag, unless an
-	// earlier "<!--" makes the tokeniser look for "-->" first.
+	// earlier "<!--" makes the tokeniser read on by the script-data escape
+	// states.
 	if name == "script" && bytes.Contains(f.b[f.pos:end], []byte("<!--")) {
-		f.giveUp("<!-- in a script")
-		return false
+		end = f.pos + scriptEnd(f.b[f.pos:])
 	}
 	if end == f.pos {
 		return false
@@ -164,6 +163,235 @@ func (f *fastTokens) rawTextToken() bool {
 	f.textIsRaw = name != "textarea" && name != "title"
 	f.convertNUL = true
 	return true
+}
+
+// scriptEnd returns the length of the contents of a script element that
+// starts b: the index of its end tag, or len(b). It is the tokeniser's
+// readScript, state by state, over b: the contents end at the first
+// "</script" and white space, '/' or '>' outside the escapes that "<!--"
+// opens and "-->" closes, and outside the double escapes that a "<script"
+// opens within them and a "</script" closes.
+func scriptEnd(b []byte) int {
+	p := 0
+	// endTag reads on from "</" and reports whether it is the script's end
+	// tag; p is then at its '<', else after the bytes that matched.
+	endTag := func() (match, eof bool) {
+		for i := range len("script") {
+			if p >= len(b) {
+				return false, true
+			}
+			if c := b[p]; c != "script"[i] && c != "SCRIPT"[i] {
+				return false, false
+			}
+			p++
+		}
+		if p >= len(b) {
+			return false, true
+		}
+		switch b[p] {
+		case ' ', '\n', '\r', '\t', '\f', '/', '>':
+			p -= len("</script")
+			return true, false
+		}
+		return false, false
+	}
+	var c byte
+	// Each state reads a byte (the end of b ends the contents there), or
+	// "unreads" it (p--) for the next state to read again.
+
+scriptData:
+	if i := bytes.IndexByte(b[p:], '<'); i >= 0 {
+		p += i + 1
+		goto scriptDataLessThanSign
+	}
+	return len(b)
+
+scriptDataLessThanSign:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '/':
+		goto scriptDataEndTagOpen
+	case '!':
+		goto scriptDataEscapeStart
+	}
+	p--
+	goto scriptData
+
+scriptDataEndTagOpen:
+	if match, eof := endTag(); match {
+		return p
+	} else if eof {
+		return len(b)
+	}
+	goto scriptData
+
+scriptDataEscapeStart:
+	if p >= len(b) {
+		return len(b)
+	}
+	if c, p = b[p], p+1; c == '-' {
+		goto scriptDataEscapeStartDash
+	}
+	p--
+	goto scriptData
+
+scriptDataEscapeStartDash:
+	if p >= len(b) {
+		return len(b)
+	}
+	if c, p = b[p], p+1; c == '-' {
+		goto scriptDataEscapedDashDash
+	}
+	p--
+	goto scriptData
+
+scriptDataEscaped:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataEscapedDash
+	case '<':
+		goto scriptDataEscapedLessThanSign
+	}
+	goto scriptDataEscaped
+
+scriptDataEscapedDash:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataEscapedDashDash
+	case '<':
+		goto scriptDataEscapedLessThanSign
+	}
+	goto scriptDataEscaped
+
+scriptDataEscapedDashDash:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataEscapedDashDash
+	case '<':
+		goto scriptDataEscapedLessThanSign
+	case '>':
+		goto scriptData
+	}
+	goto scriptDataEscaped
+
+scriptDataEscapedLessThanSign:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	if c == '/' {
+		goto scriptDataEscapedEndTagOpen
+	}
+	if isASCIILetter(c) {
+		goto scriptDataDoubleEscapeStart
+	}
+	p--
+	goto scriptData
+
+scriptDataEscapedEndTagOpen:
+	if match, eof := endTag(); match {
+		return p
+	} else if eof {
+		return len(b)
+	}
+	goto scriptDataEscaped
+
+scriptDataDoubleEscapeStart:
+	p--
+	for i := range len("script") {
+		if p >= len(b) {
+			return len(b)
+		}
+		if c, p = b[p], p+1; c != "script"[i] && c != "SCRIPT"[i] {
+			p--
+			goto scriptDataEscaped
+		}
+	}
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case ' ', '\n', '\r', '\t', '\f', '/', '>':
+		goto scriptDataDoubleEscaped
+	}
+	p--
+	goto scriptDataEscaped
+
+scriptDataDoubleEscaped:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataDoubleEscapedDash
+	case '<':
+		goto scriptDataDoubleEscapedLessThanSign
+	}
+	goto scriptDataDoubleEscaped
+
+scriptDataDoubleEscapedDash:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataDoubleEscapedDashDash
+	case '<':
+		goto scriptDataDoubleEscapedLessThanSign
+	}
+	goto scriptDataDoubleEscaped
+
+scriptDataDoubleEscapedDashDash:
+	if p >= len(b) {
+		return len(b)
+	}
+	c, p = b[p], p+1
+	switch c {
+	case '-':
+		goto scriptDataDoubleEscapedDashDash
+	case '<':
+		goto scriptDataDoubleEscapedLessThanSign
+	case '>':
+		goto scriptData
+	}
+	goto scriptDataDoubleEscaped
+
+scriptDataDoubleEscapedLessThanSign:
+	if p >= len(b) {
+		return len(b)
+	}
+	if c, p = b[p], p+1; c == '/' {
+		goto scriptDataDoubleEscapeEnd
+	}
+	p--
+	goto scriptDataDoubleEscaped
+
+scriptDataDoubleEscapeEnd:
+	if match, eof := endTag(); match {
+		p += len("</script>")
+		goto scriptDataEscaped
+	} else if eof {
+		return len(b)
+	}
+	goto scriptDataDoubleEscaped
 }
 
 // indexEndTag returns the index in b of the first end tag of the element

@@ -23,6 +23,7 @@ var fastDocs = map[string]string{
 	"entities":         `<title>a &amp; b &lt;c&gt; &quot;d&quot; &apos;e&apos; f&nbsp;g &#65;&#x42;&#X43 &#128;&#0;&#xD800;&#1114112; &copy; &copy2 &notit; &AMP; &; & x</title><p>AT&T &amp &ampx &lt3 &#; &#x; &</p><a href="/e?a=1&amp;b=2&lt;&c=3&copy=4&d&e;">e</a><a href="&#x2f;hex&#47;dec">h</a><a href='/n&notin;'>n</a>`,
 	"script-comment":   `<p>before</p><script><!-- if (a < b) document.write("</script>") --></script><p>after</p><a href="/after">a</a>`,
 	"script-double":    `<script><!--<script>x</script>--></script><a href="/s">s</a>`,
+	"script-escapes":   `<script><!-- a --></script><a href="/s1">1</a><script><!--<script></script>--></script><a href="/s2">2</a><script><!--<SCRIPT x>-- </Script/>--></script><a href="/s3">3</a><script><!-- </script> -->x</script><a href="/s4">4</a><script><!--<scripts></script><a href="/s5">5</a><script><!--<script>--><b></script><a href="/s6">6</a><script><!--<script>-<</x></script>x--></script><a href="/s7">7</a><script><!---></script><a href="/s8">8</a><script><!--<p></p>---></script><a href="/s9">9</a><script><!--<1<script></script>x</script><a href="/s10">10</a><script><!--<script></script></script><a href="/s11">11</a><script><!--<!--<script>--></script>`,
 	"script-tricky":    `<script>if (a</b) x = "</scripty>"; y = '</SCRIPT '; </script x><a href="/t">t</a>`,
 	"textarea-title":   `<textarea>&lt;a href="/in">&amp;</textarea><title>T&eacute;st &amp; <b>bold</b></title><TITLE>second</TITLE><a href="/x">x</a>`,
 	"raw-elements":     `<style>p{}</style ><xmp><a href="/x">&amp;</xmp><noscript><a href="/ns"></noscript><iframe src="/f"><a href="/if"></iframe><noembed>&lt;</noembed><noframes>x</noframes>`,
@@ -192,7 +193,7 @@ func extractLinksSlow(body []byte, maxLinks int) ([]string, int, error) {
 // fastTokens give up on the documents they are meant to leave to the
 // tokeniser and read the others to the end.
 func TestFastScanDocs(t *testing.T) {
-	gives := map[string]bool{"script-comment": true, "script-double": true, "eof-end-tag-start": true, "many-distinct": true, "many-rare-refs": true}
+	gives := map[string]bool{"eof-end-tag-start": true, "many-distinct": true, "many-rare-refs": true}
 	for name, doc := range fastDocs {
 		for _, max := range []int{0, 2} {
 			checkFastScan(t, []byte(doc), max)
