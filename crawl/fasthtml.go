@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -30,7 +31,19 @@ func scanBodySlow(body []byte, text *textScan, links *linkScan) error {
 // the point the scans needed, or else why they gave up, in which case the
 // scans hold a partial result to be reset.
 func scanFast(body []byte, text *textScan, links *linkScan) (gaveUp string) {
-	f := &fastTokens{b: body}
+	return readFast(&fastTokens{b: body}, text, links)
+}
+
+// readFast scans the tokens f reads and returns why they gave up, or "".
+// fastTokens are not known to panic (FuzzFastScan); should they ever, on
+// some hostile page, they give up there, and the page is read again by
+// the tokeniser instead of the panic ending the worker.
+func readFast(f *fastTokens, text *textScan, links *linkScan) (gaveUp string) {
+	defer func() {
+		if p := recover(); p != nil {
+			gaveUp = fmt.Sprintf("panic: %v", p)
+		}
+	}()
 	scanTokens(f, text, links)
 	return f.gaveUp
 }

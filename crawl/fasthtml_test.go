@@ -250,3 +250,15 @@ func TestKnownRefs(t *testing.T) {
 		}
 	}
 }
+
+// TestFastScanPanicGivesUp: should fastTokens panic on a page, they give
+// up instead, and scanBody reads the page with the tokeniser. Tokens
+// whose position is past the end of the document panic at once.
+func TestFastScanPanicGivesUp(t *testing.T) {
+	body := []byte(`<p>text</p><a href="/x">x</a>`)
+	broken := &fastTokens{b: body, pos: len(body) + 1}
+	why := readFast(broken, newTextScan(), newLinkScan("swarmcrawl", 0))
+	if !strings.HasPrefix(why, "panic: ") {
+		t.Fatalf("fastTokens past the end of the document: gave up %q, want a panic given up on", why)
+	}
+}

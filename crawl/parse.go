@@ -48,7 +48,8 @@ func IsHTML(contentType string, body []byte) bool {
 // apply to every link wherever they are, but keeps nothing else.
 //
 // The document is read in one pass of the HTML tokeniser (or of
-// fastTokens, which read the same tokens) and no tree is built, so memory does not grow with the number of elements: the parse
+// fastTokens, which read the same tokens) and no tree is built, so memory
+// does not grow with the number of elements: the parse
 // holds the token being read (the longest tag or run of text, at most the
 // body), the references kept and the links returned. It finds what the
 // HTML5 tree parser finds (raw-text elements such as script, textarea and
