@@ -177,11 +177,14 @@ func hostilePage(size int, latin1 bool) []byte {
 // BenchmarkParseHostile parses a 10 MiB link-dense page (about 480,000
 // links), the parse's worst case at the default body cap: its links, with
 // the default cap and without, its text, and both as a worker takes them
-// (parsePage, "page"), as ASCII and as windows-1252. Besides time
+// (parsePage, "page"), as ASCII and as windows-1252, and as ASCII ending
+// in "</", which fastTokens leave to the tokeniser, so that the page is
+// read twice ("page-fallback"). Besides time
 // and allocations it reports peak-MiB: the most the heap grew above its
 // level before the parse, sampled while the parse runs.
 func BenchmarkParseHostile(b *testing.B) {
 	body, latin1 := hostilePage(10<<20, false), hostilePage(10<<20, true)
+	fallback := append(hostilePage(10<<20, false), "</"...)
 	pageURL, _ := url.Parse("http://hostile.example/")
 	for _, bm := range []struct {
 		name string
@@ -201,6 +204,7 @@ func BenchmarkParseHostile(b *testing.B) {
 		{"text-latin1", func() { ExtractText(latin1, "text/html") }},
 		{"page", func() { parsePage(body, "text/html", pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage) }},
 		{"page-latin1", func() { parsePage(latin1, "text/html", pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage) }},
+		{"page-fallback", func() { parsePage(fallback, "text/html", pageURL, "swarmcrawl", DefaultConfig().MaxLinksPerPage) }},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))

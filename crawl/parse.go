@@ -47,8 +47,9 @@ func IsHTML(contentType string, body []byte) bool {
 // The scan goes on to the end of the document for <base> and <meta>, which
 // apply to every link wherever they are, but keeps nothing else.
 //
-// The document is read in one pass of the HTML tokeniser and no tree is
-// built, so memory does not grow with the number of elements: the parse
+// The document is read in one pass of the HTML tokeniser (or of
+// fastTokens, which read the same tokens) and no tree is built, so memory
+// does not grow with the number of elements: the parse
 // holds the token being read (the longest tag or run of text, at most the
 // body), the references kept and the links returned. It finds what the
 // HTML5 tree parser finds (raw-text elements such as script, textarea and
@@ -63,7 +64,7 @@ func IsHTML(contentType string, body []byte) bool {
 // never fails.
 func ExtractLinks(body []byte, pageURL *url.URL, uaToken string, maxLinks int) (links []string, capped int, err error) {
 	s := newLinkScan(uaToken, maxLinks)
-	if err := scanHTML(bytes.NewReader(body), nil, s); err != nil {
+	if err := scanBody(body, nil, s); err != nil {
 		return nil, 0, err
 	}
 	links, capped = s.resolve(pageURL)
@@ -95,22 +96,31 @@ func newLinkScan(uaToken string, maxLinks int) *linkScan {
 // <meta>, in the way the HTML5 tree parser would see them (the contents of
 // script, style, textarea, title, noscript and the other raw-text elements
 // are text to the tokeniser, and an element's first attribute of a name
-// wins over later ones). The tokeniser's TagName and TagAttr copy what
-// they return; the tag is told from its raw bytes by the caller, and only
-// the attributes of the few tags that matter are read.
-func (s *linkScan) tag(a atom.Atom, z *html.Tokenizer) {
+// wins over later ones). The tag is told from its raw bytes by the
+// caller, and only the attributes of the few tags that matter are read.
+func (s *linkScan) tag(a atom.Atom, z tokenSource) {
 	switch a {
 	case atom.A, atom.Area, atom.Frame, atom.Iframe:
-		s.link(a, readAttrs(z))
+		s.link(a, z.attrs())
 	case atom.Base:
-		if attr := readAttrs(z); attr.has&hasHref != 0 && !s.hasBase {
+		if attr := z.attrs(); attr.has&hasHref != 0 && !s.hasBase {
 			s.base, s.hasBase = string(attr.href), true
 		}
 	case atom.Meta:
-		if attr := readAttrs(z); metaSaysNofollow(string(attr.name), string(attr.content), s.uaToken) {
+		if attr := z.attrs(); metaSaysNofollow(string(attr.name), string(attr.content), s.uaToken) {
 			s.nofollow = true
 		}
 	}
+}
+
+// reset forgets what the scan found, for a scan of the document again
+// from the start; a nil scan stays nil.
+func (s *linkScan) reset() {
+	if s == nil {
+		return
+	}
+	clear(s.kept)
+	*s = linkScan{refs: s.refs[:0], kept: s.kept, max: s.max, uaToken: s.uaToken}
 }
 
 // resolve returns the links the scan found, resolved against the <base
@@ -278,31 +288,62 @@ func skipScheme(ref []byte) bool {
 	return false
 }
 
+// tokenSource is what scanTokens reads a document from: the tokeniser
+// (htmlTokens), or fastTokens, which read the same tokens faster from a
+// body held in memory. What a source returns is valid until its next
+// call to next.
+type tokenSource interface {
+	// next reads the next token and returns its type; html.ErrorToken at
+	// the end.
+	next() html.TokenType
+	// raw returns the current token's bytes as written.
+	raw() []byte
+	// text returns the text of the current text token (see tokenText).
+	text() []byte
+	// attrs returns the link attributes of the current start or
+	// self-closing tag (see readAttrs).
+	attrs() tagAttrs
+}
+
+// htmlTokens is x/net/html's tokeniser as a tokenSource.
+type htmlTokens struct{ z *html.Tokenizer }
+
+func (t htmlTokens) next() html.TokenType { return t.z.Next() }
+func (t htmlTokens) raw() []byte          { return t.z.Raw() }
+func (t htmlTokens) text() []byte         { return tokenText(t.z) }
+func (t htmlTokens) attrs() tagAttrs      { return readAttrs(t.z) }
+
 // scanHTML reads the tokens of an HTML document once and hands them to a
-// text scan, a link scan or both (either may be nil): to the end of the
-// document when it has a link scan, else until the text is full. No tree
-// is built, so memory does not grow with the number of elements: the
-// tokeniser holds the token being read (the longest tag or run of text,
-// at most the body), and the scans what they keep. The tokeniser is not
-// known to panic; should it ever, the scans keep what they took before,
-// and the panic is returned as an error.
+// text scan, a link scan or both (either may be nil), as scanTokens does.
+// No tree is built, so memory does not grow with the number of elements:
+// the tokeniser holds the token being read (the longest tag or run of
+// text, at most the body), and the scans what they keep. The tokeniser is
+// not known to panic; should it ever, the scans keep what they took
+// before, and the panic is returned as an error.
 func scanHTML(r io.Reader, text *textScan, links *linkScan) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("parse html: panic: %v", p)
 		}
 	}()
-	z := html.NewTokenizer(r)
+	scanTokens(htmlTokens{html.NewTokenizer(r)}, text, links)
+	return nil
+}
+
+// scanTokens reads tokens from z and hands them to a text scan, a link
+// scan or both (either may be nil): to the end of the document when it
+// has a link scan, else until the text is full.
+func scanTokens(z tokenSource, text *textScan, links *linkScan) {
 	for links != nil || !text.done() {
-		switch tt := z.Next(); tt {
+		switch tt := z.next(); tt {
 		case html.ErrorToken:
-			return nil
+			return
 		case html.TextToken:
 			if !text.done() {
 				text.textToken(z)
 			}
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
-			a := tagAtom(z.Raw())
+			a := tagAtom(z.raw())
 			if !text.done() {
 				text.tagToken(tt, a)
 			}
@@ -311,7 +352,6 @@ func scanHTML(r io.Reader, text *textScan, links *linkScan) (err error) {
 			}
 		}
 	}
-	return nil
 }
 
 // parsed is what parsePage finds in a response body.
@@ -330,19 +370,29 @@ type parsed struct {
 // both; only when the page has to be transcoded to UTF-8 for its text is
 // it read twice, since its links are taken from the bytes as sent, as
 // ExtractLinks takes them.
-func parsePage(body []byte, contentType string, pageURL *url.URL, uaToken string, maxLinks int) (p parsed) {
+func parsePage(body []byte, contentType string, pageURL *url.URL, uaToken string, maxLinks int) parsed {
+	return parsePageWith(scanBody, body, contentType, pageURL, uaToken, maxLinks)
+}
+
+// A bodyScanner scans an HTML document held in memory for a text scan, a
+// link scan or both, as scanHTML does: scanBody, or scanBodySlow.
+type bodyScanner func(body []byte, text *textScan, links *linkScan) error
+
+// parsePageWith is parsePage, reading the bytes of the page as sent with
+// scan.
+func parsePageWith(scan bodyScanner, body []byte, contentType string, pageURL *url.URL, uaToken string, maxLinks int) (p parsed) {
 	kind := textKind(contentType, body)
 	p.html = kind == kindHTML
 	if !p.html || pageURL == nil {
-		p.content = contentOf(kind, body, contentType)
+		p.content = contentOf(kind, body, contentType, scan)
 		return p
 	}
 	text, links := newTextScan(), newLinkScan(uaToken, maxLinks)
 	if r, transcoded := utf8Reader(body, contentType); transcoded {
 		_ = scanHTML(r, text, nil)
-		p.err = scanHTML(bytes.NewReader(body), nil, links)
+		p.err = scan(body, nil, links)
 	} else {
-		p.err = scanHTML(r, text, links)
+		p.err = scan(body, text, links)
 	}
 	p.content = text.result()
 	if p.err == nil {

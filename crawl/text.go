@@ -63,18 +63,22 @@ type content struct {
 // whose text is all boilerplate has its whole text as main text. Plain
 // text is all main text.
 func extractContent(body []byte, contentType string) content {
-	return contentOf(textKind(contentType, body), body, contentType)
+	return contentOf(textKind(contentType, body), body, contentType, scanBody)
 }
 
-// contentOf is extractContent of a body of the kind given.
-func contentOf(kind int, body []byte, contentType string) content {
+// contentOf is extractContent of a body of the kind given, whose bytes as
+// sent, when they need no transcoding, are read with scan.
+func contentOf(kind int, body []byte, contentType string, scan bodyScanner) content {
 	switch kind {
 	case kindHTML:
 		// The tokeniser is not known to panic; should it ever, the text
 		// gathered so far is still the best answer.
 		s := newTextScan()
-		r, _ := utf8Reader(body, contentType)
-		_ = scanHTML(r, s, nil)
+		if r, transcoded := utf8Reader(body, contentType); transcoded {
+			_ = scanHTML(r, s, nil)
+		} else {
+			_ = scan(body, s, nil)
+		}
 		return s.result()
 	case kindPlain:
 		// Two bytes per character are enough input for the cap in any
@@ -249,9 +253,23 @@ type textScan struct {
 
 func newTextScan() *textScan {
 	buf := textBufs.Get().(*[]byte)
-	s := &textScan{text: textBuilder{b: (*buf)[:0], limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: buf}
-	s.outside.open(0)
+	s := &textScan{buf: buf}
+	s.start((*buf)[:0])
 	return s
+}
+
+// start sets the scan going, with nothing taken, writing the text into b.
+func (s *textScan) start(b []byte) {
+	*s = textScan{text: textBuilder{b: b, limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: s.buf}
+	s.outside.open(0)
+}
+
+// reset forgets what the scan took, for a scan of the document again from
+// the start; a nil scan stays nil.
+func (s *textScan) reset() {
+	if s != nil {
+		s.start(s.text.b[:0])
+	}
 }
 
 // textBufs holds text builders' buffers between pages: the text of a page
@@ -265,16 +283,16 @@ var textBufs = sync.Pool{New: func() any { return new([]byte) }}
 // later token changes the result, and a scan for text alone stops reading.
 func (s *textScan) done() bool { return s == nil || s.text.full }
 
-// textToken takes the current token, a text token.
-func (s *textScan) textToken(z *html.Tokenizer) {
+// textToken takes the current token of z, a text token.
+func (s *textScan) textToken(z tokenSource) {
 	switch {
 	case s.skipping > 0:
 	case s.inTitle:
 		if !s.titleDone {
-			s.title.write(tokenText(z), false)
+			s.title.write(z.text(), false)
 		}
 	default:
-		s.text.write(tokenText(z), s.pre > 0)
+		s.text.write(z.text(), s.pre > 0)
 	}
 }
 
