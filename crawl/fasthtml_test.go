@@ -78,21 +78,7 @@ func manyDistinctAttrs(n int) string {
 // giving up, a scan with them alone finds what the tokeniser finds.
 func FuzzFastScan(f *testing.F) {
 	seeds := func() map[string][]any {
-		out := map[string][]any{}
-		for name, body := range synthBodies(f, func(w *synthweb.Web) []string {
-			var pick []string
-			for i, u := range w.Pages() {
-				if i%10 == 0 && !strings.HasSuffix(u, ".bin") {
-					pick = append(pick, u)
-				}
-			}
-			return append(pick, w.Seeds()...)
-		}) {
-			out["synth-"+name] = []any{body, uint8(3)}
-		}
-		for name, doc := range linkDocs {
-			out["links-"+name] = []any{[]byte(doc), uint8(2)}
-		}
+		out := linkSeeds(f, "links-")
 		for name, doc := range fastDocs {
 			out[name] = []any{[]byte(doc), uint8(2)}
 		}

@@ -54,6 +54,29 @@ var linkDocs = map[string]string{
 	"repeats-and-cap":   strings.Repeat(`<a href="/p0">0</a><a href="/p1">1</a><a href="/p2" rel=nofollow>2</a><area href="/p3">`, 5),
 }
 
+// linkSeeds returns the seeds of the fuzzers of link extraction, each a
+// body and a link cap: a tenth of the pages of the synthetic webs and
+// their seeds (named "synth-" and the page), and linkDocs (named
+// docPrefix and the document's name).
+func linkSeeds(tb testing.TB, docPrefix string) map[string][]any {
+	out := map[string][]any{}
+	for name, body := range synthBodies(tb, func(w *synthweb.Web) []string {
+		var pick []string
+		for i, u := range w.Pages() {
+			if i%10 == 0 && !strings.HasSuffix(u, ".bin") {
+				pick = append(pick, u)
+			}
+		}
+		return append(pick, w.Seeds()...)
+	}) {
+		out["synth-"+name] = []any{body, uint8(3)}
+	}
+	for name, doc := range linkDocs {
+		out[docPrefix+name] = []any{[]byte(doc), uint8(2)}
+	}
+	return out
+}
+
 // FuzzExtractLinks extracts the links of arbitrary HTML on a page, with a
 // cap of maxLinks%8 (0: none), as a worker does with every page it
 // fetches. It never fails, returns at most the cap, distinct and
@@ -66,24 +89,7 @@ var linkDocs = map[string]string{
 func FuzzExtractLinks(f *testing.F) {
 	const page = "http://example.com/dir/page.html"
 	pageURL, _ := url.Parse(page)
-	seeds := func() map[string][]any {
-		out := map[string][]any{}
-		for name, body := range synthBodies(f, func(w *synthweb.Web) []string {
-			var pick []string
-			for i, u := range w.Pages() {
-				if i%10 == 0 && !strings.HasSuffix(u, ".bin") {
-					pick = append(pick, u)
-				}
-			}
-			return append(pick, w.Seeds()...)
-		}) {
-			out["synth-"+name] = []any{body, uint8(3)}
-		}
-		for name, doc := range linkDocs {
-			out[name] = []any{[]byte(doc), uint8(2)}
-		}
-		return out
-	}
+	seeds := func() map[string][]any { return linkSeeds(f, "") }
 	for _, args := range seeds() {
 		f.Add(args[0].([]byte), args[1].(uint8))
 	}
