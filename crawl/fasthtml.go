@@ -22,11 +22,6 @@ func scanBody(body []byte, text *textScan, links *linkScan) error {
 	return scanHTML(bytes.NewReader(body), text, links)
 }
 
-// scanBodySlow is scanBody without the fast path: scanHTML of the body.
-func scanBodySlow(body []byte, text *textScan, links *linkScan) error {
-	return scanHTML(bytes.NewReader(body), text, links)
-}
-
 // scanFast scans body with fastTokens and returns "" when they read it to
 // the point the scans needed, or else why they gave up, in which case the
 // scans hold a partial result to be reset.

@@ -165,6 +165,11 @@ func TestUnescape(t *testing.T) {
 	}
 }
 
+// scanBodySlow is scanBody without the fast path: scanHTML of the body.
+func scanBodySlow(body []byte, text *textScan, links *linkScan) error {
+	return scanHTML(bytes.NewReader(body), text, links)
+}
+
 // extractLinksSlow is ExtractLinks without fastTokens.
 func extractLinksSlow(body []byte, maxLinks int) ([]string, int, error) {
 	s := newLinkScan("swarmcrawl", maxLinks)

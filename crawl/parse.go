@@ -375,7 +375,8 @@ func parsePage(body []byte, contentType string, pageURL *url.URL, uaToken string
 }
 
 // A bodyScanner scans an HTML document held in memory for a text scan, a
-// link scan or both, as scanHTML does: scanBody, or scanBodySlow.
+// link scan or both, as scanHTML does: scanBody (or, in tests, the
+// tokeniser alone).
 type bodyScanner func(body []byte, text *textScan, links *linkScan) error
 
 // parsePageWith is parsePage, reading the bytes of the page as sent with
