@@ -158,8 +158,13 @@
 // crash of the process. Only [DB.PutShardRecords] is synced (fsync) before
 // it returns: the shard records are what an owner and its replicas store
 // before a new URL is acknowledged, so an acknowledged URL survives a
-// power loss (or kernel crash) of the machine as well. A sync covers every
-// earlier write to the same journal file, but the other tables (seen set,
+// power loss (or kernel crash) of the machine as well. It syncs leveldb's
+// journal files itself, after its write and outside leveldb's write lock,
+// so that the node's other writes go on while the disk works; concurrent
+// calls share a sync, and a journal file is synced as leveldb closes it.
+// A call whose records were already stored syncs too, since they may be
+// those of a concurrent call still waiting for its sync. A sync covers every
+// earlier write to the journal, but the other tables (seen set,
 // queue, schedule, pages, URL metadata, outbox, meta) make no promise of
 // their own about a power loss: a node rebuilds its seen set and queue
 // from the shard records when it takes a range over. seen.bloom is

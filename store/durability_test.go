@@ -2,7 +2,9 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/syndtr/goleveldb/leveldb/storage"
 )
@@ -15,6 +17,29 @@ type lossyDisk struct {
 	storage.Storage
 	mu    sync.Mutex
 	files map[storage.FileDesc]*lossyFile
+	// hold, while not nil, keeps every sync of a journal file from
+	// completing until it is closed; each such sync first says so on
+	// holding.
+	hold    chan struct{}
+	holding chan struct{}
+}
+
+// holdJournalSyncs makes journal syncs wait until the returned function is
+// called; holding receives once for each sync that waits.
+func (d *lossyDisk) holdJournalSyncs() (holding <-chan struct{}, release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hold, d.holding = make(chan struct{}), make(chan struct{}, 100)
+	hold := d.hold
+	var once sync.Once
+	return d.holding, func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.hold = nil
+			d.mu.Unlock()
+			close(hold)
+		})
+	}
 }
 
 type lossyFile struct {
@@ -38,7 +63,7 @@ func (d *lossyDisk) Create(fd storage.FileDesc) (storage.Writer, error) {
 	d.mu.Lock()
 	d.files[fd] = f
 	d.mu.Unlock()
-	return &lossyWriter{Writer: w, d: d, f: f}, nil
+	return &lossyWriter{Writer: w, d: d, f: f, fd: fd}, nil
 }
 
 func (d *lossyDisk) Remove(fd storage.FileDesc) error {
@@ -96,8 +121,9 @@ func (d *lossyDisk) cut(t *testing.T) *lossyDisk {
 
 type lossyWriter struct {
 	storage.Writer
-	d *lossyDisk
-	f *lossyFile
+	d  *lossyDisk
+	f  *lossyFile
+	fd storage.FileDesc
 }
 
 func (w *lossyWriter) Write(p []byte) (int, error) {
@@ -109,6 +135,12 @@ func (w *lossyWriter) Write(p []byte) (int, error) {
 
 func (w *lossyWriter) Sync() error {
 	w.d.mu.Lock()
+	if hold := w.d.hold; hold != nil && w.fd.Type == storage.TypeJournal {
+		w.d.holding <- struct{}{}
+		w.d.mu.Unlock()
+		<-hold
+		w.d.mu.Lock()
+	}
 	w.f.synced = len(w.f.data)
 	w.d.mu.Unlock()
 	return w.Writer.Sync()
@@ -173,6 +205,136 @@ func TestShardRecordsSurvivePowerLoss(t *testing.T) {
 		}
 		if seen != 0 {
 			t.Fatalf("seen count %d after power loss: the unsynced seen entries survived, so the lossy disk keeps unsynced writes", seen)
+		}
+	}
+}
+
+// The sync that acknowledges new URLs happens outside leveldb's write
+// lock: while it waits for the disk, the node's other writes (here the
+// seen set's) go on. Synced by leveldb itself, every write of the node
+// would wait for that disk.
+func TestShardRecordSyncDoesNotStallOtherWrites(t *testing.T) {
+	disk := newLossyDisk()
+	opts := testOptions(SeenExact)
+	opts.openStorage = disk.open
+	db := openTest(t, t.TempDir(), opts)
+	holding, release := disk.holdJournalSyncs()
+	defer release()
+	put := make(chan error, 1)
+	go func() {
+		put <- db.PutShardRecords([]ShardRecord{{Key: 1, URLHash: 2, URL: "http://a.example/", Depth: 1}})
+	}()
+	<-holding
+	seen := make(chan error, 1)
+	go func() {
+		_, err := db.MarkSeen(entries(3, 10))
+		seen <- err
+	}()
+	select {
+	case err := <-seen:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write of the seen set waited for the sync of shard records")
+	}
+	select {
+	case err := <-put:
+		t.Fatalf("PutShardRecords returned (%v) before its sync completed", err)
+	default:
+	}
+	release()
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record that is already stored may not be on disk yet: a concurrent
+// PutShardRecords wrote it and is waiting for its sync. Storing it again
+// acknowledges it too, so that call also returns only once the record
+// would survive a power loss.
+func TestShardRecordAcknowledgedAgainIsSynced(t *testing.T) {
+	disk := newLossyDisk()
+	opts := testOptions(SeenExact)
+	opts.openStorage = disk.open
+	dir := t.TempDir()
+	db := openTest(t, dir, opts)
+	recs := []ShardRecord{{Key: 1, URLHash: 2, URL: "http://a.example/", Depth: 1}, {Key: 3, URLHash: 4, URL: "http://b.example/", Depth: 2}}
+	holding, release := disk.holdJournalSyncs()
+	first := make(chan error, 1)
+	go func() { first <- db.PutShardRecords(recs) }()
+	<-holding
+	again := make(chan error, 1)
+	go func() { again <- db.PutShardRecords(recs) }()
+	select {
+	case err := <-again:
+		// It must not have returned before the records are on disk:
+		// cut the power now and see.
+		cut := disk.cut(t)
+		release()
+		<-first
+		db.Close()
+		opts.openStorage = cut.open
+		db2, oerr := Open(dir, opts)
+		if oerr != nil {
+			t.Fatal(oerr)
+		}
+		defer db2.Close()
+		t.Fatalf("the second PutShardRecords returned (%v) while the records were not on disk; after a power loss %d of %d are left",
+			err, len(scanShard(t, db2, 0, 0)), len(recs))
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	for _, c := range []chan error{first, again} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := disk.cut(t)
+	db.Close()
+	opts.openStorage = cut.open
+	db2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if got := scanShard(t, db2, 0, 0); len(got) != len(recs) {
+		t.Fatalf("%d of %d acknowledged records survived a power loss", len(got), len(recs))
+	}
+}
+
+// leveldb closes a journal file when it starts the next one, and the sync
+// that acknowledges a write looks only at the files still open: a write
+// made just before the switch is on disk only if closing the file synced
+// it.
+func TestJournalSyncedWhenClosed(t *testing.T) {
+	disk := newLossyDisk()
+	journals := new(openJournals)
+	s := watchedStorage{Storage: disk, failed: new(atomic.Pointer[writeFailure]), journals: journals}
+	old, err := s.Create(storage.FileDesc{Type: storage.TypeJournal, Num: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Write([]byte("acknowledged")); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.Create(storage.FileDesc{Type: storage.TypeJournal, Num: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Write([]byte("later")); err != nil {
+		t.Fatal(err)
+	}
+	if err := journals.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for num, want := range map[int64]string{1: "acknowledged", 2: "later"} {
+		f := disk.files[storage.FileDesc{Type: storage.TypeJournal, Num: num}]
+		if got := string(f.data[:f.synced]); got != want {
+			t.Errorf("journal %d: %q on disk, want %q", num, got, want)
 		}
 	}
 }

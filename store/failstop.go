@@ -28,6 +28,9 @@ type writeFailure struct {
 type watchedStorage struct {
 	storage.Storage
 	failed *atomic.Pointer[writeFailure]
+	// journals are the journal files open, for syncs outside leveldb's
+	// write lock (see openJournals).
+	journals *openJournals
 }
 
 func (s watchedStorage) note(fd storage.FileDesc, op string, err error) {
@@ -42,7 +45,11 @@ func (s watchedStorage) Create(fd storage.FileDesc) (storage.Writer, error) {
 		s.note(fd, "create", err)
 		return nil, err
 	}
-	return watchedWriter{Writer: w, fd: fd, s: s}, nil
+	ww := watchedWriter{Writer: w, fd: fd, s: s}
+	if fd.Type == storage.TypeJournal && s.journals != nil {
+		return s.journals.add(ww), nil
+	}
+	return ww, nil
 }
 
 func (s watchedStorage) SetMeta(fd storage.FileDesc) error {

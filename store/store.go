@@ -162,9 +162,9 @@ type DB struct {
 	ldb       *leveldb.DB
 	// fps is the near-duplicate index of the fingerprint table.
 	fps *fpIndex
-	// syncWrite is the write option of the writes that acknowledge a URL
-	// (see "Durability" in doc.go).
-	syncWrite *opt.WriteOptions
+	// journals are leveldb's open journal files, synced by the writes
+	// that acknowledge a URL (see "Durability" in doc.go).
+	journals *openJournals
 	// tailTrimmed is what Open cut off the end of the journal or
 	// manifest: a write a crash interrupted (JournalTailTrimmed).
 	tailTrimmed int64
@@ -236,7 +236,8 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	failed := new(atomic.Pointer[writeFailure])
-	ldb, err := leveldb.Open(watchedStorage{Storage: stor, failed: failed}, &opt.Options{
+	journals := new(openJournals)
+	ldb, err := leveldb.Open(watchedStorage{Storage: stor, failed: failed, journals: journals}, &opt.Options{
 		BlockCacheCapacity: opts.CacheBytes,
 		// leveldb's own per-table filter saves block reads for keys that
 		// are absent, i.e. for our Bloom filter's false positives.
@@ -260,7 +261,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		opts:        opts,
 		stor:        stor,
 		ldb:         ldb,
-		syncWrite:   &opt.WriteOptions{Sync: !opts.noSync},
+		journals:    journals,
 		tailTrimmed: trimmed,
 		failed:      failed,
 		batch:       new(leveldb.Batch),
