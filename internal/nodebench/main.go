@@ -35,6 +35,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -81,7 +82,13 @@ func main() {
 	})
 	flag.Parse()
 	web.Hosts = *hosts
-	if err := run(*newBin, *baseBin, *runs, *timeout, os.Stdout); err != nil {
+	// Interrupted (or stopped by timeout(1)), the crawl in progress ends
+	// as if it were done, and the node is stopped and its data directory
+	// removed before this process exits.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *newBin, *baseBin, *runs, *timeout, os.Stdout)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodebench:", err)
 		os.Exit(1)
 	}
@@ -115,7 +122,7 @@ type hostPace struct {
 
 var levels = []float64{0.90, 0.99, 1}
 
-func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer) error {
+func run(ctx context.Context, newBin, baseBin string, runs int, timeout time.Duration, out io.Writer) error {
 	w, err := synthweb.Start(web)
 	if err != nil {
 		return err
@@ -148,7 +155,10 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 				if profileDir != "" && bin == newBin {
 					extra = []string{"--cpu-profile", filepath.Join(profileDir, fmt.Sprintf("new-%v-r%d.prof", d, round+1))}
 				}
-				r, err := crawlOnce(w, bin, d, truth, token, timeout, extra...)
+				r, err := crawlOnce(ctx, w, bin, d, truth, token, timeout, extra...)
+				if err == nil && ctx.Err() != nil {
+					err = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+				}
 				if err != nil {
 					return fmt.Errorf("%s, delay %v: %w", bin, d, err)
 				}
@@ -164,7 +174,7 @@ func run(newBin, baseBin string, runs int, timeout time.Duration, out io.Writer)
 
 // crawlOnce runs one node of bin with --delay d until it has fetched every
 // page of truth (or timeout), stops it and measures the crawl.
-func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, token string, timeout time.Duration, extra ...string) (result, error) {
+func crawlOnce(ctx context.Context, w *synthweb.Web, bin string, d time.Duration, truth []string, token string, timeout time.Duration, extra ...string) (result, error) {
 	r := result{delay: d}
 	dir, err := os.MkdirTemp("", "nodebench-")
 	if err != nil {
@@ -238,7 +248,7 @@ func crawlOnce(w *synthweb.Web, bin string, d time.Duration, truth []string, tok
 	for _, u := range truth {
 		want[u] = true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Until every page is fetched, or nothing was requested for idle: a
 	// crawl that missed pages does not wait for the timeout. The log is
