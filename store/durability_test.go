@@ -274,14 +274,8 @@ func TestShardRecordAcknowledgedAgainIsSynced(t *testing.T) {
 		release()
 		<-first
 		db.Close()
-		opts.openStorage = cut.open
-		db2, oerr := Open(dir, opts)
-		if oerr != nil {
-			t.Fatal(oerr)
-		}
-		defer db2.Close()
 		t.Fatalf("the second PutShardRecords returned (%v) while the records were not on disk; after a power loss %d of %d are left",
-			err, len(scanShard(t, db2, 0, 0)), len(recs))
+			err, len(shardAfterPowerLoss(t, cut, dir, opts)), len(recs))
 	case <-time.After(300 * time.Millisecond):
 	}
 	release()
@@ -292,15 +286,22 @@ func TestShardRecordAcknowledgedAgainIsSynced(t *testing.T) {
 	}
 	cut := disk.cut(t)
 	db.Close()
-	opts.openStorage = cut.open
-	db2, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Close()
-	if got := scanShard(t, db2, 0, 0); len(got) != len(recs) {
+	if got := shardAfterPowerLoss(t, cut, dir, opts); len(got) != len(recs) {
 		t.Fatalf("%d of %d acknowledged records survived a power loss", len(got), len(recs))
 	}
+}
+
+// shardAfterPowerLoss opens the store in dir on the disk a power loss left
+// (see lossyDisk.cut) and returns its shard records.
+func shardAfterPowerLoss(t *testing.T, cut *lossyDisk, dir string, opts Options) []ShardRecord {
+	t.Helper()
+	opts.openStorage = cut.open
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("open after power loss: %v", err)
+	}
+	defer db.Close()
+	return scanShard(t, db, 0, 0)
 }
 
 // leveldb closes a journal file when it starts the next one, and the sync
