@@ -46,7 +46,7 @@ func (s watchedStorage) Create(fd storage.FileDesc) (storage.Writer, error) {
 		return nil, err
 	}
 	ww := watchedWriter{Writer: w, fd: fd, s: s}
-	if fd.Type == storage.TypeJournal && s.journals != nil {
+	if fd.Type == storage.TypeJournal {
 		return s.journals.add(ww), nil
 	}
 	return ww, nil

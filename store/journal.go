@@ -42,7 +42,6 @@ type journalFile struct {
 
 	syncMu sync.Mutex
 	synced uint64 // writes covered by a sync
-	closed bool
 	// err is the sync that failed, after which the file's writes are not
 	// known to be on disk.
 	err error
@@ -87,17 +86,22 @@ func (f *journalFile) syncWrites() error {
 	target := f.writes.Load()
 	f.syncMu.Lock()
 	defer f.syncMu.Unlock()
+	if f.err == nil && f.synced >= target {
+		return nil
+	}
+	return f.syncLocked()
+}
+
+// syncLocked syncs every write that returned so far, unless a sync already
+// covers them or one failed. Called with syncMu held.
+func (f *journalFile) syncLocked() error {
 	if f.err != nil {
 		return f.err
 	}
-	if f.synced >= target {
-		return nil
-	}
-	if f.closed {
-		// Closed by leveldb after a sync that covers every write.
-		return nil
-	}
 	covered := f.writes.Load()
+	if f.synced >= covered {
+		return nil
+	}
 	if err := f.Writer.Sync(); err != nil {
 		f.err = fmt.Errorf("sync journal: %w", err)
 		return f.err
@@ -107,18 +111,11 @@ func (f *journalFile) syncWrites() error {
 }
 
 // Close syncs what no sync covers yet, then closes the file: after that,
-// openJournals.sync no longer sees it.
+// openJournals.sync no longer sees it, and a sync of it that was under way
+// finds nothing left to do.
 func (f *journalFile) Close() error {
 	f.syncMu.Lock()
-	var err error
-	if f.err == nil && f.synced < f.writes.Load() {
-		if err = f.Writer.Sync(); err != nil {
-			f.err = fmt.Errorf("sync journal: %w", err)
-		} else {
-			f.synced = f.writes.Load()
-		}
-	}
-	f.closed = true
+	err := f.syncLocked()
 	f.syncMu.Unlock()
 	f.set.mu.Lock()
 	f.set.files = slices.DeleteFunc(f.set.files, func(g *journalFile) bool { return g == f })
