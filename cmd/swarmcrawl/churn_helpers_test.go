@@ -94,7 +94,10 @@ type member struct {
 	past []*proc  // processes killed before p was started
 	// restarted holds when each process after the first was started.
 	restarted []time.Time
-	state     memberState
+	// killed holds, for each process in start order, when it was killed
+	// with SIGKILL (zero if it was not).
+	killed []time.Time
+	state  memberState
 }
 
 // swarm is a set of node processes crawling one synthetic web through
@@ -198,6 +201,8 @@ func (s *swarm) kill(m *member) {
 	case <-time.After(10 * time.Second):
 		s.t.Fatalf("%s did not die after SIGKILL", m.name)
 	}
+	m.killed = append(m.killed, make([]time.Time, len(m.restarted)+1-len(m.killed))...)
+	m.killed[len(m.restarted)] = time.Now()
 	m.state = killed
 }
 
@@ -419,6 +424,64 @@ func (s *swarm) checkCrawlQuality(maxExtra int) {
 			extra, len(dups), 100*float64(extra)/float64(len(s.truth)), len(s.truth), maxExtra,
 			100*float64(maxExtra)/float64(len(s.truth)), dups[:min(10, len(dups))])
 	}
+	s.checkRules()
+}
+
+// checkKillDuplicates asserts that the fetches repeated after SIGKILLs are
+// the pages the killed processes fetched last: every repeat of a page
+// follows an answer to a process killed at most window later (a page is
+// reported done to the replicas once its links are settled with their
+// owners, and the killed process took the report of its last pages with
+// it), except at most maxOther repeats; and that no request broke
+// robots.txt or politeness. It returns how many repeats the kills explain
+// and the oldest such answer's age at its kill.
+func (s *swarm) checkKillDuplicates(window time.Duration, maxOther int) (explained int, oldest time.Duration) {
+	s.t.Helper()
+	var other []string
+	for u, reqs := range s.web.Repeated() {
+		for i, r := range reqs[1:] {
+			first := reqs[i] // the fetch this one repeats
+			if age, ok := s.killedAfter(first); ok && age <= window {
+				explained++
+				oldest = max(oldest, age)
+				continue
+			}
+			other = append(other, fmt.Sprintf("%s by %s at %v, again by %s at %v", u,
+				s.process(first), first.Time.Sub(s.start).Round(time.Millisecond),
+				s.process(r), r.Time.Sub(s.start).Round(time.Millisecond)))
+		}
+	}
+	sort.Strings(other)
+	if len(other) > maxOther {
+		s.t.Errorf("%d fetches repeat a page that no process killed within %v of its answer had fetched; at most %d allowed: %v",
+			len(other), window, maxOther, other[:min(10, len(other))])
+	}
+	s.checkRules()
+	return explained, oldest
+}
+
+// killedAfter reports whether the process that made r was killed with
+// SIGKILL after r was answered, and how long after.
+func (s *swarm) killedAfter(r synthweb.Request) (time.Duration, bool) {
+	name := nodeOf(r)
+	for _, m := range s.nodes {
+		if m.name != name {
+			continue
+		}
+		i := incarnation(m, r.Time)
+		if i >= len(m.killed) || m.killed[i].IsZero() || r.Answered().IsZero() {
+			return 0, false
+		}
+		at := m.killed[i]
+		return at.Sub(r.Answered()), true
+	}
+	return 0, false
+}
+
+// checkRules asserts that no request broke robots.txt or politeness and
+// that every request names its node.
+func (s *swarm) checkRules() {
+	s.t.Helper()
 	if v := s.web.CheckRobots(token); len(v) > 0 {
 		s.t.Errorf("%d robots.txt violations, e.g. %v", len(v), v[:min(5, len(v))])
 	}
@@ -466,18 +529,31 @@ func (s *swarm) unattributed() int {
 func (s *swarm) process(r synthweb.Request) string {
 	name := nodeOf(r)
 	for _, m := range s.nodes {
-		if m.name != name || len(m.restarted) == 0 {
-			continue
+		if m.name == name {
+			return s.processName(m, r.Time)
 		}
-		n := 1
-		for _, at := range m.restarted {
-			if !r.Time.Before(at) {
-				n++
-			}
-		}
-		return fmt.Sprintf("%s#%d", name, n)
 	}
 	return name
+}
+
+// processName names m's process that ran at time at (see process).
+func (s *swarm) processName(m *member, at time.Time) string {
+	if len(m.restarted) == 0 {
+		return m.name
+	}
+	return fmt.Sprintf("%s#%d", m.name, incarnation(m, at)+1)
+}
+
+// incarnation is the index, in start order, of m's process that ran at
+// time at.
+func incarnation(m *member, at time.Time) int {
+	n := 0
+	for _, r := range m.restarted {
+		if !at.Before(r) {
+			n++
+		}
+	}
+	return n
 }
 
 // requestsByNode counts logged requests (robots.txt included) per node.

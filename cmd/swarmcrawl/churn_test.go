@@ -20,10 +20,21 @@ import (
 // killed with SIGKILL at a quarter of the crawl (so one range loses its
 // owner and its first replica at once), and one of them is restarted on
 // its data dir a few failure timeouts later. Every ground-truth page is
-// fetched, at most 2% of fetches are duplicates, robots.txt and the
-// per-host delay are never broken, a survivor promoted itself over a dead
+// fetched; a page is fetched twice only when a killed node had fetched it
+// in its last second (its done mark died with it: see killWindow), but for
+// at most 0.5% of the pages; robots.txt and the per-host delay are never
+// broken, a survivor promoted itself over a dead
 // node's range, and in the end the live nodes' claims partition the ring.
 func TestChurnChaos(t *testing.T) {
+	// killWindow: a node reports a fetched page done once the page's links
+	// are settled with their owners (the router gathers them for 5ms, the
+	// owner accepts them with a synced write), at the next progress tick
+	// (50ms), and its replicas hear of it with the next heartbeat (at most
+	// a shard tick, 100ms, later). A node killed outright takes the
+	// reports of its last pages with it, and their next owner fetches
+	// them again: here some 70ms of pages, the whole second allowed for a
+	// loaded machine.
+	const killWindow = time.Second
 	const delay = 100 * time.Millisecond
 	cfg := synthweb.DefaultConfig()
 	cfg.Seed = 21
@@ -83,7 +94,9 @@ func TestChurnChaos(t *testing.T) {
 	s.waitComplete(2 * time.Minute)
 	completeAt := time.Since(s.start)
 	s.waitQuiet(20 * time.Second)
-	s.checkCrawlQuality(len(s.truth) * 2 / 100)
+	lost, oldest := s.checkKillDuplicates(killWindow, len(s.truth)/200)
+	t.Logf("%d fetches repeat pages the killed nodes fetched in their last %v (the oldest %v before its kill)",
+		lost, killWindow, oldest.Round(time.Millisecond))
 	// The restarted process must not crawl its old hosts while the node
 	// that took them over still does.
 	log := s.web.Log()

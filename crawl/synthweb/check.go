@@ -123,11 +123,28 @@ func (w *Web) CheckRobots(token string) []string {
 // or 429 (a retry follows), requests the client abandoned (Abandoned), and
 // conditional requests (recrawls).
 func (w *Web) Duplicates() []string {
-	type acc struct {
-		n     int
-		forms []string
+	var out []string
+	for k, reqs := range w.Repeated() {
+		var forms []string
+		for _, r := range reqs {
+			if !contains(forms, r.URL) {
+				forms = append(forms, r.URL)
+			}
+		}
+		s := fmt.Sprintf("%s requested %d times", k, len(reqs))
+		if len(forms) > 1 || forms[0] != k {
+			s += " (as " + strings.Join(forms, ", ") + ")"
+		}
+		out = append(out, s)
 	}
-	by := map[string]*acc{}
+	sort.Strings(out)
+	return out
+}
+
+// Repeated returns, by canonical URL, the requests of every page URL that
+// Duplicates counts as requested more than once, in arrival order.
+func (w *Web) Repeated() map[string][]Request {
+	by := map[string][]Request{}
 	for _, r := range w.Log() {
 		if w.isRobots(r) || legitimateRepeat(r) {
 			continue
@@ -136,29 +153,14 @@ func (w *Web) Duplicates() []string {
 		if c, err := Canonical(r.URL); err == nil {
 			key = c
 		}
-		a := by[key]
-		if a == nil {
-			a = &acc{}
-			by[key] = a
-		}
-		a.n++
-		if !contains(a.forms, r.URL) {
-			a.forms = append(a.forms, r.URL)
+		by[key] = append(by[key], r)
+	}
+	for k, reqs := range by {
+		if len(reqs) < 2 {
+			delete(by, k)
 		}
 	}
-	var out []string
-	for k, a := range by {
-		if a.n < 2 {
-			continue
-		}
-		s := fmt.Sprintf("%s requested %d times", k, a.n)
-		if len(a.forms) > 1 || a.forms[0] != k {
-			s += " (as " + strings.Join(a.forms, ", ") + ")"
-		}
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return by
 }
 
 // contains reports whether list holds s.

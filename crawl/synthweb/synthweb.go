@@ -288,6 +288,10 @@ type Request struct {
 	done time.Time
 }
 
+// Answered is when the response's status was recorded, just before the
+// response was written; zero while Status is 0.
+func (r Request) Answered() time.Time { return r.done }
+
 // Web is a running synthetic web.
 type Web struct {
 	g        *graph
