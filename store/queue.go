@@ -153,8 +153,18 @@ type QueueUpdate struct {
 	Schedule []QueueEntry
 	// Unschedule deletes schedule entries, identified by Due and Seq (as
 	// ScanSchedule returns them); the retry count follows the stored
-	// entry's attempts. Entries that are not there are ignored.
+	// entry's attempts. Entries that are not there are ignored: each is
+	// read first.
 	Unschedule []QueueEntry
+	// UnscheduleKnown deletes schedule entries like Unschedule, but without
+	// reading them: the caller knows each one is in the schedule as it
+	// passes it, Attempts included, because it read it and nothing can have
+	// changed it since (the frontier is the only one to change the
+	// schedule). Scheduled is counted down by one per entry, and Retrying
+	// by one per entry with attempts; an entry listed here that is not
+	// there would make them wrong. An entry listed twice, here or in both
+	// lists, is deleted and counted once.
+	UnscheduleKnown []QueueEntry
 	// Dead stores dead letters, replacing any for the same URL.
 	Dead []DeadLetter
 	// Undead deletes dead letters, identified by RingKey and URLHash.
@@ -234,12 +244,29 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		}
 	}
 	var unscheduled map[string]bool
+	if n := len(u.Unschedule) + len(u.UnscheduleKnown); n > 0 {
+		unscheduled = make(map[string]bool, n)
+	}
+	for i := range u.UnscheduleKnown {
+		e := &u.UnscheduleKnown[i]
+		k := scheduleKey(e.Due, e.Seq)
+		if unscheduled[string(k)] {
+			continue // listed twice: counted once
+		}
+		unscheduled[string(k)] = true
+		b.Delete(k)
+		c.Scheduled--
+		if e.Attempts > 0 {
+			c.Retrying--
+		}
+	}
 	for i := range u.Unschedule {
 		e := &u.Unschedule[i]
 		k := scheduleKey(e.Due, e.Seq)
 		if unscheduled[string(k)] {
 			continue // listed twice: counted once
 		}
+		db.queueLookups.Add(1)
 		v, err := db.ldb.Get(k, nil)
 		if errors.Is(err, leveldb.ErrNotFound) {
 			continue
@@ -250,9 +277,6 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 		var stored QueueEntry
 		if err := decodeQueueEntry(v, &stored, true); err != nil {
 			return before, fmt.Errorf("store: unschedule entry due %v seq %d: %w", e.Due, e.Seq, err)
-		}
-		if unscheduled == nil {
-			unscheduled = make(map[string]bool, len(u.Unschedule))
 		}
 		unscheduled[string(k)] = true
 		b.Delete(k)

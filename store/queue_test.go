@@ -211,6 +211,56 @@ func TestURLMetaAndHostRoundTrip(t *testing.T) {
 	}
 }
 
+// TestApplyQueueUnscheduleKnown: UnscheduleKnown deletes schedule entries
+// and counts them, retries by the attempts passed, without reading them;
+// an entry listed twice, in either list or in both, is counted once;
+// Unschedule reads each entry; and the counts survive a reopen.
+func TestApplyQueueUnscheduleKnown(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	var add QueueUpdate
+	for i, attempts := range []int{0, 2, 0, 1, 0} {
+		e := qe(uint64(i+1), 1, fmt.Sprintf("http://h%d/", i))
+		e.Attempts, e.Recrawl, e.Due = attempts, attempts == 0, now.Add(time.Duration(i)*time.Minute)
+		add.Schedule = append(add.Schedule, e)
+	}
+	if c := apply(t, db, &add); c != (QueueCounts{Scheduled: 5, Retrying: 2}) {
+		t.Fatalf("counts after scheduling %+v", c)
+	}
+	e := scheduled(t, db)
+
+	lookups := db.queueLookups.Load()
+	c := apply(t, db, &QueueUpdate{
+		UnscheduleKnown: []QueueEntry{e[0], e[1], e[1], e[2]}, // e[1] twice
+		Unschedule:      []QueueEntry{e[2]},                   // and e[2] in both lists
+	})
+	if want := (QueueCounts{Scheduled: 2, Retrying: 1}); c != want {
+		t.Fatalf("counts after known unschedules %+v, want %+v", c, want)
+	}
+	if n := db.queueLookups.Load() - lookups; n != 0 {
+		t.Errorf("known unschedules read %d entries, want none", n)
+	}
+	if got := scheduled(t, db); !reflect.DeepEqual(got, e[3:]) {
+		t.Errorf("schedule %+v, want %+v", got, e[3:])
+	}
+
+	lookups = db.queueLookups.Load()
+	c = apply(t, db, &QueueUpdate{Unschedule: []QueueEntry{e[0], e[3]}}) // e[0] gone
+	if want := (QueueCounts{Scheduled: 1}); c != want {
+		t.Fatalf("counts after unscheduling a gone entry and e[3] %+v, want %+v", c, want)
+	}
+	if n := db.queueLookups.Load() - lookups; n != 2 {
+		t.Errorf("Unschedule read %d entries, want 2", n)
+	}
+
+	db.Close()
+	db = openTest(t, dir, testOptions(SeenExact))
+	if c, err := db.QueueCounts(); err != nil || c != (QueueCounts{Scheduled: 1}) {
+		t.Errorf("counts after reopen %+v %v, want 1 scheduled", c, err)
+	}
+}
+
 // TestApplyQueueUnschedule: Unschedule deletes schedule entries by due time
 // and sequence, in the same batch as the rest of the update, keeps the
 // other entries as they were, ignores absent and repeated entries, keeps

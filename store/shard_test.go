@@ -2,8 +2,11 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
+	"time"
 )
 
 func scanShard(t *testing.T, db *DB, from, to uint64) []ShardRecord {
@@ -78,6 +81,63 @@ func TestScanShardRanges(t *testing.T) {
 			if got[i] != c.want[i] {
 				t.Fatalf("(%d, %d]: got %v, want %v", c.from, c.to, got, c.want)
 			}
+		}
+	}
+}
+
+// TestScanShardMeta: each shard record comes with its URL's metadata, nil
+// for a URL without; metadata without a record is passed over; the same
+// ranges as ScanShard, wrapping ones included.
+func TestScanShardMeta(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	for _, k := range []uint64{0, 10, 20, math.MaxUint64} {
+		for h := uint64(1); h <= 3; h++ {
+			url := fmt.Sprintf("http://h%d.test/%d", k%100, h)
+			if err := db.PutShardRecords([]ShardRecord{{Key: k, URLHash: h, URL: url}}); err != nil {
+				t.Fatal(err)
+			}
+			if h != 2 { // URL 2 of each key was never fetched
+				m := URLMeta{URL: url, LastFetch: at.Add(time.Duration(k%100+h) * time.Second)}
+				if err := db.PutURLMeta(k, h, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// Metadata of URLs the shard does not hold, before and after
+		// the records.
+		for _, h := range []uint64{0, 4} {
+			if err := db.PutURLMeta(k, h, URLMeta{URL: "http://stray.test/", LastFetch: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range [][2]uint64{{0, 10}, {5, 5}, {15, 5}, {math.MaxUint64, 10}} {
+		var got []string
+		err := db.ScanShardMeta(c[0], c[1], func(r ShardRecord, m *URLMeta) error {
+			switch {
+			case m == nil:
+				got = append(got, r.URL+" none")
+			case m.URL != r.URL || !m.LastFetch.Equal(at.Add(time.Duration(r.Key%100+r.URLHash)*time.Second)):
+				got = append(got, r.URL+" with the meta of "+m.URL)
+			default:
+				got = append(got, r.URL)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range scanShard(t, db, c[0], c[1]) {
+			if r.URLHash == 2 {
+				want = append(want, r.URL+" none")
+			} else {
+				want = append(want, r.URL)
+			}
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("(%d, %d]: got %q, want %q", c[0], c[1], got, want)
 		}
 	}
 }

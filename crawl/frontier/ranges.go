@@ -285,28 +285,30 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool) 
 }
 
 // dropScheduleLocked deletes the schedule entries whose ring key in holds,
-// in one write (QueueUpdate.Unschedule), and adds their hosts to hosts.
-// The other entries stay as they are, due times and sequence numbers
-// included.
+// in one write, and adds their hosts to hosts. The other entries stay as
+// they are, due times and sequence numbers included. The entries are
+// deleted as read (QueueUpdate.UnscheduleKnown, no read each): the
+// frontier is the only one to change the schedule, and it holds its lock
+// from the scan to the write.
 func (f *Frontier) dropScheduleLocked(in func(uint64) bool, hosts map[string]bool) error {
 	u := &store.QueueUpdate{}
 	err := f.db.ScanSchedule(func(e store.QueueEntry) error {
 		if in(e.RingKey) {
-			u.Unschedule = append(u.Unschedule, e)
+			u.UnscheduleKnown = append(u.UnscheduleKnown, e)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("frontier: scan schedule: %w", err)
 	}
-	if len(u.Unschedule) == 0 {
+	if len(u.UnscheduleKnown) == 0 {
 		return nil
 	}
 	if err := f.applyLocked(u); err != nil {
 		return fmt.Errorf("frontier: drop schedule entries: %w", err)
 	}
-	for i := range u.Unschedule {
-		if host, err := urls.HostOf(u.Unschedule[i].URL); err == nil {
+	for i := range u.UnscheduleKnown {
+		if host, err := urls.HostOf(u.UnscheduleKnown[i].URL); err == nil {
 			hosts[host] = true
 		}
 	}

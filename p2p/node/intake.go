@@ -288,20 +288,25 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 	// metadata of what it fetched, so that the next owner recrawls on
 	// schedule.
 	var done []store.ShardRecord
-	err = in.db.ScanShard(uint64(r.From), uint64(r.To), func(rec store.ShardRecord) error {
+	err = in.db.ScanShardMeta(uint64(r.From), uint64(r.To), func(rec store.ShardRecord, m *store.URLMeta) error {
 		changed := false
 		if !rec.Done {
-			fetched, err := in.crawler.Crawled(rec.Key, rec.URLHash)
-			if err != nil {
-				return err
+			// A URL with metadata was fetched (as Crawled would say);
+			// one without may still have a page or a dead letter.
+			fetched := m != nil
+			if !fetched {
+				var err error
+				if fetched, err = in.crawler.Crawled(rec.Key, rec.URLHash); err != nil {
+					return err
+				}
 			}
 			rec.Done, changed = fetched, fetched
 		}
-		meta, version, err := urlState(in.db, rec.Key, rec.URLHash)
-		if err != nil {
-			return err
-		}
-		if version > rec.MetaVersion {
+		if m != nil && metaVersion(*m) > rec.MetaVersion {
+			meta, version, err := recordState(*m)
+			if err != nil {
+				return err
+			}
 			rec.Meta, rec.MetaVersion, changed = meta, version, true
 		}
 		if changed {

@@ -235,3 +235,64 @@ func newTestIntake(t *testing.T) (*store.DB, *intake) {
 	}
 	return db, &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
 }
+
+// TestIntakeDeactivateReportsFetched: the records a range is given up with
+// say what this node fetched, whether or not progress reported it yet: a
+// URL with metadata or a dead letter is done, one with neither stays
+// pending, and a record whose metadata is older than the node's gets the
+// node's.
+func TestIntakeDeactivateReportsFetched(t *testing.T) {
+	db, app := newTestIntake(t)
+	now := time.Now()
+	rec := func(u string, done bool) store.ShardRecord {
+		key, _ := urls.TaskKey(u, urls.KeyHost)
+		return store.ShardRecord{Key: key, URLHash: urls.URLHash(u), URL: u, Done: done}
+	}
+	meta := func(r store.ShardRecord, at time.Time) store.URLMeta {
+		m := store.URLMeta{URL: r.URL, Status: 200, LastFetch: at, NextCrawl: at.Add(time.Hour), Interval: time.Hour, Fetches: 1}
+		if err := db.PutURLMeta(r.Key, r.URLHash, m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	fetched, dead, pending, stale := rec("http://a.test/1", false), rec("http://b.test/1", false), rec("http://c.test/1", false), rec("http://d.test/1", true)
+	old := meta(stale, now.Add(-time.Hour))
+	oldState, oldVersion, err := recordState(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.Meta, stale.MetaVersion = oldState, oldVersion
+	if err := db.PutShardRecords([]store.ShardRecord{fetched, dead, pending, stale}); err != nil {
+		t.Fatal(err)
+	}
+	fetchedMeta := meta(fetched, now.Add(-time.Minute))
+	staleMeta := meta(stale, now)
+	if err := db.PutDeadLetter(store.DeadLetter{URL: dead.URL, RingKey: dead.Key, URLHash: dead.URLHash, HostKey: dead.Key, Attempts: 3, Kind: "timeout", At: now}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := app.Deactivate(context.Background(), shard.Range{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(r store.ShardRecord) store.ShardRecord {
+		got, ok, err := db.ShardRecord(r.Key, r.URLHash)
+		if err != nil || !ok {
+			t.Fatalf("record of %s: %v %v", r.URL, ok, err)
+		}
+		return got
+	}
+	if got := get(fetched); !got.Done || got.MetaVersion != metaVersion(fetchedMeta) {
+		t.Errorf("fetched URL's record %+v, want done with its metadata", got)
+	}
+	if got := get(dead); !got.Done || got.MetaVersion != 0 {
+		t.Errorf("dead URL's record %+v, want done without metadata", got)
+	}
+	if got := get(pending); got.Done {
+		t.Errorf("unfetched URL's record %+v, want pending", got)
+	}
+	if got := get(stale); !got.Done || got.MetaVersion != metaVersion(staleMeta) {
+		t.Errorf("record with old metadata %+v, want the node's (version %d)", got, metaVersion(staleMeta))
+	} else if m, err := decodeRecordState(got.Meta); err != nil || !m.LastFetch.Equal(now) {
+		t.Errorf("record's metadata %+v %v, want the fetch of %v", m, err, now)
+	}
+}

@@ -311,7 +311,16 @@ func recordState(m store.URLMeta) (meta []byte, version uint64, err error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("encode state of %s: %w", truncURL(m.URL), err)
 	}
-	return meta, uint64(m.LastFetch.UnixNano()), nil
+	return meta, metaVersion(m), nil
+}
+
+// metaVersion is the MetaVersion recordState gives m: its fetch time, 0
+// for a URL never fetched.
+func metaVersion(m store.URLMeta) uint64 {
+	if m.LastFetch.IsZero() {
+		return 0
+	}
+	return uint64(m.LastFetch.UnixNano())
 }
 
 // decodeRecordState reads a shard record's Meta.
