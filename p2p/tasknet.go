@@ -18,14 +18,33 @@ import (
 // TaskTransport carries task batches to their owners
 // (/swarmcrawl/tasks/1.0.0) and seeds from clients to any member
 // (/swarmcrawl/seed/1.0.0). It checks what every message must hold
-// whatever its tasks mean: batch sizes, and an owner's accounting for
-// every task it was sent. What a task means is the node's to decide.
+// whatever its tasks mean: batch sizes, an owner's accounting for every
+// task it was sent, and that sender and owner compute ring keys the same
+// way. What a task means is the node's to decide.
 type TaskTransport struct {
 	streams *Streams
+	keyMode string
 }
 
-// NewTaskTransport returns the task transport over s.
-func NewTaskTransport(s *Streams) *TaskTransport { return &TaskTransport{streams: s} }
+// NewTaskTransport returns the task transport over s for a node that
+// computes ring keys by keyMode (its --key: "host", "url" or "domain").
+// Batches carry the mode, and a batch whose sender computes keys another
+// way is refused whole (KeyModeError).
+func NewTaskTransport(s *Streams, keyMode string) *TaskTransport {
+	return &TaskTransport{streams: s, keyMode: keyMode}
+}
+
+// KeyModeError is Send's error when the owner refused a batch because it
+// computes ring keys another way: the two nodes were started with
+// different --key, and neither owns what the other finds it owning.
+type KeyModeError struct {
+	Owner        string // the owner's short peer ID
+	Ours, Theirs string // the key modes of this node and of the owner
+}
+
+func (e *KeyModeError) Error() string {
+	return fmt.Sprintf("owner %s keys tasks by %q, this node by %q: --key must be the same on every node of a swarm", e.Owner, e.Theirs, e.Ours)
+}
 
 // Send delivers tasks to the owner to and returns its answer, which
 // accounts for every task: accepted, duplicate, handed back as not owned,
@@ -37,8 +56,11 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 		return nil, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
 	}
 	resp := &pb.TaskBatchResult{}
-	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks}, resp); err != nil {
+	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode}, resp); err != nil {
 		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
+	}
+	if resp.KeyMode != "" && resp.KeyMode != t.keyMode {
+		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), &KeyModeError{Owner: ShortID(id), Ours: t.keyMode, Theirs: truncate(resp.KeyMode, maxKeyModeBytes)})
 	}
 	if resp.RetryAfterNs > 0 {
 		return nil, fmt.Errorf("send %d tasks: owner %s: %w", len(tasks), ShortID(id), &RetryLater{After: time.Duration(resp.RetryAfterNs), Reason: resp.Error})
@@ -54,7 +76,8 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 
 // ServeTasks answers the tasks protocol with accept, which learns who sent
 // the batch (an owner judges seeds by their sender). A batch above
-// protocol.MaxBatchTasks is refused whole before accept sees it.
+// protocol.MaxBatchTasks, or from a sender that computes ring keys
+// another way, is refused whole before accept sees it.
 func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, tasks []*pb.Task) *pb.TaskBatchResult) {
 	t.streams.Handle(protocol.TasksID, func() proto.Message { return &pb.TaskBatch{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
@@ -62,8 +85,26 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 			if len(batch.Tasks) > protocol.MaxBatchTasks {
 				return &pb.TaskBatchResult{Error: fmt.Sprintf("batch of %d tasks exceeds %d", len(batch.Tasks), protocol.MaxBatchTasks)}
 			}
+			if batch.KeyMode != "" && batch.KeyMode != t.keyMode {
+				return &pb.TaskBatchResult{
+					Error:   fmt.Sprintf("tasks keyed by %q, this node keys them by %s", truncate(batch.KeyMode, maxKeyModeBytes), t.keyMode),
+					KeyMode: t.keyMode,
+				}
+			}
 			return accept(ctx, in, batch.Tasks)
 		})
+}
+
+// maxKeyModeBytes bounds a peer's key mode quoted in an error: the known
+// ones are a few bytes.
+const maxKeyModeBytes = 32
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // ServeSeeds answers the seed protocol with submit, which decides whether

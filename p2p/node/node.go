@@ -255,7 +255,7 @@ func (n *Node) build() error {
 	}
 
 	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth, scope: n.crawler.Scope()}
-	n.tasks = p2p.NewTaskTransport(n.streams)
+	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")

@@ -45,6 +45,9 @@ type router struct {
 
 	mu    sync.Mutex
 	cache map[ring.ID]cachedOwner
+	// keyModeWarned holds the owners a key mode mismatch was logged for
+	// at warning level: once each, not once per batch.
+	keyModeWarned map[string]bool
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
 	lookups    atomic.Int64
@@ -124,7 +127,11 @@ func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
 				} else {
 					r.sendErrors.Add(1)
 					r.forget(to)
-					r.log.Debug("send failed", "to", to.Addr, "tasks", len(chunk), "err", err)
+					if _, ok := errors.AsType[*p2p.KeyModeError](err); ok && r.firstKeyModeWarning(to.Addr) {
+						r.log.Warn("an owner computes ring keys another way: links for its keys wait in the outbox", "to", to.Addr, "err", err)
+					} else {
+						r.log.Debug("send failed", "to", to.Addr, "tasks", len(chunk), "err", err)
+					}
 				}
 				res.undelivered = append(res.undelivered, chunk...)
 				continue
@@ -168,6 +175,24 @@ func (r *router) lookup(ctx context.Context, key ring.ID) (ring.Peer, error) {
 	r.mu.Unlock()
 	return p, nil
 }
+
+// firstKeyModeWarning reports whether a key mode mismatch with owner has
+// not been logged as a warning yet, and notes that it now is.
+func (r *router) firstKeyModeWarning(owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keyModeWarned[owner] {
+		return false
+	}
+	if r.keyModeWarned == nil || len(r.keyModeWarned) >= keyModeWarnedMax {
+		r.keyModeWarned = make(map[string]bool)
+	}
+	r.keyModeWarned[owner] = true
+	return true
+}
+
+// keyModeWarnedMax bounds the owners remembered as warned about.
+const keyModeWarnedMax = 1024
 
 // forget drops cached ownership pointing at p, after p failed or refused.
 func (r *router) forget(p ring.Peer) {

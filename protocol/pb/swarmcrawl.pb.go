@@ -770,10 +770,15 @@ func (x *Task) GetRedirects() uint32 {
 }
 
 // TaskBatch hands URLs to the node that owns their keys, on
-// /swarmcrawl/tasks/1.0.0.
+// /swarmcrawl/tasks/1.0.0. key_mode is how the sender computes a URL's
+// ring key ("host", "url" or "domain", its --key): an owner that computes
+// keys another way refuses the batch whole (see TaskBatchResult.key_mode),
+// since it would not own the URLs the sender finds it owning. Empty
+// (a sender from before the field) is not checked.
 type TaskBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	KeyMode       string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -815,11 +820,20 @@ func (x *TaskBatch) GetTasks() []*Task {
 	return nil
 }
 
+func (x *TaskBatch) GetKeyMode() string {
+	if x != nil {
+		return x.KeyMode
+	}
+	return ""
+}
+
 // TaskBatchResult tells the sender what the owner did with a batch.
 // Tasks whose keys the receiver does not own are returned in not_owned
 // untouched, so the sender can look their owner up again: nothing is lost.
 // retry_after_ns, with error, says the batch was refused whole for now
 // (the sender's quota is spent) and may be sent again after that long.
+// key_mode, with error, says the batch was refused whole because the
+// owner computes ring keys another way: it is the owner's key mode.
 type TaskBatchResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -828,6 +842,7 @@ type TaskBatchResult struct {
 	NotOwned      []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
 	Rejected      []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
 	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	KeyMode       string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -902,6 +917,13 @@ func (x *TaskBatchResult) GetRetryAfterNs() int64 {
 		return x.RetryAfterNs
 	}
 	return 0
+}
+
+func (x *TaskBatchResult) GetKeyMode() string {
+	if x != nil {
+		return x.KeyMode
+	}
+	return ""
 }
 
 // Rejection says why a URL was refused.
@@ -2900,9 +2922,10 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x04Task\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
-	"\tredirects\x18\x03 \x01(\rR\tredirects\"6\n" +
+	"\tredirects\x18\x03 \x01(\rR\tredirects\"Q\n" +
 	"\tTaskBatch\x12)\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\"\xf1\x01\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\x12\x19\n" +
+	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\"\x8c\x02\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -2911,7 +2934,8 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"duplicates\x120\n" +
 	"\tnot_owned\x18\x04 \x03(\v2\x13.swarmcrawl.v1.TaskR\bnotOwned\x124\n" +
 	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12$\n" +
-	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\"5\n" +
+	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x19\n" +
+	"\bkey_mode\x18\a \x01(\tR\akeyMode\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"!\n" +
