@@ -530,14 +530,14 @@ func (s *swarm) process(r synthweb.Request) string {
 	name := nodeOf(r)
 	for _, m := range s.nodes {
 		if m.name == name {
-			return s.processName(m, r.Time)
+			return processName(m, r.Time)
 		}
 	}
 	return name
 }
 
-// processName names m's process that ran at time at (see process).
-func (s *swarm) processName(m *member, at time.Time) string {
+// processName names m's process that ran at time at (see swarm.process).
+func processName(m *member, at time.Time) string {
 	if len(m.restarted) == 0 {
 		return m.name
 	}
