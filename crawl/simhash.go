@@ -27,16 +27,27 @@ func Simhash(text string) uint64 {
 	for i := 0; i < len(text); {
 		if c := text[i]; c < utf8.RuneSelf {
 			// ASCII, most of most texts: a table lowercases word bytes
-			// and tells them from separators.
-			i++
-			if l := asciiWordLower[c]; l != 0 {
-				if !inWord {
-					h, inWord = fnvOffset64, true
+			// and tells them from separators. Words and the separators
+			// between them are read in loops of their own, which leave
+			// at the first byte of the other kind or of another script.
+			if asciiWordLower[c] == 0 {
+				if inWord {
+					s.word(h)
+					inWord = false
+				}
+				for i++; i < len(text) && wordByte[text[i]] == 0; i++ {
+				}
+				continue
+			}
+			if !inWord {
+				h, inWord = fnvOffset64, true
+			}
+			for ; i < len(text); i++ {
+				l := wordByte[text[i]]
+				if l == 0 || l == nonASCII {
+					break
 				}
 				h = (h ^ uint64(l)) * fnvPrime64
-			} else if inWord {
-				s.word(h)
-				inWord = false
 			}
 			continue
 		}
@@ -109,6 +120,20 @@ var asciiWordLower = func() (t [utf8.RuneSelf]byte) {
 	}
 	return t
 }()
+
+// wordByte is asciiWordLower over every byte value, with nonASCII for the
+// bytes of other scripts' characters.
+var wordByte = func() (t [256]byte) {
+	copy(t[:], asciiWordLower[:])
+	for c := utf8.RuneSelf; c < len(t); c++ {
+		t[c] = nonASCII
+	}
+	return t
+}()
+
+// nonASCII marks, in wordByte, the bytes that start or continue a UTF-8
+// encoded character beyond ASCII.
+const nonASCII = 0x80
 
 // voter counts, for each of 64 bit positions, how many shingle hashes have
 // that bit set. It adds eight bits at a time: lane j holds, in its byte k,

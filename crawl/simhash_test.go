@@ -322,3 +322,22 @@ func words(s string) func(yield func(uint64) bool) {
 		}
 	}
 }
+
+// FuzzSimhash: whatever the text (mixed scripts, combining marks, bytes
+// that are not UTF-8, separators of every kind), Simhash gives what the
+// byte-at-a-time definition gives.
+func FuzzSimhash(f *testing.F) {
+	for _, s := range []string{
+		"", "a", "Café au LAIT, s'il vous plaît", "naïve\u0301 e\u0301te\u0301",
+		"日本語のテキスト mixed with ASCII words", "ÅÄÖ åäö ÅLAND", "x\x80y \xff\xfez",
+		"tab\tnew\nline\r\nend", "a-b_c.d/e?f=g&h#i", "ＡＢＣ full width", "123 456abc ABC123",
+		strings.Repeat("spam ", 300),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := Simhash(text), naiveSimhash(text); got != want {
+			t.Fatalf("Simhash(%q) = %016x, the definition gives %016x", text, got, want)
+		}
+	})
+}
