@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"mime"
 	"net/http"
@@ -534,6 +535,10 @@ func (t *textBuilder) write(s []byte, keepLines bool) {
 			// at a time rather than word by word.
 			j := i + 1
 			for j < len(s) {
+				if j+8 <= len(s) && plainRun8(binary.LittleEndian.Uint64(s[j:])) {
+					j += 8
+					continue
+				}
 				if ' ' < s[j] && s[j] < 0x7f {
 					j++
 				} else if s[j] == ' ' && j+1 < len(s) && ' ' < s[j+1] && s[j+1] < 0x7f {
@@ -563,6 +568,28 @@ func (t *textBuilder) write(s []byte, keepLines bool) {
 			t.appendRune(r, size)
 		}
 	}
+}
+
+// plainRun8 reports whether the eight bytes of v (little-endian) may all
+// join a run of printable ASCII and single spaces that so far ends with a
+// printable character: each is printable ASCII or a space, no space
+// follows a space, and the last is not a space (whether one may follow
+// it depends on the next byte).
+func plainRun8(v uint64) bool {
+	const ones, highs uint64 = 0x0101010101010101, 0x8080808080808080
+	// Any byte below ' ', at or above 0x80, or DEL (0x7f): the classic
+	// "has a byte less than n" and "has a zero byte" tests, exact for
+	// whether there is any.
+	if (v-ones*' ')&^v&highs != 0 || v&highs != 0 {
+		return false
+	}
+	if del := v ^ (ones * 0x7f); (del-ones)&^del&highs != 0 {
+		return false
+	}
+	// The spaces, one high bit each, exactly: no borrow crosses bytes.
+	sp := v ^ (ones * ' ')
+	sp = ^((sp&^highs + ^highs) | sp | ^highs)
+	return sp&(sp<<8) == 0 && sp>>63 == 0
 }
 
 // grow makes room for n more bytes, doubling the buffer up to the limit

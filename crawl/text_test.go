@@ -1,7 +1,9 @@
 package crawl
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -346,5 +348,41 @@ func TestFingerprintOfMainContent(t *testing.T) {
 	if a.Simhash != cp.Simhash || cp.NearDuplicateOf != a.Task.URL {
 		t.Errorf("the same article under different boilerplate: distance %d, near-duplicate of %q",
 			SimhashDistance(a.Simhash, cp.Simhash), cp.NearDuplicateOf)
+	}
+}
+
+// TestPlainRun8 holds the eight-byte test of a text run to its byte-wise
+// definition, over every byte value in each position and random mixes of
+// the bytes that matter (spaces, printable ASCII, DEL, controls, high).
+func TestPlainRun8(t *testing.T) {
+	def := func(b [8]byte) bool {
+		for k, c := range b {
+			if c < ' ' || c > '~' || c == ' ' && (k == 7 || b[k+1] == ' ') {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(b [8]byte) {
+		if got, want := plainRun8(binary.LittleEndian.Uint64(b[:])), def(b); got != want {
+			t.Fatalf("plainRun8(%q) = %v, want %v", b[:], got, want)
+		}
+	}
+	base := [8]byte{'a', 'b', ' ', 'c', 'd', 'e', ' ', 'f'}
+	for k := range base {
+		for c := range 256 {
+			b := base
+			b[k] = byte(c)
+			check(b)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	picks := []byte{' ', ' ', ' ', 'a', 'Z', '~', '!', 0x7f, 0x1f, 0, '\t', 0x80, 0xff, 0xa0}
+	for range 200000 {
+		var b [8]byte
+		for k := range b {
+			b[k] = picks[r.IntN(len(picks))]
+		}
+		check(b)
 	}
 }
