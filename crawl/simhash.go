@@ -30,7 +30,7 @@ func Simhash(text string) uint64 {
 			// and tells them from separators. Words and the separators
 			// between them are read in loops of their own, which leave
 			// at the first byte of the other kind or of another script.
-			if asciiWordLower[c] == 0 {
+			if wordByte[c] == 0 {
 				if inWord {
 					s.word(h)
 					inWord = false
@@ -107,26 +107,19 @@ func (s *shingler) result() uint64 {
 	return s.v.result()
 }
 
-// asciiWordLower maps the ASCII bytes of words (letters and digits) to
-// their lowercase, and every other byte to 0.
-var asciiWordLower = func() (t [utf8.RuneSelf]byte) {
-	for c := range byte(utf8.RuneSelf) {
-		if isASCIIWordByte(c) {
-			t[c] = c
-			if 'A' <= c && c <= 'Z' {
-				t[c] = c + 'a' - 'A'
-			}
-		}
-	}
-	return t
-}()
-
-// wordByte is asciiWordLower over every byte value, with nonASCII for the
-// bytes of other scripts' characters.
+// wordByte maps the ASCII bytes of words (letters and digits) to their
+// lowercase, the other ASCII bytes to 0, and the bytes of characters
+// beyond ASCII to nonASCII.
 var wordByte = func() (t [256]byte) {
-	copy(t[:], asciiWordLower[:])
-	for c := utf8.RuneSelf; c < len(t); c++ {
-		t[c] = nonASCII
+	for c := range len(t) {
+		switch b := byte(c); {
+		case b >= utf8.RuneSelf:
+			t[c] = nonASCII
+		case 'A' <= b && b <= 'Z':
+			t[c] = b + 'a' - 'A'
+		case isASCIIWordByte(b):
+			t[c] = b
+		}
 	}
 	return t
 }()

@@ -60,7 +60,7 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
 	}
 	if resp.KeyMode != "" && resp.KeyMode != t.keyMode {
-		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), &KeyModeError{Owner: ShortID(id), Ours: t.keyMode, Theirs: truncate(resp.KeyMode, maxKeyModeBytes)})
+		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), &KeyModeError{Owner: ShortID(id), Ours: t.keyMode, Theirs: resp.KeyMode[:min(len(resp.KeyMode), maxKeyModeBytes)]})
 	}
 	if resp.RetryAfterNs > 0 {
 		return nil, fmt.Errorf("send %d tasks: owner %s: %w", len(tasks), ShortID(id), &RetryLater{After: time.Duration(resp.RetryAfterNs), Reason: resp.Error})
@@ -87,7 +87,7 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 			}
 			if batch.KeyMode != "" && batch.KeyMode != t.keyMode {
 				return &pb.TaskBatchResult{
-					Error:   fmt.Sprintf("tasks keyed by %q, this node keys them by %s", truncate(batch.KeyMode, maxKeyModeBytes), t.keyMode),
+					Error:   fmt.Sprintf("tasks keyed by %.*q, this node keys them by %s", maxKeyModeBytes, batch.KeyMode, t.keyMode),
 					KeyMode: t.keyMode,
 				}
 			}
@@ -98,14 +98,6 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 // maxKeyModeBytes bounds a peer's key mode quoted in an error: the known
 // ones are a few bytes.
 const maxKeyModeBytes = 32
-
-// truncate cuts s to at most n bytes.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
 
 // ServeSeeds answers the seed protocol with submit, which decides whether
 // the sender may seed. A request above protocol.MaxSeedURLs is refused

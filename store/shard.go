@@ -197,11 +197,19 @@ func (db *DB) ShardRecord(key, urlHash uint64) (r ShardRecord, ok bool, err erro
 	if err != nil {
 		return r, false, ldbErr(err, "shard record %s", keyString(key, urlHash))
 	}
-	r = ShardRecord{Key: key, URLHash: urlHash}
-	if err := decodeShardRecord(v, &r); err != nil {
-		return r, false, fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+	if r, err = shardRecordAt(key, urlHash, v); err != nil {
+		return r, false, err
 	}
 	return r, true, nil
+}
+
+// shardRecordAt decodes the shard record stored under (key, urlHash).
+func shardRecordAt(key, urlHash uint64, v []byte) (ShardRecord, error) {
+	r := ShardRecord{Key: key, URLHash: urlHash}
+	if err := decodeShardRecord(v, &r); err != nil {
+		return r, fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+	}
+	return r, nil
 }
 
 // ScanShard calls fn for every shard record whose ring key lies in
@@ -212,9 +220,9 @@ func (db *DB) ScanShard(from, to uint64, fn func(ShardRecord) error) error {
 		return ErrClosed
 	}
 	return db.scan(prefixShard, from, to, func(key, urlHash uint64, v []byte) error {
-		r := ShardRecord{Key: key, URLHash: urlHash}
-		if err := decodeShardRecord(v, &r); err != nil {
-			return fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+		r, err := shardRecordAt(key, urlHash, v)
+		if err != nil {
+			return err
 		}
 		return fn(r)
 	})
@@ -255,9 +263,9 @@ func scanShardMeta(snap *leveldb.Snapshot, recs, metas *util.Range, fn func(Shar
 		if err != nil {
 			return err
 		}
-		r := ShardRecord{Key: key, URLHash: urlHash}
-		if err := decodeShardRecord(it.Value(), &r); err != nil {
-			return fmt.Errorf("store: shard record %s: %w", keyString(key, urlHash), err)
+		r, err := shardRecordAt(key, urlHash, it.Value())
+		if err != nil {
+			return err
 		}
 		// Both keys are prefix | ring key | URL hash: past the prefix they
 		// sort alike.
