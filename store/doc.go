@@ -163,7 +163,11 @@
 // so that the node's other writes go on while the disk works; concurrent
 // calls share a sync, and a journal file is synced as leveldb closes it.
 // A call whose records were already stored syncs too, since they may be
-// those of a concurrent call still waiting for its sync. A sync covers every
+// those of a concurrent call still waiting for its sync.
+// [DB.PutShardRecordsNoSync] writes shard records without a sync, for
+// records that an earlier write, removed by a later one, stands for in the
+// meantime: a power loss keeps a prefix of the journal, so it keeps the
+// records or the write that stands for them. A sync covers every
 // earlier write to the journal, but the other tables (seen set,
 // queue, schedule, pages, URL metadata, outbox, meta) make no promise of
 // their own about a power loss: a node rebuilds its seen set and queue

@@ -291,6 +291,42 @@ func TestShardRecordAcknowledgedAgainIsSynced(t *testing.T) {
 	}
 }
 
+// A node's own outbox stands for the shard records it accepts from it
+// until a sync covers them, so PutShardRecordsNoSync does not wait for the
+// disk: its records do not survive a power loss that comes first, and do
+// survive one that comes after any synced write.
+func TestShardRecordsNoSyncCoveredByLaterSync(t *testing.T) {
+	recs := []ShardRecord{{Key: 1, URLHash: 2, URL: "http://a.example/", Depth: 1}, {Key: 3, URLHash: 4, URL: "http://b.example/", Depth: 2}}
+	later := []ShardRecord{{Key: 5, URLHash: 6, URL: "http://c.example/", Depth: 0, Seed: true}}
+	for _, synced := range []bool{false, true} {
+		disk := newLossyDisk()
+		opts := testOptions(SeenExact)
+		opts.openStorage = disk.open
+		dir := t.TempDir()
+		db := openTest(t, dir, opts)
+		if err := db.PutShardRecordsNoSync(recs); err != nil {
+			t.Fatal(err)
+		}
+		if got := scanShard(t, db, 0, 0); len(got) != len(recs) {
+			t.Fatalf("%d of %d records readable after PutShardRecordsNoSync", len(got), len(recs))
+		}
+		if synced {
+			if err := db.PutShardRecords(later); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cut := disk.cut(t)
+		db.Close()
+		got := shardAfterPowerLoss(t, cut, dir, opts)
+		switch {
+		case !synced && len(got) != 0:
+			t.Fatalf("%d records written without a sync survived a power loss: PutShardRecordsNoSync synced", len(got))
+		case synced && len(got) != len(recs)+len(later):
+			t.Fatalf("%d of %d records survived a power loss after a later sync", len(got), len(recs)+len(later))
+		}
+	}
+}
+
 // shardAfterPowerLoss opens the store in dir on the disk a power loss left
 // (see lossyDisk.cut) and returns its shard records.
 func shardAfterPowerLoss(t *testing.T, cut *lossyDisk, dir string, opts Options) []ShardRecord {

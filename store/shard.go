@@ -119,6 +119,19 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 	return nil
 }
 
+// PutShardRecordsNoSync is PutShardRecords without the sync: the records
+// survive a crash of the process at once, and a power loss once a later
+// sync covers them (every sync covers all earlier writes: see doc.go,
+// "Durability"). It is for records that something written before them
+// and removed after them, in the same journal, stands for until then: a
+// node's own outbox entries, delivered to itself (see the node's owner).
+func (db *DB) PutShardRecordsNoSync(recs []ShardRecord) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return db.putShardRecords(recs)
+}
+
 // putShardRecords merges recs into the shard table, unsynced.
 func (db *DB) putShardRecords(recs []ShardRecord) error {
 	db.shardMu.Lock()

@@ -84,8 +84,11 @@ func (o *owner) OutOfScope() map[string]int64 {
 // the sender may seed here (see Node.maySeed): its tasks at depth 0 that
 // no redirect led to are seeds, which bring their host (or domain) into a
 // scoped crawl's scope; anybody else's are links like any other, judged
-// by the scope.
-func (o *owner) Accept(ctx context.Context, tasks []frontier.Task, seeder bool) (res acceptResult, err error) {
+// by the scope. fromOutbox says that this node sends the tasks itself,
+// from its outbox: their shard records are then written without a sync
+// (shard.Manager.AcceptOwn), as the outbox keeps the tasks until the
+// router settles them after this returns.
+func (o *owner) Accept(ctx context.Context, tasks []frontier.Task, seeder, fromOutbox bool) (res acceptResult, err error) {
 	defer func() { o.count(res) }()
 	offered := make([]admission, 0, len(tasks))
 	for _, t := range tasks {
@@ -149,6 +152,9 @@ func (o *owner) Accept(ctx context.Context, tasks []frontier.Task, seeder bool) 
 		for i, a := range fresh {
 			e := a.seen
 			recs[i] = shard.Record{Key: e.Key, Hash: e.URLHash, URL: e.URL, Depth: e.Depth, Redirects: a.task.Redirects, Seed: a.seed}
+		}
+		if fromOutbox {
+			return o.shard.AcceptOwn(ctx, recs)
 		}
 		return o.shard.Accept(ctx, recs)
 	})

@@ -79,8 +79,10 @@ type routeResult struct {
 }
 
 // Route delivers tasks to their owners once: no retries. Tasks it could
-// not deliver come back in undelivered.
-func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
+// not deliver come back in undelivered. fromOutbox says that the tasks
+// come from the outbox, which keeps them until they are settled: this
+// node then accepts those it owns without a sync (see owner.Accept).
+func (r *router) Route(ctx context.Context, tasks []frontier.Task, fromOutbox bool) routeResult {
 	var res routeResult
 	groups := map[ring.Peer][]frontier.Task{}
 	var order []ring.Peer
@@ -113,7 +115,7 @@ func (r *router) Route(ctx context.Context, tasks []frontier.Task) routeResult {
 			if to == self {
 				// This node's own outbox: seeds its clients were allowed to
 				// submit, and links its crawler found.
-				ar, err = r.owner.Accept(ctx, chunk, true)
+				ar, err = r.owner.Accept(ctx, chunk, true, fromOutbox)
 			} else {
 				ar, err = r.send(ctx, to, chunk)
 			}
@@ -250,7 +252,7 @@ func (r *router) deliver(ctx context.Context, due []pending) {
 	for i, p := range due {
 		tasks[i] = p.task
 	}
-	res := r.Route(ctx, tasks)
+	res := r.Route(ctx, tasks, true)
 	refused := make([]string, len(res.rejected))
 	for i, rj := range res.rejected {
 		r.log.Debug("task rejected", "url", rj.url, "reason", rj.reason)

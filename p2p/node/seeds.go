@@ -28,7 +28,7 @@ func (n *Node) acceptTasks(ctx context.Context, in p2p.Inbound, tasks []*pb.Task
 		return &pb.TaskBatchResult{RetryAfterNs: int64(after),
 			Error: fmt.Sprintf("peer %s is over its quota of %d tasks a second: nothing taken, retry in %v", p2p.ShortID(from), n.cfg.TaskQuota.Rate, after.Round(time.Millisecond))}
 	}
-	res, err := n.owner.Accept(ctx, decodeTasks(tasks), n.maySeed(in))
+	res, err := n.owner.Accept(ctx, decodeTasks(tasks), n.maySeed(in), false)
 	if err != nil {
 		return &pb.TaskBatchResult{Error: err.Error()}
 	}
@@ -96,7 +96,7 @@ func (n *Node) Seed(ctx context.Context, seeds []string) p2p.SeedResult {
 			case <-time.After(backoff(attempt)):
 			}
 		}
-		r := n.router.Route(ctx, tasks)
+		r := n.router.Route(ctx, tasks, false)
 		res.Accepted += r.accepted
 		res.Duplicates += r.duplicates
 		for _, rj := range r.rejected {

@@ -17,11 +17,20 @@ type shardStorage struct{ db *store.DB }
 var _ shard.Storage = shardStorage{}
 
 func (s shardStorage) PutRecords(recs []shard.Record) error {
+	return s.db.PutShardRecords(storeRecords(recs))
+}
+
+func (s shardStorage) PutRecordsNoSync(recs []shard.Record) error {
+	return s.db.PutShardRecordsNoSync(storeRecords(recs))
+}
+
+// storeRecords converts shard records to the store's.
+func storeRecords(recs []shard.Record) []store.ShardRecord {
 	out := make([]store.ShardRecord, len(recs))
 	for i, r := range recs {
 		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Seed: r.Seed, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
-	return s.db.PutShardRecords(out)
+	return out
 }
 
 func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {

@@ -316,6 +316,20 @@ func (m *Manager) noSuccessor() bool { return m.own.noSuccessor() }
 // is dropped). A replica that cannot be reached makes the write degraded:
 // Accept still returns nil, and Stats counts it.
 func (m *Manager) Accept(ctx context.Context, recs []Record) error {
+	return m.accept(ctx, recs, m.st.PutRecords)
+}
+
+// AcceptOwn is Accept for records this node sends itself from a durable
+// outbox that keeps them until they are accepted: the local write is not
+// synced (Storage.PutRecordsNoSync), the replicas' are. Until a later
+// sync covers the records, the outbox entries, written before them and
+// deleted after them, stand for them.
+func (m *Manager) AcceptOwn(ctx context.Context, recs []Record) error {
+	return m.accept(ctx, recs, m.st.PutRecordsNoSync)
+}
+
+// accept is Accept with put the local write.
+func (m *Manager) accept(ctx context.Context, recs []Record, put func([]Record) error) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -326,7 +340,7 @@ func (m *Manager) Accept(ctx context.Context, recs []Record) error {
 			return fmt.Errorf("shard: accept key %s: %w", ring.ID(r.Key), ErrNotOwned)
 		}
 	}
-	if err := m.st.PutRecords(recs); err != nil {
+	if err := put(recs); err != nil {
 		return fmt.Errorf("shard: accept: store records: %w", err)
 	}
 	m.mu.Lock()

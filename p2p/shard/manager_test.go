@@ -171,6 +171,42 @@ func TestHigherClaimMakesReceiverStale(t *testing.T) {
 	}
 }
 
+// A node accepts the links from its own outbox with AcceptOwn: its own
+// write is not synced (the outbox stands for it until a later sync), but
+// the replicas' are, as with Accept; and any synced write covers it.
+func TestAcceptOwnSyncsOnlyAtReplicas(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4)
+	c.build(4)
+	owner := c.nodes[2]
+	claim := ownerClaim(t, owner)
+	succs := owner.rn.Successors()
+	r1, r2 := c.byAddr(succs[0].Addr), c.byAddr(succs[1].Addr)
+
+	own := c.record(c.keyIn(claim.Range))
+	if err := owner.m.AcceptOwn(ctx, []Record{own}); err != nil {
+		t.Fatal(err)
+	}
+	if !owner.st.Unsynced(own.Key, own.Hash) {
+		t.Fatal("AcceptOwn synced the owner's own write")
+	}
+	for _, n := range []*testNode{r1, r2} {
+		if _, ok := n.st.Record(own.Key, own.Hash); !ok {
+			t.Fatalf("replica %s lacks the record right after AcceptOwn", n.peer.Addr)
+		}
+		if n.st.Unsynced(own.Key, own.Hash) {
+			t.Fatalf("replica %s stored the record without a sync", n.peer.Addr)
+		}
+	}
+	routed := c.record(c.keyIn(claim.Range))
+	if err := owner.m.Accept(ctx, []Record{routed}); err != nil {
+		t.Fatal(err)
+	}
+	if owner.st.Unsynced(routed.Key, routed.Hash) || owner.st.Unsynced(own.Key, own.Hash) {
+		t.Fatal("Accept left a record unsynced: a routed URL must survive a power loss once it is acknowledged, and its sync covers the earlier writes")
+	}
+}
+
 // Accept returns only after every replica has stored the records. With a
 // replica down it still succeeds but counts a degraded write, and the
 // record reaches the replacement replica once the ring has repaired.

@@ -13,8 +13,13 @@ import (
 // must be safe for concurrent use.
 type Storage interface {
 	// PutRecords stores records, merging each with any stored version of
-	// the same (Key, Hash) by MergeRecord.
+	// the same (Key, Hash) by MergeRecord, durably: they survive a power
+	// loss once it returns.
 	PutRecords(recs []Record) error
+	// PutRecordsNoSync is PutRecords for records that survive a crash of
+	// the process once it returns, and a power loss once a later
+	// PutRecords returns (see Manager.AcceptOwn).
+	PutRecordsNoSync(recs []Record) error
 	// ScanRecords calls fn for every record whose Key lies in r, in ring
 	// order starting just after r.From, and by Hash within one Key. A
 	// non-nil error from fn stops the scan and is returned.
@@ -40,6 +45,10 @@ type MemStorage struct {
 	recs     []Record // sorted by (Key, Hash)
 	hosts    []HostState
 	epochs   []byte
+	// unsynced are the records PutRecordsNoSync stored since the last
+	// PutRecords, which a power loss would take (a sync covers every
+	// earlier write).
+	unsynced map[[2]uint64]bool
 }
 
 var _ Storage = (*MemStorage)(nil)
@@ -63,6 +72,33 @@ func (s *MemStorage) FailWrites(err error) {
 	s.failPuts = err
 }
 
+// PutRecordsNoSync implements Storage. The records count as unsynced (see
+// Unsynced) until the next PutRecords.
+func (s *MemStorage) PutRecordsNoSync(recs []Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failPuts != nil {
+		return s.failPuts
+	}
+	s.putLocked(recs)
+	if s.unsynced == nil {
+		s.unsynced = make(map[[2]uint64]bool)
+	}
+	for _, r := range recs {
+		s.unsynced[[2]uint64{r.Key, r.Hash}] = true
+	}
+	return nil
+}
+
+// Unsynced reports whether the record (key, hash) was stored by
+// PutRecordsNoSync and no PutRecords came after: whether a power loss
+// could take it.
+func (s *MemStorage) Unsynced(key, hash uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsynced[[2]uint64{key, hash}]
+}
+
 // PutRecords implements Storage.
 func (s *MemStorage) PutRecords(recs []Record) error {
 	s.mu.Lock()
@@ -70,6 +106,13 @@ func (s *MemStorage) PutRecords(recs []Record) error {
 	if s.failPuts != nil {
 		return s.failPuts
 	}
+	clear(s.unsynced)
+	s.putLocked(recs)
+	return nil
+}
+
+// putLocked merges recs in.
+func (s *MemStorage) putLocked(recs []Record) {
 	for _, r := range recs {
 		i, found := slices.BinarySearchFunc(s.recs, struct{ key, hash uint64 }{r.Key, r.Hash}, cmpRec)
 		if found {
@@ -78,7 +121,6 @@ func (s *MemStorage) PutRecords(recs []Record) error {
 		}
 		s.recs = slices.Insert(s.recs, i, r)
 	}
-	return nil
 }
 
 // Record returns the stored record of (key, hash), if any.
