@@ -97,13 +97,7 @@ type ShardHost struct {
 // record that becomes a seed gets its entry in the seeds table in the same
 // batch. The write is synced to disk before PutShardRecords returns.
 func (db *DB) PutShardRecords(recs []ShardRecord) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	if err := db.putShardRecords(recs); err != nil {
+	if err := db.PutShardRecordsNoSync(recs); err != nil || len(recs) == 0 {
 		return err
 	}
 	// Synced: this is what makes an owner's (or a replica's)
@@ -128,6 +122,9 @@ func (db *DB) PutShardRecords(recs []ShardRecord) error {
 func (db *DB) PutShardRecordsNoSync(recs []ShardRecord) error {
 	if db.closed.Load() {
 		return ErrClosed
+	}
+	if len(recs) == 0 {
+		return nil
 	}
 	return db.putShardRecords(recs)
 }

@@ -113,8 +113,8 @@ func (r *router) Route(ctx context.Context, tasks []frontier.Task, fromOutbox bo
 			var ar acceptResult
 			var err error
 			if to == self {
-				// This node's own outbox: seeds its clients were allowed to
-				// submit, and links its crawler found.
+				// This node's own: seeds its clients were allowed to
+				// submit (Seed), and links its crawler found (the outbox).
 				ar, err = r.owner.Accept(ctx, chunk, true, fromOutbox)
 			} else {
 				ar, err = r.send(ctx, to, chunk)
