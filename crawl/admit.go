@@ -34,22 +34,24 @@ const (
 type verdict int
 
 const (
-	fetchNow  verdict = iota // admitted: fetch it under this lease
-	dropped                  // finished without a request; look at the next task
-	later                    // left in the lease, which puts it back at End
-	reopenNow                // a page fetched before: see reopen
+	fetchNow   verdict = iota // admitted: fetch it under this lease (a recrawl or a retry)
+	fetchFirst                // admitted, and the store held no metadata of the URL: its first fetch
+	dropped                   // finished without a request; look at the next task
+	later                     // left in the lease, which puts it back at End
+	reopenNow                 // a page fetched before: see reopen
 )
 
 // admit decides whether t, taken under l, is fetched now, and moves on to
 // the lease's next task each time one is dropped without a request. It
-// returns the task to fetch, counted against its host's page budget when it
-// is a first fetch, with fetchNow, or a task for a page fetched before with
-// reopenNow (only for the crawl loop); it returns later when there is none
-// now: the host has nothing more, or a task has to wait for a later lease.
+// returns the task to fetch with fetchNow (a recrawl or a retry) or
+// fetchFirst (a first fetch, counted against its host's page budget), or a
+// task for a page fetched before with reopenNow (only for the crawl loop);
+// it returns later when there is none now: the host has nothing more, or a
+// task has to wait for a later lease.
 func (c *Crawler) admit(ctx context.Context, l *frontier.Lease, t frontier.Task, who admitter) (frontier.Task, verdict) {
 	for {
 		switch v := c.admitOne(ctx, l, t, who); v {
-		case fetchNow, reopenNow:
+		case fetchNow, fetchFirst, reopenNow:
 			return t, v
 		case later:
 			return frontier.Task{}, later
@@ -141,7 +143,7 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 		c.drop(l, t)
 		return dropped
 	case l.Reserve(t):
-		return fetchNow
+		return fetchFirst
 	}
 	// The host's page budget is spent: drop its queue, recrawls excepted,
 	// in one go.

@@ -120,11 +120,11 @@ func (c *Crawler) hot(l *frontier.Lease) bool {
 }
 
 // delegate fetches a run of the leased host's tasks, starting with first
-// (admitted), through a helper, and reports true; the tasks it leaves
+// (admitted with v), through a helper, and reports true; the tasks it leaves
 // unsettled (not sent, not fetched, refused) go back to the queue when the
 // lease ends. It reports false with nothing changed when first is better
 // fetched locally.
-func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontier.Task) bool {
+func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontier.Task, v verdict) bool {
 	n, budget := c.cfg.DelegateBatch, c.cfg.DelegateBudget
 	if gap := l.Gap(); gap > 0 {
 		n = min(n, 1+int(budget/gap))
@@ -132,7 +132,7 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 	if n < 2 {
 		return false // a batch of one saves the owner nothing
 	}
-	items := c.batchTasks(ctx, l, first, n)
+	items := c.batchTasks(ctx, l, first, v, n)
 	if len(items) == 0 {
 		return true
 	}
@@ -182,27 +182,27 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 	return true
 }
 
-// batchTasks takes the tasks of a batch under l: first and up to n-1 more
-// of the host's tasks that admission lets through, with what the owner
-// knows of each URL. Stale recrawls are dropped on the way.
-func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first frontier.Task, n int) []fetch {
+// batchTasks takes the tasks of a batch under l: first (admitted with v)
+// and up to n-1 more of the host's tasks that admission lets through, with
+// what the owner knows of each URL. Stale recrawls are dropped on the way.
+func (c *Crawler) batchTasks(ctx context.Context, l *frontier.Lease, first frontier.Task, v verdict, n int) []fetch {
 	var items []fetch
-	add := func(t frontier.Task) {
-		if f, fresh := c.prepare(l, t); fresh {
+	add := func(t frontier.Task, v verdict) {
+		if f, fresh := c.prepare(l, t, v); fresh {
 			items = append(items, f)
 		}
 	}
-	add(first)
+	add(first, v)
 	for len(items) < n {
 		next, more := l.Next()
 		if !more {
 			break
 		}
 		t, v := c.admit(ctx, l, next, forBatch)
-		if v != fetchNow {
+		if v != fetchNow && v != fetchFirst {
 			break
 		}
-		add(t)
+		add(t, v)
 	}
 	return items
 }

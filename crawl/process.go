@@ -235,7 +235,9 @@ func (c *Crawler) content(f *fetch, p *Page, text content) {
 		p.NearDuplicateOf = dup
 		c.nearDups.Add(1)
 	}
-	if err := c.db.AddFingerprint(f.ringKey, f.urlHash, p.Simhash, p.Task.URL); err != nil {
+	// The URL's metadata holds the fingerprint recorded last, which spares
+	// the store a read.
+	if err := c.db.UpdateFingerprint(f.ringKey, f.urlHash, f.meta.Fingerprint, p.Simhash, p.Task.URL); err != nil {
 		c.countError("store")
 	}
 }

@@ -32,11 +32,11 @@ func (c *Crawler) handle(ctx context.Context, l *frontier.Lease) {
 			return
 		}
 	default:
-		if c.hot(l) && c.delegate(ctx, l, t) {
+		if c.hot(l) && c.delegate(ctx, l, t, v) {
 			return
 		}
 		var fresh bool
-		if f, fresh = c.prepare(l, t); !fresh {
+		if f, fresh = c.prepare(l, t, v); !fresh {
 			return
 		}
 	}
@@ -114,17 +114,21 @@ func (c *Crawler) gate(t frontier.Task) func() bool {
 	return func() bool { return c.owns(t) }
 }
 
-// prepare looks up what is known of t's URL before a fetch. fresh is false
+// prepare looks up what is known of t's URL before a fetch, admitted with
+// v: a first fetch (fetchFirst) was admitted because the store held no
+// metadata of the URL, which is not read again. fresh is false
 // when the task turned out to be a stale recrawl and was dropped: a
 // recrawl of a URL that is queued twice is dropped when the other copy is
 // being fetched right now or was fetched since this one was scheduled,
 // since that copy schedules the URL's next recrawl. (In this order: a copy
 // that completes in between has written its metadata.)
-func (c *Crawler) prepare(l *frontier.Lease, t frontier.Task) (f fetch, fresh bool) {
+func (c *Crawler) prepare(l *frontier.Lease, t frontier.Task, v verdict) (f fetch, fresh bool) {
 	stale := t.Recrawl && l.TakenTwice(t)
 	f.task = t
 	f.ringKey, f.urlHash = c.keys(t.URL)
-	f.meta, f.hasMeta = c.urlMeta(f.ringKey, f.urlHash)
+	if v != fetchFirst {
+		f.meta, f.hasMeta = c.urlMeta(f.ringKey, f.urlHash)
+	}
 	if stale || t.Recrawl && f.hasMeta && f.meta.NextCrawl.After(c.now()) {
 		c.drop(l, t)
 		return f, false

@@ -101,8 +101,27 @@ func decodeFingerprint(v []byte) (fp uint64, url string, err error) {
 // the URL from the index, because pages without words are not duplicates
 // of each other in any useful sense.
 func (db *DB) AddFingerprint(ringKey, urlHash, fp uint64, url string) error {
-	if err := db.replaceFingerprint(ringKey, urlHash, fp, url); err != nil {
+	if err := db.replaceFingerprint(ringKey, urlHash, fp, url, nil); err != nil {
 		return fmt.Errorf("store: add fingerprint %s: %w", keyString(ringKey, urlHash), err)
+	}
+	return nil
+}
+
+// UpdateFingerprint is AddFingerprint for a caller that keeps the URL's
+// fingerprint itself, as the crawler does in the URL's metadata: prev is
+// the fingerprint it recorded for the URL last, 0 for none. The record the
+// URL had is then not read first, which spares a lookup in every level of
+// the store: the index is in step with the table, so a prev that the index
+// holds for the URL is the fingerprint recorded, and a prev of 0 is taken
+// at its word. If it is wrong (metadata that a crash lost after the
+// fingerprint was recorded, or a fetch without text since), the entry of
+// the fingerprint recorded before stays in the index until the first
+// NearDuplicate that meets it finds the record changed and drops it: the
+// answers are the same, only a lookup is spent later. A prev the index
+// does not hold for the URL is not trusted: the record is read.
+func (db *DB) UpdateFingerprint(ringKey, urlHash, prev, fp uint64, url string) error {
+	if err := db.replaceFingerprint(ringKey, urlHash, fp, url, &prev); err != nil {
+		return fmt.Errorf("store: update fingerprint %s: %w", keyString(ringKey, urlHash), err)
 	}
 	return nil
 }
@@ -110,15 +129,17 @@ func (db *DB) AddFingerprint(ringKey, urlHash, fp uint64, url string) error {
 // DeleteFingerprint removes the URL (ringKey, urlHash) from the
 // near-duplicate index. Deleting a URL that is not there is not an error.
 func (db *DB) DeleteFingerprint(ringKey, urlHash uint64) error {
-	if err := db.replaceFingerprint(ringKey, urlHash, 0, ""); err != nil {
+	if err := db.replaceFingerprint(ringKey, urlHash, 0, "", nil); err != nil {
 		return fmt.Errorf("store: delete fingerprint %s: %w", keyString(ringKey, urlHash), err)
 	}
 	return nil
 }
 
 // replaceFingerprint makes fp (0: none) the URL's fingerprint, in the
-// table and in the index.
-func (db *DB) replaceFingerprint(ringKey, urlHash, fp uint64, url string) error {
+// table and in the index. prev, when not nil, is the fingerprint the
+// caller says the URL has (see UpdateFingerprint); otherwise the record is
+// read.
+func (db *DB) replaceFingerprint(ringKey, urlHash, fp uint64, url string, prev *uint64) error {
 	mu := fpLock(ringKey, urlHash)
 	mu.Lock()
 	defer mu.Unlock()
@@ -126,26 +147,38 @@ func (db *DB) replaceFingerprint(ringKey, urlHash, fp uint64, url string) error 
 		return ErrClosed
 	}
 	k := fpURLKey(ringKey, urlHash)
-	old, err := db.ldb.Get(k, nil)
-	switch {
-	case errors.Is(err, leveldb.ErrNotFound):
-		old = nil
-	case err != nil:
-		return ldbErr(err, "read fingerprint")
-	}
 	var oldFP uint64
-	if old != nil {
-		var oldURL string
-		// A record that cannot be decoded was never indexed (see
-		// loadFingerprints): the new one replaces it.
-		if oldFP, oldURL, err = decodeFingerprint(old); err != nil {
-			oldFP = 0
-		} else if oldFP == fp && oldURL == url {
+	exists := true
+	switch {
+	case prev != nil && *prev == 0:
+		exists = false
+	case prev != nil && db.fps.contains(fpEntry{*prev, ringKey, urlHash}):
+		// The URL of a key and hash is always the same text.
+		if *prev == fp {
 			return nil
 		}
+		oldFP = *prev
+	default:
+		old, err := db.ldb.Get(k, nil)
+		switch {
+		case errors.Is(err, leveldb.ErrNotFound):
+			exists = false
+		case err != nil:
+			return ldbErr(err, "read fingerprint")
+		default:
+			var oldURL string
+			// A record that cannot be decoded was never indexed (see
+			// loadFingerprints): the new one replaces it.
+			if oldFP, oldURL, err = decodeFingerprint(old); err != nil {
+				oldFP = 0
+			} else if oldFP == fp && oldURL == url {
+				return nil
+			}
+		}
 	}
+	var err error
 	if fp == 0 {
-		if old == nil {
+		if !exists {
 			return nil
 		}
 		err = db.ldb.Delete(k, nil)
@@ -221,13 +254,17 @@ func newFPIndex() *fpIndex { return &fpIndex{bands: make(map[uint32][]int32)} }
 // fpBandOf is the index key of band i of fp.
 func fpBandOf(fp uint64, i int) uint32 { return uint32(i)<<16 | uint32(fpBand(fp, i)) }
 
-// add indexes e; a zero fingerprint is not indexed.
+// add indexes e, unless it is indexed already; a zero fingerprint is not
+// indexed.
 func (x *fpIndex) add(e fpEntry) {
 	if e.fp == 0 {
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.slotLocked(e) >= 0 {
+		return
+	}
 	var slot int32
 	if n := len(x.free); n > 0 {
 		slot, x.free = x.free[n-1], x.free[:n-1]
@@ -249,13 +286,7 @@ func (x *fpIndex) remove(e fpEntry) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	slot := int32(-1)
-	for _, s := range x.bands[fpBandOf(e.fp, 0)] {
-		if x.slots[s] == e {
-			slot = s
-			break
-		}
-	}
+	slot := x.slotLocked(e)
 	if slot < 0 {
 		return
 	}
@@ -273,6 +304,26 @@ func (x *fpIndex) remove(e fpEntry) {
 	}
 	x.slots[slot] = fpEntry{}
 	x.free = append(x.free, slot)
+}
+
+// contains reports whether e is indexed.
+func (x *fpIndex) contains(e fpEntry) bool {
+	if e.fp == 0 {
+		return false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.slotLocked(e) >= 0
+}
+
+// slotLocked returns the slot of e, or -1 when e is not indexed.
+func (x *fpIndex) slotLocked(e fpEntry) int32 {
+	for _, s := range x.bands[fpBandOf(e.fp, 0)] {
+		if x.slots[s] == e {
+			return s
+		}
+	}
+	return -1
 }
 
 // len is the number of indexed URLs.

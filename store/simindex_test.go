@@ -206,6 +206,71 @@ func TestFingerprintReplacement(t *testing.T) {
 	}
 }
 
+// TestUpdateFingerprint checks the crawler's way of recording a
+// fingerprint, with the one it recorded last in hand instead of read from
+// the store: a right prev replaces it in the index at once, and a wrong
+// one (metadata a crash lost) never gives a wrong answer nor indexes a URL
+// twice.
+func TestUpdateFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	const a, b, c = 0xaaaa_bbbb_cccc_dddd, 0x1234_5678_9abc_def0, 0x0f0f_f0f0_3333_cccc
+	const u = "https://x.example/p"
+	update := func(prev, fp uint64) {
+		t.Helper()
+		if err := db.UpdateFingerprint(7, 70, prev, fp, u); err != nil {
+			t.Fatalf("UpdateFingerprint(%016x, %016x): %v", prev, fp, err)
+		}
+	}
+	update(0, a) // first fetch
+	if url, found := nearDup(t, db, a, 0, 0); !found || url != u {
+		t.Fatalf("first fingerprint: %q, %v", url, found)
+	}
+	update(a, a) // unchanged
+	update(a, b) // changed, prev right
+	if n := bandEntries(t, db, 70); n != fpBands {
+		t.Errorf("%d band entries after a change with the right prev, want %d", n, fpBands)
+	}
+	if url, found := nearDup(t, db, a, 3, 0); found {
+		t.Errorf("replaced fingerprint still found: %q", url)
+	}
+	// prev says none, but b is recorded: the same fingerprint again is
+	// not indexed twice.
+	update(0, b)
+	if n := bandEntries(t, db, 70); n != fpBands {
+		t.Errorf("%d band entries after recording the same fingerprint with prev 0, want %d", n, fpBands)
+	}
+	// prev says none, but b is recorded: c replaces it in the table, and
+	// the stale entry of b gives no answer and leaves the index when met.
+	update(0, c)
+	if url, found := nearDup(t, db, b, 3, 0); found {
+		t.Errorf("stale fingerprint answered: %q", url)
+	}
+	if n := bandEntries(t, db, 70); n != fpBands {
+		t.Errorf("%d band entries once the stale one was met, want %d", n, fpBands)
+	}
+	if url, found := nearDup(t, db, c, 0, 0); !found || url != u {
+		t.Errorf("new fingerprint: %q, %v", url, found)
+	}
+	// A prev the index does not hold is not trusted: the record is read
+	// and its entry replaced at once.
+	update(a, b)
+	if n := bandEntries(t, db, 70); n != fpBands {
+		t.Errorf("%d band entries after a change with an unknown prev, want %d", n, fpBands)
+	}
+	if url, found := nearDup(t, db, b, 0, 0); !found || url != u {
+		t.Errorf("fingerprint after an unknown prev: %q, %v", url, found)
+	}
+	// The index built from the table at the next start agrees.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir, testOptions(SeenExact))
+	if url, found := nearDup(t, db, b, 0, 0); !found || url != u || bandEntries(t, db, 70) != fpBands {
+		t.Errorf("after a restart: %q, %v, %d band entries", url, found, bandEntries(t, db, 70))
+	}
+}
+
 func TestNearDuplicateNotFound(t *testing.T) {
 	db := openTest(t, t.TempDir(), testOptions(SeenExact))
 	if url, found := nearDup(t, db, 0x42, 3, 0); found {
