@@ -439,8 +439,10 @@ func (m *Manager) Stats() Stats {
 	return s
 }
 
-// Run calls Tick every TickInterval until ctx is done, then returns nil.
-// It returns ErrRunning if it is already running.
+// Run calls Tick at once, so that a node alone claims the ring as soon as
+// it starts rather than a TickInterval later, and then every TickInterval
+// until ctx is done; it returns nil. It returns ErrRunning if it is
+// already running.
 func (m *Manager) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -448,6 +450,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer m.running.Store(false)
 	t := m.clock.NewTicker(m.cfg.TickInterval)
 	defer t.Stop()
+	m.Tick(ctx)
 	for {
 		select {
 		case <-ctx.Done():
