@@ -168,6 +168,8 @@ type DB struct {
 	// tailTrimmed is what Open cut off the end of the journal or
 	// manifest: a write a crash interrupted (JournalTailTrimmed).
 	tailTrimmed int64
+	// created is set when Open created the store (Created).
+	created bool
 	// failed is the first write the disk refused (see Failed).
 	failed *atomic.Pointer[writeFailure]
 
@@ -298,6 +300,10 @@ func openLevelStorage(path string, opts Options) (storage.Storage, int64, error)
 	return stor, trimmed, nil
 }
 
+// Created reports whether Open created the store: no earlier run wrote to
+// it, so nothing it records can have been under way when a run ended.
+func (db *DB) Created() bool { return db.created }
+
 // JournalTailTrimmed returns the number of bytes Open cut off the end of
 // leveldb's journal or manifest: a write that a crash interrupted, which
 // therefore was never acknowledged. 0 after a clean shutdown.
@@ -316,6 +322,7 @@ func (db *DB) init() error {
 		if err := db.ldb.Write(b, nil); err != nil {
 			return fmt.Errorf("store: initialise %s: %w", db.dir, err)
 		}
+		db.created = true
 	case err != nil:
 		return fmt.Errorf("store: read schema: %w", err)
 	default:

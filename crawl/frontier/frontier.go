@@ -65,7 +65,10 @@ const promoteBatch = 1024
 // of it (fetched, dropped, rescheduled, dead-lettered), so a node that
 // crashes serves its in-flight tasks again when it restarts on the same
 // store. Delayed tasks move from the schedule into their host's queue when
-// they are due.
+// they are due. Which hosts the run that ended last contacted, and when, is
+// not kept: on a store an earlier run wrote to, no host is contacted
+// before the delay has passed since the frontier was made, in case that
+// run's last request to it was under way when it ended.
 type Frontier struct {
 	db            *store.DB
 	delay         time.Duration // 0 for None
@@ -74,6 +77,10 @@ type Frontier struct {
 	now           func() time.Time
 	keyMode       urls.KeyMode
 	budget        int64 // per-host page budget, 0 = unlimited
+	// quietUntil is when a run before this one, on the same store, may
+	// have contacted a host last at the latest: the frontier's start plus
+	// its delay. Zero on a store this run created.
+	quietUntil time.Time
 
 	mu        sync.Mutex
 	hosts     map[string]*hostQueue
@@ -188,6 +195,9 @@ func New(db *store.DB, cfg Config) (*Frontier, error) {
 		}
 		return a.seq < b.seq
 	}
+	if !db.Created() {
+		f.quietUntil = f.now().Add(f.delay)
+	}
 	if err := f.load(); err != nil {
 		return nil, err
 	}
@@ -234,7 +244,7 @@ func (f *Frontier) hostLocked(host string, key uint64) (*hostQueue, error) {
 		return nil, fmt.Errorf("frontier: host %s: %w", host, err)
 	}
 	st.HostKey, st.Host = key, host
-	q := &hostQueue{host: host, key: key, index: -1, state: st, nextAllowed: st.NotBefore}
+	q := &hostQueue{host: host, key: key, index: -1, state: st, nextAllowed: latest(st.NotBefore, f.quietUntil)}
 	f.hosts[host] = q
 	return q, nil
 }

@@ -605,6 +605,53 @@ func TestFrontierHeadBuffer(t *testing.T) {
 	}
 }
 
+// TestFrontierQuietAfterRestart: a frontier on a store an earlier run wrote
+// to hands out no host before its delay has passed since it was made (that
+// run's last request to the host may have been under way when it ended),
+// and one on a new store hands out at once.
+func TestFrontierQuietAfterRestart(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	clk := newFakeClock()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	cfg := Config{Delay: delay, MaxCrawlDelay: time.Minute, LeaseAhead: None, Clock: clk.Now}
+	f, err := New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
+	mustNext(t, f, "http://a.test/1") // in flight when the run ends
+	db.Close()
+
+	clk.Advance(10 * time.Millisecond) // a quick restart
+	start := clk.Now()
+	db2 := openStoreAt(t, dir)
+	f2, err := New(db2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, f2, start.Add(delay))
+	clk.Advance(delay)
+	mustNext(t, f2, "http://a.test/1")
+	db2.Close()
+
+	// A host that only reaches the queue after the start waits as well.
+	clk2 := newFakeClock()
+	cfg.Clock = clk2.Now
+	db3 := openStoreAt(t, dir)
+	f3, err := New(db3, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, f3, task("http://b.test/1"))
+	mustWait(t, f3, clk2.Now().Add(delay))
+
+	// A new store has no earlier run.
+	f4 := newConfigFrontier(t, cfg)
+	push(t, f4, task("http://a.test/1"))
+	mustNext(t, f4, "http://a.test/1")
+}
+
 // TestFrontierResumesAfterCrash drops a frontier with tasks in flight (no
 // shutdown of any kind, as after kill -9) and opens a new one on the same
 // store: the in-flight tasks are served again, completed ones are not, and
