@@ -52,6 +52,61 @@ func TestShardRecordsMergeDoneWins(t *testing.T) {
 	}
 }
 
+// TestShardMergesAcrossRecentRecords: merges read the records written
+// lately from memory (recentRecords) and the older ones from leveldb, and
+// both give the same merge: a done mark and a shallower path written in
+// turn, with more than two generations of other records written between,
+// all stay.
+func TestShardMergesAcrossRecentRecords(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, dir, testOptions(SeenExact))
+	put := func(recs ...ShardRecord) {
+		t.Helper()
+		if err := db.PutShardRecordsNoSync(recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := ShardRecord{Key: 5, URLHash: 1, URL: "http://a.test/x", Depth: 3}
+	put(r)
+	done := r
+	done.Done, done.Meta, done.MetaVersion = true, []byte("fetched"), 1
+	put(done) // merged with r from memory
+	shallow := r
+	shallow.Depth, shallow.URL = 1, "http://a.test/x?shallow"
+	put(shallow)
+	if got, _, _ := db.ShardRecord(5, 1); !got.Done || got.Depth != 1 || string(got.Meta) != "fetched" {
+		t.Fatalf("after merges from memory: %+v", got)
+	}
+	// Push r out of memory: its next merge reads leveldb.
+	others := make([]ShardRecord, 0, 1024)
+	for i := range 2*recentGeneration + 1 {
+		others = append(others, ShardRecord{Key: 9, URLHash: uint64(i + 10), URL: fmt.Sprintf("http://b.test/%d", i)})
+		if len(others) == cap(others) {
+			put(others...)
+			others = others[:0]
+		}
+	}
+	put(others...)
+	if _, ok := db.recentShard.get([2]uint64{5, 1}); ok {
+		t.Fatal("the record is still in memory after two generations of others")
+	}
+	seed := r
+	seed.Depth, seed.Seed = 0, true
+	put(seed)
+	got, _, _ := db.ShardRecord(5, 1)
+	if !got.Done || !got.Seed || got.Depth != 0 || string(got.Meta) != "fetched" {
+		t.Fatalf("after a merge from leveldb: %+v", got)
+	}
+	// What memory held agrees with what the store holds after a restart.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, dir, testOptions(SeenExact))
+	if again, _, _ := db.ShardRecord(5, 1); !again.Done || !again.Seed || again.Depth != 0 {
+		t.Fatalf("after a restart: %+v", again)
+	}
+}
+
 func TestScanShardRanges(t *testing.T) {
 	db := openTest(t, t.TempDir(), testOptions(SeenExact))
 	keys := []uint64{0, 10, 20, math.MaxUint64}

@@ -196,8 +196,10 @@ type DB struct {
 	// every queue write.
 	queueCache queueCounterCache
 
-	// shardMu serialises the read-merge-write of PutShardRecords.
-	shardMu sync.Mutex
+	// shardMu serialises the read-merge-write of PutShardRecords, and
+	// guards recentShard.
+	shardMu     sync.Mutex
+	recentShard recentRecords
 
 	// contentMu serialises the read and write of FollowContent.
 	contentMu sync.Mutex
