@@ -290,3 +290,41 @@ func BenchmarkApplyQueueRemove(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueueHeadDrained reads the next 8 entries of a host's queue
+// once 2,800 entries before them were removed (their deletion markers
+// still in leveldb), as the frontier does for a large host: from the head
+// of the queue (QueueHead) and from where the last read ended
+// (QueueHeadAfter).
+func BenchmarkQueueHeadDrained(b *testing.B) {
+	opts := DefaultOptions()
+	opts.noSync = true
+	db := openTest(b, b.TempDir(), opts)
+	u := &QueueUpdate{}
+	for i := range 3000 {
+		u.Push = append(u.Push, QueueEntry{HostKey: 42, RingKey: 42, URLHash: uint64(i), URL: "https://example.com/page/" + strconv.Itoa(i), Priority: 4})
+	}
+	if _, err := db.ApplyQueue(u); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ApplyQueue(&QueueUpdate{RemoveKnown: u.Push[:2800]}); err != nil {
+		b.Fatal(err)
+	}
+	last := u.Push[2799]
+	for _, name := range []string{"QueueHead", "QueueHeadAfter"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				var head []QueueEntry
+				var err error
+				if name == "QueueHead" {
+					head, err = db.QueueHead(42, 8, nil)
+				} else {
+					head, err = db.QueueHeadAfter(42, &last, 8, nil)
+				}
+				if err != nil || len(head) != 8 || head[0].Seq != u.Push[2800].Seq {
+					b.Fatalf("head %v, %v", head, err)
+				}
+			}
+		})
+	}
+}

@@ -62,6 +62,10 @@
 // host, its host key), so a range of the ring is one contiguous key range
 // per table, as for the per-URL tables. The name hash is the 64-bit FNV-1a
 // hash of the host name: it keeps apart hosts whose host keys collide.
+// The values of the shard records written or read last (up to 32,768, some
+// 8 MB) are kept in memory for the next merge into them, which is the
+// usual case: a URL's record is written when its owner accepts it and
+// again when its fetch is done.
 // The seeds table indexes the shard records marked seed (submitted by a
 // client allowed to seed), by which a node judges a crawl scoped to its
 // seeds' hosts or domains; it is written in the same batch as the records,

@@ -453,10 +453,25 @@ func (db *DB) QueueCounts() (QueueCounts, error) {
 // QueueHead returns up to n entries from the head of a host's queue, in
 // order, leaving out those skip reports (skip may be nil).
 func (db *DB) QueueHead(hostKey uint64, n int, skip func(*QueueEntry) bool) ([]QueueEntry, error) {
+	return db.QueueHeadAfter(hostKey, nil, n, skip)
+}
+
+// QueueHeadAfter is QueueHead for the entries that sort after the entry
+// after (see QueueEntry.Less; nil: all of them). A caller that knows
+// where it read up to should say so: the entries removed from a queue
+// stay in leveldb as deletion markers until a compaction drops them, and
+// a read from the head of the queue steps over every one of them (some
+// 200 µs for 8 entries once 2,800 were removed, against 9 µs).
+func (db *DB) QueueHeadAfter(hostKey uint64, after *QueueEntry, n int, skip func(*QueueEntry) bool) ([]QueueEntry, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	it := db.ldb.NewIterator(hostRange(hostKey), nil)
+	r := hostRange(hostKey)
+	if after != nil {
+		// The least key above after's.
+		r.Start = append(queueKey(hostKey, after.Priority, after.Seq), 0)
+	}
+	it := db.ldb.NewIterator(r, nil)
 	defer it.Release()
 	var out []QueueEntry
 	for len(out) < n && it.Next() {

@@ -57,6 +57,17 @@ func TestQueueOrderAndHosts(t *testing.T) {
 	if !reflect.DeepEqual(head[1], u.Push[1]) {
 		t.Errorf("entry read back %+v, written %+v", head[1], u.Push[1])
 	}
+	// After an entry: those that sort after it, other hosts' never.
+	after, err := db.QueueHeadAfter(7, &head[1], 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := urls(after), []string{"http://a/1b", "http://a/3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("QueueHeadAfter(a/1) = %v, want %v", got, want)
+	}
+	if last, _ := db.QueueHeadAfter(7, &head[3], 10, nil); len(last) != 0 {
+		t.Errorf("QueueHeadAfter(the last entry) = %v, want none", urls(last))
+	}
 	skipped, _ := db.QueueHead(7, 2, func(e *QueueEntry) bool { return e.URL == "http://a/0" })
 	if got := urls(skipped); !reflect.DeepEqual(got, []string{"http://a/1", "http://a/1b"}) {
 		t.Errorf("QueueHead with skip: %v", got)

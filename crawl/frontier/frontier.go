@@ -123,6 +123,13 @@ type hostQueue struct {
 	buf   []store.QueueEntry
 	more  bool
 	taken []store.QueueEntry // handed out, still in the store
+	// readTo, when readKnown is set, is where the last read of the head
+	// ended: every entry of the store in neither buf nor taken sorts after
+	// it, so the next read starts there instead of stepping over the
+	// deletion markers of every entry completed before (see
+	// store.QueueHeadAfter). Whatever could break that clears readKnown.
+	readTo    store.QueueEntry
+	readKnown bool
 	// lease is the host's lease while one is out (busy is then set).
 	lease *Lease
 
@@ -150,6 +157,13 @@ type hostQueue struct {
 }
 
 func (q *hostQueue) hasWork() bool { return len(q.buf) > 0 || q.more }
+
+// forgetHead drops the in-memory head: the next read takes it from the
+// start of the host's queue in the store, which may hold entries the
+// memory never saw.
+func (q *hostQueue) forgetHead() {
+	q.buf, q.more, q.readKnown = nil, true, false
+}
 
 // New returns the frontier kept in db, resuming the queues stored there:
 // tasks that were in flight when the last process stopped are queued again.

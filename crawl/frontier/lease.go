@@ -225,7 +225,7 @@ func (l *Lease) dropHead() ([]store.QueueEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frontier: drop queue of host %s: %w", q.host, err)
 	}
-	q.buf, q.more = nil, true // recrawls may remain
+	q.forgetHead() // recrawls may remain
 	q.state.Dropped += int64(len(batch))
 	q.stateDirty = true
 	return batch, nil

@@ -125,7 +125,11 @@ func (f *Frontier) ensureHeadLocked(q *hostQueue) bool {
 	if len(q.buf) > 0 || !q.more {
 		return len(q.buf) > 0
 	}
-	head, err := f.db.QueueHead(q.key, hostBufLen, takenFilter(q.taken, false))
+	var after *store.QueueEntry
+	if q.readKnown {
+		after = &q.readTo
+	}
+	head, err := f.db.QueueHeadAfter(q.key, after, hostBufLen, takenFilter(q.taken, false))
 	if err != nil {
 		f.storeErrs++
 		q.nextAllowed = f.now().Add(time.Second)
@@ -133,6 +137,9 @@ func (f *Frontier) ensureHeadLocked(q *hostQueue) bool {
 	}
 	q.buf = head
 	q.more = len(head) == hostBufLen
+	if len(head) > 0 {
+		q.readTo, q.readKnown = head[len(head)-1], true
+	}
 	return len(head) > 0
 }
 

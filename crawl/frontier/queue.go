@@ -86,7 +86,7 @@ func (f *Frontier) push(tasks []Task, undead []store.DeadLetter) (dropped []Task
 			// A new task of the host: ask the gate again. The store holds
 			// the whole queue; its head is read when the host is ready.
 			f.setParkedLocked(q, false)
-			q.buf, q.more = nil, true
+			q.forgetHead()
 		}
 		f.insertLocked(q, u.Push[i])
 		f.scheduleLocked(q)
@@ -200,12 +200,24 @@ func (f *Frontier) applyLocked(u *store.QueueUpdate) error {
 	return nil
 }
 
+// unreadLocked notes that e, in the store, is left out of q's memory: the
+// next read of the head starts from the beginning of the queue if the last
+// one ended after e.
+func (q *hostQueue) unreadLocked(e *store.QueueEntry) {
+	if q.readKnown && !q.readTo.Less(e) {
+		q.readKnown = false
+	}
+}
+
 // insertLocked adds an entry that is in the store to the host's in-memory
 // head, if it belongs there.
 func (f *Frontier) insertLocked(q *hostQueue, e store.QueueEntry) {
 	n := len(q.buf)
 	if q.more && (n == 0 || !e.Less(&q.buf[n-1])) {
-		return // beyond the head: the store has it, a reload will find it
+		// Beyond the head: the store has it, a reload will find it (from
+		// the start, if the last read ended after it).
+		q.unreadLocked(&e)
+		return
 	}
 	i, found := slices.BinarySearchFunc(q.buf, e, func(a, b store.QueueEntry) int {
 		switch {
@@ -221,6 +233,7 @@ func (f *Frontier) insertLocked(q *hostQueue, e store.QueueEntry) {
 	}
 	q.buf = slices.Insert(q.buf, i, e)
 	if len(q.buf) > hostBufLen {
+		q.unreadLocked(&q.buf[len(q.buf)-1])
 		q.buf[len(q.buf)-1] = store.QueueEntry{}
 		q.buf = q.buf[:len(q.buf)-1]
 		q.more = true

@@ -22,14 +22,14 @@ import (
 // Push: its queue stays in the store, its head is forgotten.
 func (f *Frontier) parkLocked(q *hostQueue) {
 	f.setParkedLocked(q, true)
-	q.buf, q.more = nil, true
+	q.forgetHead()
 	f.unheapLocked(q)
 }
 
 // unparkLocked brings a parked host back, to read its head from the store.
 func (f *Frontier) unparkLocked(q *hostQueue) {
 	f.setParkedLocked(q, false)
-	q.buf, q.more = nil, true
+	q.forgetHead()
 	f.scheduleLocked(q)
 }
 
@@ -90,7 +90,7 @@ func (f *Frontier) Resume(in func(ringKey uint64) bool) error {
 		delete(f.orphans, host)
 		// In memory again (or meanwhile): its head must come from the
 		// store, which has entries the memory never saw.
-		q.more = true
+		q.more, q.readKnown = true, false
 		f.scheduleLocked(q)
 		changed = true
 	}
@@ -265,7 +265,8 @@ func (f *Frontier) dropHostRange(host string, key uint64, in func(uint64) bool) 
 	switch {
 	case q != nil:
 		f.unheapLocked(q)
-		q.buf, q.more, q.held = nil, true, false
+		q.forgetHead()
+		q.held = false
 		if n > 0 {
 			f.setParkedLocked(q, false) // what made the gate refuse it may be gone: ask again
 		}
