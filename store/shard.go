@@ -177,7 +177,7 @@ func (db *DB) putShardRecords(recs []ShardRecord) error {
 		return ldbErr(err, "put %d shard records", b.Len())
 	}
 	for _, w := range written {
-		db.recentShard.put(w.id, w.value)
+		db.recentShard.Put(w.id, w.value)
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (db *DB) putShardRecords(recs []ShardRecord) error {
 // there is none: from recentShard when the record was written or read
 // lately, else from leveldb. Callers hold shardMu.
 func (db *DB) shardRecordValue(id [2]uint64) ([]byte, error) {
-	if v, ok := db.recentShard.get(id); ok {
+	if v, ok := db.recentShard.Get(id); ok {
 		return v, nil
 	}
 	v, err := db.ldb.Get(urlKey(prefixShard, id[0], id[1]), nil)
@@ -196,44 +196,24 @@ func (db *DB) shardRecordValue(id [2]uint64) ([]byte, error) {
 	case err != nil:
 		return nil, ldbErr(err, "shard record %s", keyString(id[0], id[1]))
 	}
-	db.recentShard.put(id, v)
+	db.recentShard.Put(id, v)
 	return v, nil
 }
 
-// recentRecords keeps the values of the shard records written or read
-// last, in two generations of up to recentGeneration records each, so
-// that merging into a record met moments ago (a URL's done mark after its
-// acceptance, a link found again) does not read it back through every
-// level of leveldb: in a crawl, that read was about 3% of the node's CPU.
+// recentShardRecords is how many shard record values a generation of
+// DB.recentShard holds: the values written or read last, so that merging
+// into a record met moments ago (a URL's done mark after its acceptance, a
+// link found again) does not read it back through every level of
+// leveldb; in a crawl, that read was about 3% of the node's CPU.
 // putShardRecords, the only writer of the shard table while the store is
-// open, keeps it in step under shardMu; at most 2 × recentGeneration
-// records, some 8 MB.
-type recentRecords struct {
-	cur, prev map[[2]uint64][]byte
-}
-
-// recentGeneration is the size of a generation of recentRecords.
-const recentGeneration = 1 << 14
+// open, keeps them in step under shardMu; at most two generations, some
+// 8 MB.
+const recentShardRecords = 1 << 14
 
 // recentRecord is a record's value as written.
 type recentRecord struct {
 	id    [2]uint64
 	value []byte
-}
-
-func (c *recentRecords) get(id [2]uint64) ([]byte, bool) {
-	if v, ok := c.cur[id]; ok {
-		return v, true
-	}
-	v, ok := c.prev[id]
-	return v, ok
-}
-
-func (c *recentRecords) put(id [2]uint64, v []byte) {
-	if c.cur == nil || len(c.cur) >= recentGeneration {
-		c.prev, c.cur = c.cur, make(map[[2]uint64][]byte, recentGeneration)
-	}
-	c.cur[id] = v
 }
 
 func mergeShard(old, nw ShardRecord) ShardRecord {

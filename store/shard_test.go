@@ -53,7 +53,7 @@ func TestShardRecordsMergeDoneWins(t *testing.T) {
 }
 
 // TestShardMergesAcrossRecentRecords: merges read the records written
-// lately from memory (recentRecords) and the older ones from leveldb, and
+// lately from memory (DB.recentShard) and the older ones from leveldb, and
 // both give the same merge: a done mark and a shallower path written in
 // turn, with more than two generations of other records written between,
 // all stay.
@@ -79,7 +79,7 @@ func TestShardMergesAcrossRecentRecords(t *testing.T) {
 	}
 	// Push r out of memory: its next merge reads leveldb.
 	others := make([]ShardRecord, 0, 1024)
-	for i := range 2*recentGeneration + 1 {
+	for i := range 2*recentShardRecords + 1 {
 		others = append(others, ShardRecord{Key: 9, URLHash: uint64(i + 10), URL: fmt.Sprintf("http://b.test/%d", i)})
 		if len(others) == cap(others) {
 			put(others...)
@@ -87,7 +87,7 @@ func TestShardMergesAcrossRecentRecords(t *testing.T) {
 		}
 	}
 	put(others...)
-	if _, ok := db.recentShard.get([2]uint64{5, 1}); ok {
+	if _, ok := db.recentShard.Get([2]uint64{5, 1}); ok {
 		t.Fatal("the record is still in memory after two generations of others")
 	}
 	seed := r

@@ -16,6 +16,8 @@ import (
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	"github.com/syndtr/goleveldb/leveldb/storage"
+
+	"github.com/swarmcrawl/swarmcrawl/internal/recent"
 )
 
 // Errors returned by the store, always wrapped with context; test them with
@@ -199,7 +201,7 @@ type DB struct {
 	// shardMu serialises the read-merge-write of PutShardRecords, and
 	// guards recentShard.
 	shardMu     sync.Mutex
-	recentShard recentRecords
+	recentShard recent.Map[[2]uint64, []byte] // see recentShardRecords
 
 	// contentMu serialises the read and write of FollowContent.
 	contentMu sync.Mutex
@@ -269,6 +271,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		tailTrimmed: trimmed,
 		failed:      failed,
 		batch:       new(leveldb.Batch),
+		recentShard: recent.New[[2]uint64, []byte](recentShardRecords),
 	}
 	db.disk.init()
 	if err := db.init(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/internal/recent"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -357,14 +358,13 @@ const recentLinksPerGeneration = 1 << 17
 // previous one and the oldest is forgotten, so memory stays bounded and
 // URLs still being linked to stay remembered.
 type recentLinks struct {
-	mu        sync.Mutex
-	limit     int
-	cur, prev map[uint64]uint32 // URL hash -> pathRank
-	dropped   atomic.Int64
+	mu      sync.Mutex
+	ranks   recent.Map[uint64, uint32] // URL hash -> pathRank
+	dropped atomic.Int64
 }
 
 func newRecentLinks(limit int) recentLinks {
-	return recentLinks{limit: limit, cur: make(map[uint64]uint32)}
+	return recentLinks{ranks: recent.New[uint64, uint32](limit)}
 }
 
 // pathRank orders paths: by depth, then by redirects.
@@ -380,11 +380,7 @@ func (r *recentLinks) filter(links []frontier.Task) []frontier.Task {
 	var kept []frontier.Task // a copy from the first dropped link on: links is the caller's
 	copied := false
 	for i, l := range links {
-		h := urls.URLHash(l.URL)
-		rank, ok := r.cur[h]
-		if !ok {
-			rank, ok = r.prev[h]
-		}
+		rank, ok := r.ranks.Get(urls.URLHash(l.URL))
 		if ok && rank <= pathRank(l) {
 			r.dropped.Add(1)
 			if !copied {
@@ -411,13 +407,10 @@ func (r *recentLinks) settled(tasks []pending) {
 	defer r.mu.Unlock()
 	for _, p := range tasks {
 		h, rank := urls.URLHash(p.task.URL), pathRank(p.task)
-		if old, ok := r.cur[h]; ok && old <= rank {
+		if old, ok := r.ranks.Current(h); ok && old <= rank {
 			continue
 		}
-		if len(r.cur) >= r.limit {
-			r.prev, r.cur = r.cur, make(map[uint64]uint32, r.limit)
-		}
-		r.cur[h] = rank
+		r.ranks.Put(h, rank)
 	}
 }
 

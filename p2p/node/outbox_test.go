@@ -143,7 +143,7 @@ func TestRecentLinksBounded(t *testing.T) {
 	for i := range 12 {
 		r.settled([]pending{task(i)})
 	}
-	if n := len(r.cur) + len(r.prev); n > 8 {
+	if n := r.ranks.Len(); n > 8 {
 		t.Errorf("%d URLs remembered, bound 8", n)
 	}
 	kept := r.filter([]frontier.Task{task(0).task, task(11).task})
