@@ -129,23 +129,63 @@ var wordByte = func() (t [256]byte) {
 const nonASCII = 0x80
 
 // voter counts, for each of 64 bit positions, how many shingle hashes have
-// that bit set. It adds eight bits at a time: lane j holds, in its byte k,
-// the count of bit 8k+j over the last few hashes, which is flushed into
-// the wide counters before a byte can overflow.
+// that bit set. Hashes are counted sixteen at a time in bit-sliced
+// counters (Harley and Seal's carry-save adders: a bit of ones, twos,
+// fours and eights per position, some five operations a hash); each
+// sixteen a position reaches is added, eight positions at a time, to a
+// byte lane (lane j holds, in its byte k, the sixteens of bit 8k+j), which
+// is flushed into the wide counters before a byte can overflow.
 type voter struct {
-	lanes   [8]uint64
-	pending int       // hashes in lanes
-	ones    [64]int64 // flushed counts of set bits
-	n       int64     // hashes added
+	block  [16]uint64 // hashes not counted yet
+	queued int        // how many of block
+	// ones, twos, fours and eights hold, per bit position, the count of
+	// the counted hashes modulo 16 in binary.
+	ones, twos, fours, eights uint64
+	lanes                     [8]uint64
+	pending                   int       // sixteens in lanes, at most 255 a byte
+	sixteens                  [64]int64 // flushed sixteens per bit position
+	n                         int64     // hashes added
 }
 
 const laneBits = 0x0101010101010101
 
 func (v *voter) add(h uint64) {
-	for j := range v.lanes {
-		v.lanes[j] += h >> j & laneBits
+	v.block[v.queued] = h
+	if v.queued++; v.queued == len(v.block) {
+		v.countBlock()
 	}
-	v.n++
+}
+
+// csa is a carry-save adder: for each bit position, a+b+c = 2*carry+sum.
+func csa(a, b, c uint64) (carry, sum uint64) {
+	u := a ^ b
+	return a&b | u&c, u ^ c
+}
+
+// countBlock counts the sixteen queued hashes.
+func (v *voter) countBlock() {
+	b := &v.block
+	var twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens uint64
+	twosA, v.ones = csa(v.ones, b[0], b[1])
+	twosB, v.ones = csa(v.ones, b[2], b[3])
+	foursA, v.twos = csa(v.twos, twosA, twosB)
+	twosA, v.ones = csa(v.ones, b[4], b[5])
+	twosB, v.ones = csa(v.ones, b[6], b[7])
+	foursB, v.twos = csa(v.twos, twosA, twosB)
+	eightsA, v.fours = csa(v.fours, foursA, foursB)
+	twosA, v.ones = csa(v.ones, b[8], b[9])
+	twosB, v.ones = csa(v.ones, b[10], b[11])
+	foursA, v.twos = csa(v.twos, twosA, twosB)
+	twosA, v.ones = csa(v.ones, b[12], b[13])
+	twosB, v.ones = csa(v.ones, b[14], b[15])
+	foursB, v.twos = csa(v.twos, twosA, twosB)
+	eightsB, v.fours = csa(v.fours, foursA, foursB)
+	sixteens, v.eights = csa(v.eights, eightsA, eightsB)
+	for j := range v.lanes {
+		v.lanes[j] += sixteens >> j & laneBits
+	}
+	v.queued = 0
+	v.n += int64(len(v.block))
 	if v.pending++; v.pending == 255 {
 		v.flush()
 	}
@@ -154,7 +194,7 @@ func (v *voter) add(h uint64) {
 func (v *voter) flush() {
 	for j, l := range v.lanes {
 		for k := 0; k < 8; k++ {
-			v.ones[8*k+j] += int64(l >> (8 * k) & 0xff)
+			v.sixteens[8*k+j] += int64(l >> (8 * k) & 0xff)
 		}
 		v.lanes[j] = 0
 	}
@@ -165,9 +205,14 @@ func (v *voter) flush() {
 // +1/-1 vote is positive.
 func (v *voter) result() uint64 {
 	v.flush()
+	n := v.n + int64(v.queued)
 	var fp uint64
-	for i, ones := range v.ones {
-		if 2*ones > v.n {
+	for i, s := range v.sixteens {
+		ones := 16*s + int64(v.eights>>i&1)*8 + int64(v.fours>>i&1)*4 + int64(v.twos>>i&1)*2 + int64(v.ones>>i&1)
+		for _, h := range v.block[:v.queued] {
+			ones += int64(h >> i & 1)
+		}
+		if 2*ones > n {
 			fp |= 1 << i
 		}
 	}

@@ -221,8 +221,9 @@ func naiveSimhash(text string) uint64 {
 
 func TestSimhashMatchesDefinition(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	// Lengths around the voter's 255-hash flush, and a long text.
-	for _, n := range []int{1, 2, 3, 4, 100, 256, 257, 258, 511, 512, 513, 5000} {
+	// Lengths around the voter's blocks of 16 hashes (a text of n words
+	// has n-2 shingles) and its flush after 255 blocks, and a long text.
+	for _, n := range []int{1, 2, 3, 4, 17, 18, 19, 34, 100, 256, 257, 258, 511, 512, 513, 4081, 4082, 4083, 5000, 8180} {
 		text := strings.Join(randomWords(r, n, 50), " ")
 		if got, want := Simhash(text), naiveSimhash(text); got != want {
 			t.Errorf("%d words: Simhash = %016x, definition gives %016x", n, got, want)
@@ -230,7 +231,7 @@ func TestSimhashMatchesDefinition(t *testing.T) {
 	}
 	// A page that repeats one word: every shingle is the same, so every
 	// counter moves on every shingle, which overflows narrow counters.
-	for _, n := range []int{255, 256, 257, 258, 1000} {
+	for _, n := range []int{15, 16, 17, 255, 256, 257, 258, 1000, 4079, 4080, 4081, 4096, 8200} {
 		text := strings.Repeat("spam ", n+2)
 		if got, want := Simhash(text), naiveSimhash(text); got != want {
 			t.Errorf("one word %d times: Simhash = %016x, definition gives %016x", n+2, got, want)
