@@ -132,23 +132,27 @@ type deflater struct {
 	codegenFreq [numCodegen]uint32
 	codegenLen  [numCodegen]uint8
 	codegenCode [numCodegen]hcode
+	// nlit, ndist and ncodegen are how many lengths of each code the
+	// block header holds.
+	nlit, ndist, ncodegen int
 	// sort and sortTmp are scratch space for buildLengths.
 	sort, sortTmp [numLitLen]uint64
 	lens          [numLitLen]int32
 }
 
 // appendGzip appends src, len(src) <= maxDeflateInput, compressed as one
-// gzip member, to dst.
-func (d *deflater) appendGzip(dst, src []byte) []byte {
+// gzip member, to dst; with preset's code if it can write src, and does so
+// in fewer bits than the fixed code and than storing it (nil: none).
+func (d *deflater) appendGzip(dst, src []byte, preset *presetCode) []byte {
 	dst = append(dst, gzipHeader[:]...)
-	dst = d.appendDeflate(dst, src)
+	dst = d.appendDeflate(dst, src, preset)
 	dst = binary.LittleEndian.AppendUint32(dst, crc32.ChecksumIEEE(src))
 	return binary.LittleEndian.AppendUint32(dst, uint32(len(src)))
 }
 
 // appendDeflate appends src, len(src) <= maxDeflateInput, as a deflate
-// stream of one block to dst.
-func (d *deflater) appendDeflate(dst, src []byte) []byte {
+// stream of one block to dst (for preset, see appendGzip).
+func (d *deflater) appendDeflate(dst, src []byte, preset *presetCode) []byte {
 	d.tokenize(src)
 	d.litFreq[endBlock] = 1
 
@@ -168,36 +172,16 @@ func (d *deflater) appendDeflate(dst, src []byte) []byte {
 	for _, f := range d.distFreq {
 		fixedBits += int(f) * 5
 	}
+	if preset != nil {
+		if presetBits, ok := preset.bits(d, extraBits); ok && presetBits < fixedBits && presetBits < storedBits {
+			w := bitWriter{out: append(dst, preset.header...), acc: preset.tail, nacc: preset.tailBits}
+			w.writeTokens(src, d.matches, preset.lit[:], preset.dist[:])
+			w.flush()
+			return w.out
+		}
+	}
 
-	// The dynamic codes. Each gets at least two symbols, as zlib does, so
-	// that it is a complete code, as decoders want.
-	ensureTwo(d.litFreq[:])
-	ensureTwo(d.distFreq[:])
-	d.buildLengths(d.litFreq[:], d.litLen[:], 15)
-	d.buildLengths(d.distFreq[:], d.distLen[:], 15)
-	nlit := numLitLen
-	for nlit > endBlock+1 && d.litLen[nlit-1] == 0 {
-		nlit--
-	}
-	ndist := numDist
-	for ndist > 1 && d.distLen[ndist-1] == 0 {
-		ndist--
-	}
-	d.codegen = d.codegen[:0]
-	clear(d.codegenFreq[:])
-	d.runLengths(d.litLen[:nlit])
-	d.runLengths(d.distLen[:ndist])
-	ensureTwo(d.codegenFreq[:])
-	d.buildLengths(d.codegenFreq[:], d.codegenLen[:], 7)
-	ncodegen := numCodegen
-	for ncodegen > 4 && d.codegenLen[codegenOrder[ncodegen-1]] == 0 {
-		ncodegen--
-	}
-	dynBits := 3 + 5 + 5 + 4 + 3*ncodegen + extraBits
-	for c, f := range d.codegenFreq {
-		dynBits += int(f) * int(d.codegenLen[c])
-	}
-	dynBits += 2*int(d.codegenFreq[16]) + 3*int(d.codegenFreq[17]) + 7*int(d.codegenFreq[18])
+	dynBits := d.dynamicCode() + extraBits
 	for sym, f := range d.litFreq {
 		dynBits += int(f) * int(d.litLen[sym])
 	}
@@ -217,24 +201,138 @@ func (d *deflater) appendDeflate(dst, src []byte) []byte {
 		w.put(0b011, 3) // BFINAL, BTYPE=01
 		w.writeTokens(src, d.matches, fixedLitLen[:], fixedDist[:])
 	default:
-		w.put(0b101, 3) // BFINAL, BTYPE=10
-		w.put(uint32(nlit-257), 5)
-		w.put(uint32(ndist-1), 5)
-		w.put(uint32(ncodegen-4), 4)
-		for _, c := range codegenOrder[:ncodegen] {
-			w.put(uint32(d.codegenLen[c]), 3)
-		}
-		canonicalCodes(d.codegenLen[:], d.codegenCode[:])
-		for i := 0; i < len(d.codegen); i += 2 {
-			c := d.codegenCode[d.codegen[i]]
-			w.put(uint32(c.code)|uint32(d.codegen[i+1])<<c.len, uint(c.len)+uint(codegenExtra[d.codegen[i]]))
-		}
-		canonicalCodes(d.litLen[:], d.litCode[:])
-		canonicalCodes(d.distLen[:], d.distCode[:])
+		d.writeDynamicHeader(&w)
 		w.writeTokens(src, d.matches, d.litCode[:], d.distCode[:])
 	}
 	w.flush()
 	return w.out
+}
+
+// dynamicCode builds the dynamic codes of the symbol frequencies counted
+// (d.litLen, d.distLen) and the run-length encoding of their lengths
+// (d.codegen, coded with d.codegenLen), and returns the size in bits of
+// the block header that carries them. Each code gets at least two
+// symbols, as zlib does, so that it is a complete code, as decoders want.
+func (d *deflater) dynamicCode() int {
+	ensureTwo(d.litFreq[:])
+	ensureTwo(d.distFreq[:])
+	d.buildLengths(d.litFreq[:], d.litLen[:], 15)
+	d.buildLengths(d.distFreq[:], d.distLen[:], 15)
+	d.nlit = numLitLen
+	for d.nlit > endBlock+1 && d.litLen[d.nlit-1] == 0 {
+		d.nlit--
+	}
+	d.ndist = numDist
+	for d.ndist > 1 && d.distLen[d.ndist-1] == 0 {
+		d.ndist--
+	}
+	d.codegen = d.codegen[:0]
+	clear(d.codegenFreq[:])
+	d.runLengths(d.litLen[:d.nlit])
+	d.runLengths(d.distLen[:d.ndist])
+	ensureTwo(d.codegenFreq[:])
+	d.buildLengths(d.codegenFreq[:], d.codegenLen[:], 7)
+	d.ncodegen = numCodegen
+	for d.ncodegen > 4 && d.codegenLen[codegenOrder[d.ncodegen-1]] == 0 {
+		d.ncodegen--
+	}
+	bits := 3 + 5 + 5 + 4 + 3*d.ncodegen
+	for c, f := range d.codegenFreq {
+		bits += int(f) * int(d.codegenLen[c])
+	}
+	return bits + 2*int(d.codegenFreq[16]) + 3*int(d.codegenFreq[17]) + 7*int(d.codegenFreq[18])
+}
+
+// writeDynamicHeader writes the header of a block with the dynamic codes
+// dynamicCode built, and sets d.litCode and d.distCode to them.
+func (d *deflater) writeDynamicHeader(w *bitWriter) {
+	w.put(0b101, 3) // BFINAL, BTYPE=10
+	w.put(uint32(d.nlit-257), 5)
+	w.put(uint32(d.ndist-1), 5)
+	w.put(uint32(d.ncodegen-4), 4)
+	for _, c := range codegenOrder[:d.ncodegen] {
+		w.put(uint32(d.codegenLen[c]), 3)
+	}
+	canonicalCodes(d.codegenLen[:], d.codegenCode[:])
+	for i := 0; i < len(d.codegen); i += 2 {
+		c := d.codegenCode[d.codegen[i]]
+		w.put(uint32(c.code)|uint32(d.codegen[i+1])<<c.len, uint(c.len)+uint(codegenExtra[d.codegen[i]]))
+	}
+	canonicalCodes(d.litLen[:], d.litCode[:])
+	canonicalCodes(d.distLen[:], d.distCode[:])
+}
+
+// presetCode is a dynamic Huffman code made once, from a sample, for
+// records that are all alike: the request records, which differ in their
+// URLs, times, record IDs and digests only. Building a code costs a few
+// microseconds a record, more than the rest of the work on a record that
+// small; the preset's block header is copied as it is. The code covers
+// every printable ASCII byte, tab, CR and LF, and every length and
+// distance, so that it can write any request record of a crawl (one with
+// other bytes gets a code of its own).
+type presetCode struct {
+	litLen  [numLitLen]uint8
+	distLen [numDist]uint8
+	lit     [numLitLen]hcode
+	dist    [numDist]hcode
+	// header is the block header: whole bytes, then the tailBits bits of
+	// tail.
+	header     []byte
+	tail       uint64
+	tailBits   uint
+	headerBits int
+}
+
+// newPresetCode makes a code for records like sample.
+func newPresetCode(sample []byte) *presetCode {
+	d := new(deflater)
+	d.tokenize(sample)
+	// The sample's symbols weigh most; every other symbol a record of the
+	// kind may hold gets the least weight.
+	for i := range d.litFreq {
+		d.litFreq[i] *= 8
+	}
+	for i := range d.distFreq {
+		d.distFreq[i] *= 8
+	}
+	for c := ' '; c <= '~'; c++ {
+		d.litFreq[c]++
+	}
+	for _, c := range []byte{'\t', '\r', '\n'} {
+		d.litFreq[c]++
+	}
+	for sym := endBlock; sym < numLitLen; sym++ {
+		d.litFreq[sym]++
+	}
+	for c := range d.distFreq {
+		d.distFreq[c]++
+	}
+	p := &presetCode{headerBits: d.dynamicCode()}
+	var w bitWriter
+	d.writeDynamicHeader(&w)
+	p.litLen, p.distLen, p.lit, p.dist = d.litLen, d.distLen, d.litCode, d.distCode
+	p.header, p.tail, p.tailBits = w.out, w.acc, w.nacc
+	return p
+}
+
+// bits returns the size in bits of the block that writes the symbols d
+// counted, with extraBits extra bits, in p's code, and false if p lacks a
+// code for one of them.
+func (p *presetCode) bits(d *deflater, extraBits int) (int, bool) {
+	n := p.headerBits + extraBits
+	for sym, f := range d.litFreq {
+		if f != 0 && p.litLen[sym] == 0 {
+			return 0, false
+		}
+		n += int(f) * int(p.litLen[sym])
+	}
+	for c, f := range d.distFreq {
+		if f != 0 && p.distLen[c] == 0 {
+			return 0, false
+		}
+		n += int(f) * int(p.distLen[c])
+	}
+	return n, true
 }
 
 // codegenExtra is the number of extra bits of each code length symbol.

@@ -6,6 +6,7 @@ import (
 	stdgzip "compress/gzip"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,9 +91,9 @@ func deflateInputs() map[string][]byte {
 	return in
 }
 
-func checkDeflater(t *testing.T, d *deflater, name string, src []byte) {
+func checkDeflater(t *testing.T, d *deflater, name string, src []byte, preset *presetCode) {
 	t.Helper()
-	z := d.appendGzip(nil, src)
+	z := d.appendGzip(nil, src, preset)
 	for _, rd := range []struct {
 		name string
 		open func(io.Reader) (io.Reader, error)
@@ -122,21 +123,66 @@ func checkDeflater(t *testing.T, d *deflater, name string, src []byte) {
 func TestDeflaterRoundTrip(t *testing.T) {
 	d := new(deflater)
 	inputs := deflateInputs()
-	for name, src := range inputs {
-		checkDeflater(t, d, name, src)
-		// Also every length of a prefix of the start.
-		if name == "mixed" || name == "page body 0" {
-			for n := range 300 {
-				checkDeflater(t, d, name, src[:n])
+	// With a code of each record's own, and with the request records'
+	// preset code wherever it can write the record.
+	for _, preset := range []*presetCode{nil, requestCode()} {
+		for name, src := range inputs {
+			checkDeflater(t, d, name, src, preset)
+			// Also every length of a prefix of the start.
+			if name == "mixed" || name == "page body 0" {
+				for n := range 300 {
+					checkDeflater(t, d, name, src[:n], preset)
+				}
+			}
+		}
+		// A deflater is reused: nothing of one record leaks into the next.
+		for range 3 {
+			for name, src := range inputs {
+				checkDeflater(t, d, name, src, preset)
 			}
 		}
 	}
-	// A deflater is reused: nothing of one record leaks into the next.
-	for range 3 {
-		for name, src := range inputs {
-			checkDeflater(t, d, name, src)
-		}
+}
+
+// TestRequestPresetCode checks that request records are written with the
+// preset code, about as small as with a code of their own, and that a
+// record the code cannot write gets its own.
+func TestRequestPresetCode(t *testing.T) {
+	p := requestCode()
+	if got := 8*len(p.header) + int(p.tailBits); got != p.headerBits {
+		t.Fatalf("preset header holds %d bits, want %d", got, p.headerBits)
 	}
+	d := new(deflater)
+	e := new(encoder)
+	var withPreset, own int
+	for i, ex := range benchPages(16) {
+		u, err := url.Parse(ex.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := appendRequest(e, &buf, &ex, u, "HTTP/1.1", "2025-03-14T15:09:26Z", "192.0.2.1", "<urn:uuid:1>", "<urn:uuid:2>", nil); err != nil {
+			t.Fatal(err)
+		}
+		rec := e.rec
+		z := d.appendGzip(nil, rec, p)
+		if !bytes.HasPrefix(z[len(gzipHeader):], p.header) {
+			t.Errorf("request record %d is not written with the preset code", i)
+		}
+		checkDeflater(t, d, "request", rec, p)
+		withPreset += len(z)
+		own += len(d.appendGzip(nil, rec, nil))
+	}
+	t.Logf("16 request records: %d bytes with the preset code, %d with codes of their own", withPreset, own)
+	if withPreset > own+own/10 {
+		t.Errorf("16 request records: %d bytes with the preset code, %d with codes of their own", withPreset, own)
+	}
+	// A byte the preset has no code for: the record gets its own code.
+	rec := []byte("GET /caf\xc3\xa9 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if z := d.appendGzip(nil, rec, p); bytes.HasPrefix(z[len(gzipHeader):], p.header) {
+		t.Error("a record with bytes beyond ASCII is written with the preset code")
+	}
+	checkDeflater(t, d, "request beyond ASCII", rec, p)
 }
 
 // TestDeflaterSize checks that the deflater compresses pages about as
@@ -151,7 +197,7 @@ func TestDeflaterSize(t *testing.T) {
 		kz.Reset(&b)
 		kz.Write(src)
 		kz.Close()
-		n := len(d.appendGzip(nil, src))
+		n := len(d.appendGzip(nil, src, nil))
 		if n > len(src)+5+18 {
 			t.Errorf("%s: %d bytes to %d", name, len(src), n)
 		}
@@ -219,7 +265,8 @@ func FuzzDeflater(f *testing.F) {
 		if len(src) > maxDeflateInput {
 			src = src[:maxDeflateInput]
 		}
-		checkDeflater(t, d, "fuzz", src)
+		checkDeflater(t, d, "fuzz", src, nil)
+		checkDeflater(t, d, "fuzz, preset code", src, requestCode())
 	})
 }
 

@@ -158,8 +158,9 @@ var digestLen = len("sha1:") + base32.StdEncoding.EncodedLen(sha1.Size)
 // appendRecord appends one record, compressed as its own gzip member, to
 // dst. Its block is http followed by payload; Content-Length and
 // WARC-Block-Digest are computed here, and WARC-Payload-Digest too (of
-// payload) if payloadDigest.
-func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []field, http []byte, payload P, payloadDigest bool) error {
+// payload) if payloadDigest. A record of a kind with a preset code passes
+// it (see presetCode), others nil.
+func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []field, http []byte, payload P, payloadDigest bool, preset *presetCode) error {
 	// The record is built whole in e.rec, its digests written in once the
 	// block is in place behind the header.
 	n := len(http) + len(payload)
@@ -199,7 +200,7 @@ func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []fie
 
 	if len(r) <= maxDeflateInput {
 		dst.Grow(len(r) + len(r)/8 + 64) // more than the worst case
-		dst.Write(e.appendGzip(dst.AvailableBuffer(), r))
+		dst.Write(e.appendGzip(dst.AvailableBuffer(), r, preset))
 		return nil
 	}
 	gz := gzipWriters.Get().(*gzip.Writer)
@@ -264,7 +265,7 @@ func encodeWarcinfo(dst *bytes.Buffer, filename string, now time.Time, software 
 		{hDate, now.UTC().Format(dateFormat)},
 		{hFilename, filename},
 		{hContentType, "application/warc-fields"},
-	}, body, "", false)
+	}, body, "", false, nil)
 }
 
 // encodeExchange appends the response, request and (if there is text)
@@ -319,16 +320,40 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 		fields = append(fields, field{hTruncated, "length"})
 	}
 	fields = append(fields, field{hContentType, "application/http;msgtype=response"})
-	if err := appendRecord(e, dst, fields, head, ex.Body, true); err != nil {
+	if err := appendRecord(e, dst, fields, head, ex.Body, true, nil); err != nil {
+		return err
+	}
+	if err := appendRequest(e, dst, ex, u, proto, date, ip, reqID, respID, requestCode()); err != nil {
 		return err
 	}
 
-	// Request.
+	// Conversion.
+	if ex.Text == "" {
+		return nil
+	}
+	convID, err := newRecordID()
+	if err != nil {
+		return err
+	}
+	fields = append(fields[:0], field{hType, "conversion"}, field{hRecordID, convID}, field{hDate, date}, field{hTargetURI, ex.URL}, field{hRefersTo, respID})
+	if ex.Title != "" {
+		fields = append(fields, field{HeaderTitle, ex.Title})
+	}
+	if ex.Simhash != 0 {
+		fields = append(fields, field{HeaderSimhash, fmt.Sprintf("%016x", ex.Simhash)})
+	}
+	fields = append(fields, field{hContentType, "text/plain; charset=utf-8"})
+	return appendRecord(e, dst, fields, nil, ex.Text, true, nil)
+}
+
+// appendRequest appends the request record of ex, compressed with preset
+// when it can be (nil: with a code of its own).
+func appendRequest(e *encoder, dst *bytes.Buffer, ex *Exchange, u *url.URL, proto, date, ip, reqID, respID string, preset *presetCode) error {
 	method := ex.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	head = appendOneLine(e.http[:0], method)
+	head := appendOneLine(e.http[:0], method)
 	head = append(head, ' ')
 	head = appendOneLine(head, u.RequestURI())
 	head = append(head, ' ')
@@ -345,33 +370,40 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 	head = appendHTTPHeader(head, reqHeader)
 	head = append(head, "\r\n"...)
 	e.http = head
-	fields = append(fieldsArr[:0], field{hType, "request"}, field{hRecordID, reqID}, field{hDate, date}, field{hTargetURI, ex.URL})
+	var fieldsArr [7]field
+	fields := append(fieldsArr[:0], field{hType, "request"}, field{hRecordID, reqID}, field{hDate, date}, field{hTargetURI, ex.URL})
 	if ip != "" {
 		fields = append(fields, field{hIPAddress, ip})
 	}
 	fields = append(fields, field{hConcurrentTo, respID}, field{hContentType, "application/http;msgtype=request"})
-	if err := appendRecord(e, dst, fields, head, "", false); err != nil {
-		return err
-	}
-
-	// Conversion.
-	if ex.Text == "" {
-		return nil
-	}
-	convID, err := newRecordID()
-	if err != nil {
-		return err
-	}
-	fields = append(fieldsArr[:0], field{hType, "conversion"}, field{hRecordID, convID}, field{hDate, date}, field{hTargetURI, ex.URL}, field{hRefersTo, respID})
-	if ex.Title != "" {
-		fields = append(fields, field{HeaderTitle, ex.Title})
-	}
-	if ex.Simhash != 0 {
-		fields = append(fields, field{HeaderSimhash, fmt.Sprintf("%016x", ex.Simhash)})
-	}
-	fields = append(fields, field{hContentType, "text/plain; charset=utf-8"})
-	return appendRecord(e, dst, fields, nil, ex.Text, true)
+	return appendRecord(e, dst, fields, head, "", false, preset)
 }
+
+// requestCode is the preset code of request records, made from the
+// request record of a typical crawled page.
+var requestCode = sync.OnceValue(func() *presetCode {
+	ex := &Exchange{
+		URL:        "http://www.example.com/news/2025/03/page-0123.html?id=4567&lang=en",
+		Date:       time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC),
+		RemoteAddr: "192.0.2.10:80",
+		RequestHeader: http.Header{
+			"User-Agent":      {"swarmcrawl/0.1 (+https://swarmcrawl.example/bot)"},
+			"Accept":          {"text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"},
+			"Accept-Encoding": {"gzip"},
+		},
+	}
+	u, err := url.Parse(ex.URL)
+	if err != nil {
+		panic(err)
+	}
+	const id = "<urn:uuid:0f3c5a8e-7b21-4d9f-a6e4-92c1d0b7e853>"
+	e := new(encoder)
+	var scratch bytes.Buffer
+	if err := appendRequest(e, &scratch, ex, u, "HTTP/1.1", ex.Date.Format(dateFormat), ipAddress(ex.RemoteAddr), id, id, nil); err != nil {
+		panic(err)
+	}
+	return newPresetCode(e.rec)
+})
 
 // appendHTTPHeader appends an HTTP header in canonical name order, leaving
 // out the names in skip and any name that is not a valid token.
