@@ -263,3 +263,71 @@ func TestCrawlResumesAfterStop(t *testing.T) {
 		t.Errorf("%d pages fetched twice after a clean stop: %v", len(d), d)
 	}
 }
+
+// TestCrawlDelayKeptAcrossRestart stops a crawl of hosts whose robots.txt
+// asks for a Crawl-delay of 1 s, far longer than the delay, right after a
+// request, and restarts it at once on the same store with the hosts'
+// robots.txt restored, as a node restores its host states when it takes
+// its ranges back: no host is contacted again before its Crawl-delay has
+// passed since the stopped run's last request to it.
+func TestCrawlDelayKeptAcrossRestart(t *testing.T) {
+	w := startSynthWeb(t, synthweb.Config{Seed: 7, Hosts: 3, CrawlDelayHosts: 3})
+	cfg := DefaultConfig()
+	cfg.Delay = 20 * time.Millisecond
+	cfg.MaxDepth = 1000
+	cfg.Proxy = w.Proxy()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	ring := &ringStandIn{seen: map[uint64]int{}}
+	c1, err := New(cfg, db, nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.c = c1
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c1.Run(ctx) }()
+	ring.seed(w.Seeds())
+	// Each host's robots.txt, then a page of each a second later.
+	deadline := time.Now().Add(20 * time.Second)
+	for c1.Stats().Fetched < 3 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no page of every host after 20s: %+v", c1.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	snaps := c1.Snapshots(func(uint64) bool { return true })
+	if len(snaps) != 3 {
+		t.Fatalf("%d host snapshots, want 3", len(snaps))
+	}
+	// A node stores a host's snapshot when it fetches its robots.txt
+	// (TakeFreshSnapshots), so what it restores does not know of the
+	// requests after that one.
+	for i := range snaps {
+		snaps[i].NotBefore = time.Time{}
+	}
+	db.Close()
+
+	db2 := openStoreAt(t, dir)
+	c2, err := New(cfg, db2, nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.mu.Lock()
+	ring.c = c2
+	ring.mu.Unlock()
+	c2.Restore(snaps)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel2()
+	if err := c2.Run(ctx2); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if c2.Stats().Fetched == 0 {
+		t.Fatal("the restarted crawl fetched nothing in 1.5 s")
+	}
+	reportAll(t, "politeness violation", w.CheckPoliteness(cfg.Delay))
+}

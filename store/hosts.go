@@ -7,11 +7,13 @@ package store
 //
 // Host record, version 1:
 //
-//	version     byte = 1
-//	host        bytes
-//	fetched     varint
-//	dropped     varint
-//	not before  time (see urlmeta.go)
+//	version      byte = 1
+//	host         bytes
+//	fetched      varint
+//	dropped      varint
+//	not before   time (see urlmeta.go)
+//	crawl delay  varint, nanoseconds; absent (as in records written before
+//	             it was added) when 0
 
 import (
 	"encoding/binary"
@@ -36,6 +38,10 @@ type HostState struct {
 	// NotBefore is the earliest time the host may be contacted again, set
 	// by a Retry-After answer.
 	NotBefore time.Time
+	// CrawlDelay is the Crawl-delay of the host's robots.txt when it was
+	// last read (0: none), so that a restarted run keeps the host's gap
+	// before it has its robots.txt again.
+	CrawlDelay time.Duration
 }
 
 // Host returns the state of the host; ok is false when none is stored.
@@ -76,7 +82,11 @@ func encodeHostState(h *HostState) []byte {
 	dst = appendString(dst, h.Host)
 	dst = binary.AppendVarint(dst, h.Fetched)
 	dst = binary.AppendVarint(dst, h.Dropped)
-	return appendTime(dst, h.NotBefore)
+	dst = appendTime(dst, h.NotBefore)
+	if h.CrawlDelay != 0 {
+		dst = binary.AppendVarint(dst, int64(h.CrawlDelay))
+	}
+	return dst
 }
 
 func decodeHostState(v []byte, h *HostState) error {
@@ -88,5 +98,10 @@ func decodeHostState(v []byte, h *HostState) error {
 	h.Fetched = d.varint()
 	h.Dropped = d.varint()
 	h.NotBefore = d.stamp()
+	if d.err == nil && len(d.b) > 0 {
+		if h.CrawlDelay = time.Duration(d.varint()); d.err == nil && h.CrawlDelay <= 0 {
+			d.fail("crawl delay %v not positive", h.CrawlDelay)
+		}
+	}
 	return d.finish()
 }

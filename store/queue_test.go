@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -195,13 +196,30 @@ func TestURLMetaAndHostRoundTrip(t *testing.T) {
 	if scanned != 1 {
 		t.Errorf("ScanURLMeta saw %d", scanned)
 	}
-	h := HostState{HostKey: 9, Host: "a.example", Fetched: 25, Dropped: 3, NotBefore: time.Unix(1800000000, 0).UTC()}
+	h := HostState{HostKey: 9, Host: "a.example", Fetched: 25, Dropped: 3, NotBefore: time.Unix(1800000000, 0).UTC(), CrawlDelay: 1500 * time.Millisecond}
 	if err := db.PutHost(h); err != nil {
 		t.Fatal(err)
 	}
 	gotH, ok, err := db.Host(9)
 	if err != nil || !ok || !reflect.DeepEqual(gotH, h) {
 		t.Fatalf("Host = %+v %v %v", gotH, ok, err)
+	}
+	// A record written before the Crawl-delay was kept reads as none.
+	old := HostState{HostKey: 11, Host: "b.example", Fetched: 2}
+	v := encodeHostState(&old)
+	v = append(v[:0:0], v...)
+	if err := db.ldb.Put(hostRecordKey(11), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gotH, ok, err := db.Host(11); err != nil || !ok || !reflect.DeepEqual(gotH, old) {
+		t.Fatalf("Host of a record without a Crawl-delay = %+v %v %v", gotH, ok, err)
+	}
+	// A Crawl-delay that is not positive is damage.
+	if err := db.ldb.Put(hostRecordKey(12), binary.AppendVarint(encodeHostState(&HostState{Host: "c.example"}), -5), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.Host(12); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("negative crawl delay: %v", err)
 	}
 	// Corrupt records are reported, not misread.
 	if err := db.ldb.Put(urlKey(prefixURLMeta, 1, 3), []byte{1, 200}, nil); err != nil {

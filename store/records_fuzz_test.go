@@ -103,25 +103,26 @@ func storeSamples() map[string][]byte {
 	smallBytes, _ := encodePage(&small)
 	queued := QueueEntry{HostKey: 7, RingKey: 7, URLHash: 0x1234, URL: "http://a.test/", Depth: 2, Priority: 1, Attempts: 1, Redirects: 1, Recrawl: true, Seq: 99, Due: fuzzTime}
 	return map[string][]byte{
-		"seen":            encodeSeen(nil, &SeenEntry{URL: "http://a.test/p", Depth: 4}),
-		"page":            pageBytes,
-		"page-raw-body":   smallBytes,
-		"urlmeta":         encodeURLMeta(&URLMeta{URL: "http://a.test/p", ETag: `"e1"`, LastModified: "Fri, 02 Jan 2026 15:04:05 GMT", Fingerprint: 0xfeed, ContentHash: 0xbeef, LastFetch: fuzzTime, NextCrawl: fuzzTime.Add(24 * time.Hour), Interval: 24 * time.Hour, Status: 200, Changes: 1, Fetches: 3}),
-		"urlmeta-never":   encodeURLMeta(&URLMeta{URL: "http://a.test/q", Status: 304}),
-		"dead":            encodeDeadLetter(&DeadLetter{URL: "http://a.test/gone", HostKey: 7, Depth: 1, Attempts: 3, Redirects: 0, Kind: "http_5xx", LastError: "503 Service Unavailable", At: fuzzTime}),
-		"host":            encodeHostState(&HostState{Host: "a.test", Fetched: 100_000, Dropped: 12, NotBefore: fuzzTime}),
-		"queue":           encodeQueueEntry(nil, &queued, false),
-		"schedule":        encodeQueueEntry(nil, &queued, true),
-		"outbox":          encodeOutbox(&OutboxEntry{URL: "http://b.test/x", Depth: 5, Redirects: 1, Attempts: 2}),
-		"shard":           encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/p", Depth: 2, Redirects: 1, Done: true, Meta: []byte("\x0a\x0fhttp://a.test/p"), MetaVersion: uint64(fuzzTime.UnixNano())}),
-		"shard-version-1": append([]byte{1, 0, 4, 0}, appendString(nil, "http://a.test/old")...),
-		"shard-version-2": append(append([]byte{2, 1, 4, 0}, appendString(nil, "http://a.test/v2")...), 0, 0),
-		"shard-seeded":    encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/", Seed: true}),
-		"seed":            encodeSeed("http://a.test/"),
-		"fingerprint":     encodeFingerprint(0x0123456789abcdef, "http://a.test/p"),
-		"url-key":         urlKey(prefixSeen, 0x0102030405060708, 0x1112131415161718),
-		"queue-key":       queueKey(7, 3, 99),
-		"schedule-key":    scheduleKey(fuzzTime, 99),
+		"seen":             encodeSeen(nil, &SeenEntry{URL: "http://a.test/p", Depth: 4}),
+		"page":             pageBytes,
+		"page-raw-body":    smallBytes,
+		"urlmeta":          encodeURLMeta(&URLMeta{URL: "http://a.test/p", ETag: `"e1"`, LastModified: "Fri, 02 Jan 2026 15:04:05 GMT", Fingerprint: 0xfeed, ContentHash: 0xbeef, LastFetch: fuzzTime, NextCrawl: fuzzTime.Add(24 * time.Hour), Interval: 24 * time.Hour, Status: 200, Changes: 1, Fetches: 3}),
+		"urlmeta-never":    encodeURLMeta(&URLMeta{URL: "http://a.test/q", Status: 304}),
+		"dead":             encodeDeadLetter(&DeadLetter{URL: "http://a.test/gone", HostKey: 7, Depth: 1, Attempts: 3, Redirects: 0, Kind: "http_5xx", LastError: "503 Service Unavailable", At: fuzzTime}),
+		"host":             encodeHostState(&HostState{Host: "a.test", Fetched: 100_000, Dropped: 12, NotBefore: fuzzTime}),
+		"host-crawl-delay": encodeHostState(&HostState{Host: "a.test", Fetched: 3, CrawlDelay: 2 * time.Second}),
+		"queue":            encodeQueueEntry(nil, &queued, false),
+		"schedule":         encodeQueueEntry(nil, &queued, true),
+		"outbox":           encodeOutbox(&OutboxEntry{URL: "http://b.test/x", Depth: 5, Redirects: 1, Attempts: 2}),
+		"shard":            encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/p", Depth: 2, Redirects: 1, Done: true, Meta: []byte("\x0a\x0fhttp://a.test/p"), MetaVersion: uint64(fuzzTime.UnixNano())}),
+		"shard-version-1":  append([]byte{1, 0, 4, 0}, appendString(nil, "http://a.test/old")...),
+		"shard-version-2":  append(append([]byte{2, 1, 4, 0}, appendString(nil, "http://a.test/v2")...), 0, 0),
+		"shard-seeded":     encodeShardRecord(nil, &ShardRecord{URL: "http://a.test/", Seed: true}),
+		"seed":             encodeSeed("http://a.test/"),
+		"fingerprint":      encodeFingerprint(0x0123456789abcdef, "http://a.test/p"),
+		"url-key":          urlKey(prefixSeen, 0x0102030405060708, 0x1112131415161718),
+		"queue-key":        queueKey(7, 3, 99),
+		"schedule-key":     scheduleKey(fuzzTime, 99),
 	}
 }
 
@@ -138,7 +139,7 @@ func FuzzStoreRecords(f *testing.F) {
 		index[c.name] = uint8(i)
 	}
 	codecOf := func(name string) uint8 {
-		i, ok := index[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "-raw-body"), "-never"), "-version-1"), "-version-2"), "-seeded")]
+		i, ok := index[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "-raw-body"), "-never"), "-version-1"), "-version-2"), "-seeded"), "-crawl-delay")]
 		if !ok {
 			panic("no codec for sample " + name)
 		}

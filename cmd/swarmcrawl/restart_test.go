@@ -12,13 +12,18 @@ import (
 // TestKillAndRestart: a node killed with SIGKILL mid-crawl and restarted
 // on the same data dir finishes the crawl: its queue, seen set and
 // undelivered links survive, and tasks that were in flight are fetched
-// again. Only those few in-flight pages may be fetched twice.
+// again. Only those few in-flight pages may be fetched twice, and no host
+// is contacted sooner than its delay or its Crawl-delay allows, across the
+// restart as well.
 func TestKillAndRestart(t *testing.T) {
 	bin := binary(t)
 	const delay = 50 * time.Millisecond
 	cfg := synthweb.DefaultConfig()
 	cfg.Seed = 5
 	cfg.Hosts = 25
+	// Five hosts ask for a Crawl-delay of 1 s, far longer than the delay:
+	// the restarted node must wait it out from its start as well.
+	cfg.CrawlDelayHosts = 5
 	web, err := synthweb.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

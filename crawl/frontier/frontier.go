@@ -67,8 +67,9 @@ const promoteBatch = 1024
 // store. Delayed tasks move from the schedule into their host's queue when
 // they are due. Which hosts the run that ended last contacted, and when, is
 // not kept: on a store an earlier run wrote to, no host is contacted
-// before the delay has passed since the frontier was made, in case that
-// run's last request to it was under way when it ended.
+// before its gap has passed since the frontier was made (the delay, or the
+// host's Crawl-delay as the host's durable state or its lease knows it),
+// in case that run's last request to it was under way when it ended.
 type Frontier struct {
 	db            *store.DB
 	delay         time.Duration // 0 for None
@@ -77,10 +78,11 @@ type Frontier struct {
 	now           func() time.Time
 	keyMode       urls.KeyMode
 	budget        int64 // per-host page budget, 0 = unlimited
-	// quietUntil is when a run before this one, on the same store, may
-	// have contacted a host last at the latest: the frontier's start plus
-	// its delay. Zero on a store this run created.
-	quietUntil time.Time
+	// reopened is when this run started on a store an earlier run wrote
+	// to, which may have contacted any host right up to then; zero on a
+	// store this run created. No host is leased before its gap has passed
+	// since (see hostLocked and Lease.NotBefore).
+	reopened time.Time
 
 	mu        sync.Mutex
 	hosts     map[string]*hostQueue
@@ -210,7 +212,7 @@ func New(db *store.DB, cfg Config) (*Frontier, error) {
 		return a.seq < b.seq
 	}
 	if !db.Created() {
-		f.quietUntil = f.now().Add(f.delay)
+		f.reopened = f.now()
 	}
 	if err := f.load(); err != nil {
 		return nil, err
@@ -258,7 +260,11 @@ func (f *Frontier) hostLocked(host string, key uint64) (*hostQueue, error) {
 		return nil, fmt.Errorf("frontier: host %s: %w", host, err)
 	}
 	st.HostKey, st.Host = key, host
-	q := &hostQueue{host: host, key: key, index: -1, state: st, nextAllowed: latest(st.NotBefore, f.quietUntil)}
+	next := st.NotBefore
+	if !f.reopened.IsZero() {
+		next = latest(next, f.reopened.Add(f.Gap(st.CrawlDelay)))
+	}
+	q := &hostQueue{host: host, key: key, index: -1, state: st, nextAllowed: next}
 	f.hosts[host] = q
 	return q, nil
 }

@@ -632,7 +632,17 @@ func TestFrontierQuietAfterRestart(t *testing.T) {
 	}
 	mustWait(t, f2, start.Add(delay))
 	clk.Advance(delay)
-	mustNext(t, f2, "http://a.test/1")
+	l := mustNext(t, f2, "http://a.test/1")
+	if got := l.NotBefore(); !got.Equal(start.Add(delay)) {
+		t.Fatalf("first lease after the restart starts at %v, want %v", got, start.Add(delay))
+	}
+	// The host's robots.txt asks for a longer Crawl-delay: the first
+	// request waits for it from the start too.
+	l.RaiseCrawlDelay(2 * time.Second)
+	if got := l.NotBefore(); !got.Equal(start.Add(2 * time.Second)) {
+		t.Fatalf("with a Crawl-delay of 2s, the first request after the restart may start at %v, want %v", got, start.Add(2*time.Second))
+	}
+	l.End()
 	db2.Close()
 
 	// A host that only reaches the queue after the start waits as well.
@@ -649,7 +659,62 @@ func TestFrontierQuietAfterRestart(t *testing.T) {
 	// A new store has no earlier run.
 	f4 := newConfigFrontier(t, cfg)
 	push(t, f4, task("http://a.test/1"))
-	mustNext(t, f4, "http://a.test/1")
+	l = mustNext(t, f4, "http://a.test/1")
+	l.RaiseCrawlDelay(2 * time.Second)
+	if got := l.NotBefore(); got.After(clk2.Now()) {
+		t.Fatalf("on a new store, the first request may start at %v, want now (%v)", got, clk2.Now())
+	}
+}
+
+// TestFrontierCrawlDelayAfterRestart: a host's Crawl-delay, once a lease
+// read it, is kept in the host's durable state, and a restarted frontier
+// waits it out from its start before it leases the host, before its
+// robots.txt is known again; a robots.txt that drops it is kept too.
+func TestFrontierCrawlDelayAfterRestart(t *testing.T) {
+	const delay = 100 * time.Millisecond
+	clk := newFakeClock()
+	dir := t.TempDir()
+	db := openStoreAt(t, dir)
+	cfg := Config{Delay: delay, MaxCrawlDelay: time.Minute, LeaseAhead: None, Clock: clk.Now}
+	f, err := New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, f, task("http://slow.test/1"), task("http://fast.test/1"))
+	l := mustNext(t, f, "http://slow.test/1")
+	l.RaiseCrawlDelay(2 * time.Second)
+	l.End() // the task goes back: the run ends before it is fetched
+	l = mustNext(t, f, "http://fast.test/1")
+	l.RaiseCrawlDelay(0)
+	l.End()
+	db.Close()
+
+	restart := func() (*Frontier, *store.DB, time.Time) {
+		clk.Advance(10 * time.Millisecond)
+		start := clk.Now()
+		db := openStoreAt(t, dir)
+		f, err := New(db, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, db, start
+	}
+	f2, db2, start := restart()
+	mustWait(t, f2, start.Add(delay))
+	clk.Advance(delay)
+	l = mustNext(t, f2, "http://fast.test/1")
+	mustWait(t, f2, start.Add(2*time.Second))
+	clk.Advance(2*time.Second - delay)
+	l2 := mustNext(t, f2, "http://slow.test/1")
+	// The host's robots.txt no longer asks for a Crawl-delay.
+	l2.RaiseCrawlDelay(0)
+	l2.End()
+	l.End()
+	db2.Close()
+
+	f3, db3, start := restart()
+	mustWait(t, f3, start.Add(delay))
+	db3.Close()
 }
 
 // TestFrontierResumesAfterCrash drops a frontier with tasks in flight (no

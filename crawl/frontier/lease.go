@@ -40,10 +40,14 @@ type Lease struct {
 	// What End makes of the host; set by the holder alone.
 	last       time.Time // when the last request was answered; zero before the first
 	crawlDelay time.Duration
-	slowUntil  time.Time // a Retry-After: the host stays closed until then, durably
-	deferUntil time.Time
-	deferred   bool
-	parked     bool
+	// crawlDelayKnown is set once the holder read the host's robots.txt
+	// rules (RaiseCrawlDelay): End then keeps crawlDelay in the host's
+	// durable state.
+	crawlDelayKnown bool
+	slowUntil       time.Time // a Retry-After: the host stays closed until then, durably
+	deferUntil      time.Time
+	deferred        bool
+	parked          bool
 
 	// Guarded by f.mu: Frontier.Complete reads them.
 	items []leaseItem // tasks taken under the lease, in order
@@ -70,8 +74,16 @@ func (f *Frontier) leaseLocked(q *hostQueue) *Lease {
 
 // NotBefore is when the first request under the lease may start: the
 // host's next-allowed time, which the frontier leases up to
-// Config.LeaseAhead ahead of.
-func (l *Lease) NotBefore() time.Time { return l.notBefore }
+// Config.LeaseAhead ahead of. On a store an earlier run wrote to, it is
+// also not before the lease's gap (RaiseCrawlDelay raises it) has passed
+// since this run started: that run may have contacted the host right
+// before it ended, and when is not kept.
+func (l *Lease) NotBefore() time.Time {
+	if l.f.reopened.IsZero() {
+		return l.notBefore
+	}
+	return latest(l.notBefore, l.f.reopened.Add(l.Gap()))
+}
 
 // Host returns the leased host: a lowercase hostname without port.
 func (l *Lease) Host() string { return l.q.host }
@@ -242,7 +254,14 @@ func (l *Lease) Last() time.Time { return l.last }
 
 // RaiseCrawlDelay raises the host's Crawl-delay for the gap after this
 // lease's requests to d, if d is larger (the frontier caps it; see Gap).
-func (l *Lease) RaiseCrawlDelay(d time.Duration) { l.crawlDelay = max(l.crawlDelay, d) }
+// The holder calls it with the Crawl-delay of the host's robots.txt rules
+// whenever it reads them, 0 included: End keeps the value in the host's
+// durable state, so that a restarted run knows it before it has the
+// host's robots.txt again (see NotBefore).
+func (l *Lease) RaiseCrawlDelay(d time.Duration) {
+	l.crawlDelay = max(l.crawlDelay, d)
+	l.crawlDelayKnown = true
+}
 
 // Gap is the pause after each request under the lease: the frontier's
 // delay, or the host's Crawl-delay so far when larger.
@@ -289,6 +308,15 @@ func (l *Lease) End() {
 	}
 	if l.parked {
 		f.parkLocked(q)
+	}
+	if l.crawlDelayKnown && l.crawlDelay != q.state.CrawlDelay {
+		// Written now, not with the host's next completion: a run that
+		// ends before that must still leave the Crawl-delay to the next.
+		q.state.CrawlDelay = l.crawlDelay
+		q.stateDirty = true
+		if err := f.applyLocked(&store.QueueUpdate{Hosts: []store.HostState{q.state}}); err == nil {
+			q.stateDirty = false
+		} // else written with the host's next completion
 	}
 	q.lease = nil
 	until, persist := l.nextAllowed()
