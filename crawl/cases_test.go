@@ -214,42 +214,14 @@ func TestCrawlResumesAfterStop(t *testing.T) {
 	cfg.MaxDepth = 1000
 	cfg.Proxy = w.Proxy()
 	dir := t.TempDir()
-	db := openStoreAt(t, dir)
 	ring := &ringStandIn{seen: map[uint64]int{}}
-	c1, err := New(cfg, db, nil, ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring.c = c1
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c1.Run(ctx) }()
-	ring.seed(w.Seeds())
 	truth := w.GroundTruth(ProductToken(cfg.UserAgent))
-	deadline := time.Now().Add(20 * time.Second)
-	for c1.Stats().Fetched < int64(len(truth)/2) {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("half the crawl not done after 20s: %+v", c1.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+	c1, db := crawlUntilFetched(t, cfg, dir, ring, w.Seeds(), int64(len(truth)/2))
 	if c1.Idle() {
 		t.Fatal("crawler idle after half the crawl")
 	}
 	db.Close()
-
-	db2 := openStoreAt(t, dir)
-	c2, err := New(cfg, db2, nil, ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring.mu.Lock()
-	ring.c = c2
-	ring.mu.Unlock()
+	c2 := reopenCrawler(t, cfg, dir, ring)
 	if c2.Stats().Queued == 0 {
 		t.Fatal("restarted crawler has an empty queue")
 	}
@@ -277,29 +249,9 @@ func TestCrawlDelayKeptAcrossRestart(t *testing.T) {
 	cfg.MaxDepth = 1000
 	cfg.Proxy = w.Proxy()
 	dir := t.TempDir()
-	db := openStoreAt(t, dir)
 	ring := &ringStandIn{seen: map[uint64]int{}}
-	c1, err := New(cfg, db, nil, ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring.c = c1
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c1.Run(ctx) }()
-	ring.seed(w.Seeds())
 	// Each host's robots.txt, then a page of each a second later.
-	deadline := time.Now().Add(20 * time.Second)
-	for c1.Stats().Fetched < 3 {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("no page of every host after 20s: %+v", c1.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+	c1, db := crawlUntilFetched(t, cfg, dir, ring, w.Seeds(), 3)
 	snaps := c1.Snapshots(func(uint64) bool { return true })
 	if len(snaps) != 3 {
 		t.Fatalf("%d host snapshots, want 3", len(snaps))
@@ -311,15 +263,7 @@ func TestCrawlDelayKeptAcrossRestart(t *testing.T) {
 		snaps[i].NotBefore = time.Time{}
 	}
 	db.Close()
-
-	db2 := openStoreAt(t, dir)
-	c2, err := New(cfg, db2, nil, ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring.mu.Lock()
-	ring.c = c2
-	ring.mu.Unlock()
+	c2 := reopenCrawler(t, cfg, dir, ring)
 	c2.Restore(snaps)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel2()
@@ -331,3 +275,49 @@ func TestCrawlDelayKeptAcrossRestart(t *testing.T) {
 	}
 	reportAll(t, "politeness violation", w.CheckPoliteness(cfg.Delay))
 }
+
+// crawlUntilFetched crawls from seeds, with a Crawler on a new store in
+// dir wired to ring, until it has fetched n pages (failing t after 20 s),
+// and stops it. It returns the Crawler and its store, still open.
+func crawlUntilFetched(t *testing.T, cfg Config, dir string, ring *ringStandIn, seeds []string, n int64) (*Crawler, *store.DB) {
+	t.Helper()
+	db := openStoreAt(t, dir)
+	c, err := New(cfg, db, nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.mu.Lock()
+	ring.c = c
+	ring.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	ring.seed(seeds)
+	deadline := time.Now().Add(20 * time.Second)
+	for c.Stats().Fetched < n {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("%d pages not fetched after 20s: %+v", n, c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	return c, db
+}
+
+// reopenCrawler opens a new Crawler on the store in dir, as a restarted
+// node does, wired to ring.
+func reopenCrawler(t *testing.T, cfg Config, dir string, ring *ringStandIn) *Crawler {
+	t.Helper()
+	c, err := New(cfg, openStoreAt(t, dir), nil, ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.mu.Lock()
+	ring.c = c
+	ring.mu.Unlock()
+	return c
+}
+

@@ -73,6 +73,18 @@ func openStoreAt(t testing.TB, dir string) *store.DB {
 	return db
 }
 
+// openFrontierAt opens the store in dir and a frontier on it with cfg,
+// as a node (re)starting on its data dir does.
+func openFrontierAt(t testing.TB, dir string, cfg Config) (*Frontier, *store.DB) {
+	t.Helper()
+	db := openStoreAt(t, dir)
+	f, err := New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, db
+}
+
 // push queues tasks and fails the test on an error.
 func push(t testing.TB, f *Frontier, tasks ...Task) {
 	t.Helper()
@@ -613,23 +625,15 @@ func TestFrontierQuietAfterRestart(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	clk := newFakeClock()
 	dir := t.TempDir()
-	db := openStoreAt(t, dir)
 	cfg := Config{Delay: delay, MaxCrawlDelay: time.Minute, LeaseAhead: None, Clock: clk.Now}
-	f, err := New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := openFrontierAt(t, dir, cfg)
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"))
 	mustNext(t, f, "http://a.test/1") // in flight when the run ends
 	db.Close()
 
 	clk.Advance(10 * time.Millisecond) // a quick restart
 	start := clk.Now()
-	db2 := openStoreAt(t, dir)
-	f2, err := New(db2, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f2, db2 := openFrontierAt(t, dir, cfg)
 	mustWait(t, f2, start.Add(delay))
 	clk.Advance(delay)
 	l := mustNext(t, f2, "http://a.test/1")
@@ -648,11 +652,7 @@ func TestFrontierQuietAfterRestart(t *testing.T) {
 	// A host that only reaches the queue after the start waits as well.
 	clk2 := newFakeClock()
 	cfg.Clock = clk2.Now
-	db3 := openStoreAt(t, dir)
-	f3, err := New(db3, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f3, _ := openFrontierAt(t, dir, cfg)
 	push(t, f3, task("http://b.test/1"))
 	mustWait(t, f3, clk2.Now().Add(delay))
 
@@ -674,12 +674,8 @@ func TestFrontierCrawlDelayAfterRestart(t *testing.T) {
 	const delay = 100 * time.Millisecond
 	clk := newFakeClock()
 	dir := t.TempDir()
-	db := openStoreAt(t, dir)
 	cfg := Config{Delay: delay, MaxCrawlDelay: time.Minute, LeaseAhead: None, Clock: clk.Now}
-	f, err := New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := openFrontierAt(t, dir, cfg)
 	push(t, f, task("http://slow.test/1"), task("http://fast.test/1"))
 	l := mustNext(t, f, "http://slow.test/1")
 	l.RaiseCrawlDelay(2 * time.Second)
@@ -692,11 +688,7 @@ func TestFrontierCrawlDelayAfterRestart(t *testing.T) {
 	restart := func() (*Frontier, *store.DB, time.Time) {
 		clk.Advance(10 * time.Millisecond)
 		start := clk.Now()
-		db := openStoreAt(t, dir)
-		f, err := New(db, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, db := openFrontierAt(t, dir, cfg)
 		return f, db, start
 	}
 	f2, db2, start := restart()
@@ -865,12 +857,8 @@ func TestFrontierSchedule(t *testing.T) {
 func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
 	clk := newFakeClock()
 	dir := t.TempDir()
-	db := openStoreAt(t, dir)
 	cfg := Config{Delay: None, MaxCrawlDelay: time.Minute, MaxPagesPerHost: 2, LeaseAhead: None, Clock: clk.Now}
-	f, err := New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := openFrontierAt(t, dir, cfg)
 	push(t, f, task("http://a.test/1"), task("http://a.test/2"), task("http://a.test/3"))
 	for i := range 2 {
 		l, ok, _ := f.TryNext()
@@ -894,11 +882,7 @@ func TestFrontierBudgetAndSlowAreDurable(t *testing.T) {
 	complete(t, f, "http://a.test/3")
 	db.Close()
 
-	db2 := openStoreAt(t, dir)
-	f2, err := New(db2, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f2, db2 := openFrontierAt(t, dir, cfg)
 	dropped, err := f2.Push(task("http://a.test/4"), task("http://a.test/4r"), task("http://b.test/1"))
 	if err != nil || len(dropped) != 2 {
 		t.Fatalf("Push after restart: dropped %d, %v; want the 2 a.test tasks dropped", len(dropped), err)
