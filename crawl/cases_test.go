@@ -320,4 +320,3 @@ func reopenCrawler(t *testing.T, cfg Config, dir string, ring *ringStandIn) *Cra
 	ring.mu.Unlock()
 	return c
 }
-
