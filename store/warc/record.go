@@ -392,6 +392,8 @@ var requestCode = sync.OnceValue(func() *presetCode {
 			"Accept-Encoding": {"gzip"},
 		},
 	}
+	// The sample is constant: an error here is a bug, found by any test
+	// that writes a record.
 	u, err := url.Parse(ex.URL)
 	if err != nil {
 		panic(err)
