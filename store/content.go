@@ -48,7 +48,10 @@ func (db *DB) FollowContent(hash, check uint64, depth int, url string) (first st
 	k := contentKey(hash, check)
 	db.contentMu.Lock()
 	defer db.contentMu.Unlock()
-	v, err := db.ldb.Get(k, nil)
+	v, err := []byte(nil), leveldb.ErrNotFound
+	if db.keys.mayHold(k) {
+		v, err = db.ldb.Get(k, nil)
+	}
 	switch {
 	case errors.Is(err, leveldb.ErrNotFound):
 	case err != nil:
@@ -68,6 +71,7 @@ func (db *DB) FollowContent(hash, check uint64, depth int, url string) (first st
 		}
 	}
 	rec := append([]byte{recordVersion1}, binary.AppendVarint(nil, int64(depth))...)
+	db.keys.add(k)
 	if err := db.ldb.Put(k, appendString(rec, url), nil); err != nil {
 		return "", false, ldbErr(err, "put content %016x", hash)
 	}

@@ -58,10 +58,13 @@ func (db *DB) PutPage(p *Page) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	exists, err := db.ldb.Has(k, nil)
-	if err != nil {
-		return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
+	exists := false
+	if db.keys.mayHold(k) {
+		if exists, err = db.ldb.Has(k, nil); err != nil {
+			return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
+		}
 	}
+	db.keys.add(k)
 	if exists {
 		if err := db.ldb.Put(k, v, nil); err != nil {
 			return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
@@ -85,7 +88,11 @@ func (db *DB) Page(key, urlHash uint64) (*Page, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := db.ldb.Get(urlKey(prefixPage, key, urlHash), nil)
+	k := urlKey(prefixPage, key, urlHash)
+	if !db.keys.mayHold(k) {
+		return nil, fmt.Errorf("store: page %s: %w", keyString(key, urlHash), ErrNotFound)
+	}
+	v, err := db.ldb.Get(k, nil)
 	if err != nil {
 		return nil, ldbErr(err, "page %s", keyString(key, urlHash))
 	}

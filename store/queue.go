@@ -311,7 +311,9 @@ func (db *DB) ApplyQueue(u *QueueUpdate) (QueueCounts, error) {
 	}
 	for i := range u.URLMeta {
 		m := &u.URLMeta[i]
-		b.Put(urlKey(prefixURLMeta, m.RingKey, m.URLHash), encodeURLMeta(&m.Meta))
+		k := urlKey(prefixURLMeta, m.RingKey, m.URLHash)
+		db.keys.add(k)
+		b.Put(k, encodeURLMeta(&m.Meta))
 	}
 	for i := range u.Hosts {
 		h := &u.Hosts[i]

@@ -222,9 +222,7 @@ func TestURLMetaAndHostRoundTrip(t *testing.T) {
 		t.Errorf("negative crawl delay: %v", err)
 	}
 	// Corrupt records are reported, not misread.
-	if err := db.ldb.Put(urlKey(prefixURLMeta, 1, 3), []byte{1, 200}, nil); err != nil {
-		t.Fatal(err)
-	}
+	db.putRaw(t, urlKey(prefixURLMeta, 1, 3), []byte{1, 200})
 	if _, _, err := db.URLMeta(1, 3); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("truncated url meta: %v", err)
 	}

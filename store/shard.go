@@ -164,7 +164,9 @@ func (db *DB) putShardRecords(recs []ShardRecord) error {
 		}
 		pending[id] = merged
 		v := encodeShardRecord(nil, &merged)
-		b.Put(urlKey(prefixShard, r.Key, r.URLHash), v)
+		k := urlKey(prefixShard, r.Key, r.URLHash)
+		db.keys.add(k)
+		b.Put(k, v)
 		written = append(written, recentRecord{id, v})
 		if merged.Seed && !(ok && old.Seed) {
 			b.Put(urlKey(prefixSeeds, r.Key, r.URLHash), encodeSeed(merged.URL))
@@ -189,7 +191,11 @@ func (db *DB) shardRecordValue(id [2]uint64) ([]byte, error) {
 	if v, ok := db.recentShard.Get(id); ok {
 		return v, nil
 	}
-	v, err := db.ldb.Get(urlKey(prefixShard, id[0], id[1]), nil)
+	k := urlKey(prefixShard, id[0], id[1])
+	if !db.keys.mayHold(k) {
+		return nil, nil
+	}
+	v, err := db.ldb.Get(k, nil)
 	switch {
 	case errors.Is(err, leveldb.ErrNotFound):
 		return nil, nil
@@ -239,7 +245,11 @@ func (db *DB) ShardRecord(key, urlHash uint64) (r ShardRecord, ok bool, err erro
 	if db.closed.Load() {
 		return r, false, ErrClosed
 	}
-	v, err := db.ldb.Get(urlKey(prefixShard, key, urlHash), nil)
+	k := urlKey(prefixShard, key, urlHash)
+	if !db.keys.mayHold(k) {
+		return r, false, nil
+	}
+	v, err := db.ldb.Get(k, nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
 		return r, false, nil
 	}

@@ -215,6 +215,12 @@ type DB struct {
 	queueLookups atomic.Int64
 
 	disk diskCache // see disk.go
+
+	// keys answers "may the store hold this key?" for the per-URL tables
+	// whose lookups mostly miss (see keyfilter.go); keyScan fills it
+	// with the keys there were at Open.
+	keys    keyFilter
+	keyScan keyScan
 }
 
 // Open opens the store in dir, creating dir and the database if needed. In
@@ -279,6 +285,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		stor.Close()
 		return nil, err
 	}
+	db.startKeyScan()
 	return db, nil
 }
 
@@ -473,6 +480,7 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
+	db.stopKeyScan()
 	var errs []error
 	if db.opts.SeenMode == SeenBloomOnly {
 		if err := db.checkpoint(); err != nil {

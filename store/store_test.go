@@ -753,9 +753,7 @@ func TestCorruptPageRecords(t *testing.T) {
 	}
 	put := func(v []byte) {
 		t.Helper()
-		if err := db.ldb.Put(urlKey(prefixPage, 9, 9), v, nil); err != nil {
-			t.Fatal(err)
-		}
+		db.putRaw(t, urlKey(prefixPage, 9, 9), v)
 	}
 	check := func(what string, v []byte) {
 		t.Helper()

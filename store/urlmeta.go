@@ -94,7 +94,11 @@ func (db *DB) URLMeta(ringKey, urlHash uint64) (m URLMeta, ok bool, err error) {
 	if db.closed.Load() {
 		return m, false, ErrClosed
 	}
-	v, err := db.ldb.Get(urlKey(prefixURLMeta, ringKey, urlHash), nil)
+	k := urlKey(prefixURLMeta, ringKey, urlHash)
+	if !db.keys.mayHold(k) {
+		return m, false, nil
+	}
+	v, err := db.ldb.Get(k, nil)
 	if errors.Is(err, leveldb.ErrNotFound) {
 		return m, false, nil
 	}
@@ -112,7 +116,9 @@ func (db *DB) PutURLMeta(ringKey, urlHash uint64, m URLMeta) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	if err := db.ldb.Put(urlKey(prefixURLMeta, ringKey, urlHash), encodeURLMeta(&m), nil); err != nil {
+	k := urlKey(prefixURLMeta, ringKey, urlHash)
+	db.keys.add(k)
+	if err := db.ldb.Put(k, encodeURLMeta(&m), nil); err != nil {
 		return ldbErr(err, "put url meta %s", keyString(ringKey, urlHash))
 	}
 	return nil
