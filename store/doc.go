@@ -66,6 +66,12 @@
 // 8 MB) are kept in memory for the next merge into them, which is the
 // usual case: a URL's record is written when its owner accepts it and
 // again when its fetch is done.
+//
+// A key filter in memory (keyfilter.go) answers the single-key lookups of
+// the shard, urlmeta, pages and content tables that would find nothing,
+// the usual case for a URL met for the first time, without a leveldb read:
+// it holds every key written since Open and, once a scan Open starts in
+// the background has finished, every key there was at Open.
 // The seeds table indexes the shard records marked seed (submitted by a
 // client allowed to seed), by which a node judges a crawl scoped to its
 // seeds' hosts or domains; it is written in the same batch as the records,

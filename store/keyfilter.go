@@ -17,23 +17,26 @@ import (
 // some four reads per page and about 4.5% of a node's CPU.
 var filteredTables = [...]byte{prefixShard, prefixURLMeta, prefixPage, prefixContent}
 
-// Key filter sizing: the first Bloom filter holds keyFilterFirst keys at a
-// false positive rate of about 1% (keyFilterHashes hash functions); each
-// one added when the last is full holds twice as many as the one before.
-// With n keys the filters take at most about 2.4 bytes per key, and a key
+// Key filter sizing: the first Bloom filter holds keyFilterFirst keys in
+// keyFilterBitsPerKey bits each, which with keyFilterHashes hash functions
+// gives about 1% false positives when it is full; each one added when the
+// last is full holds twice as many as the one before.
+// With n keys the filters take at most about 2.5 bytes per key, and a key
 // never added passes each filter with about 1% chance: a false positive
 // costs the read the filter would have saved, nothing more.
 const (
-	keyFilterFirst  = 1 << 16
-	keyFilterHashes = 7
+	keyFilterFirst      = 1 << 16
+	keyFilterBitsPerKey = 10
+	keyFilterHashes     = 7
 )
 
 // keyFilter answers "may the store hold this key?" for the filteredTables
 // without a read. It holds every key written since Open, added before the
 // write, and, once a scan of the tables started by Open has finished,
 // every key that was there at Open: from then on a key it lacks is in none
-// of these tables (they never delete a key while the store is open). Until
-// the scan finishes, or if it failed, it answers "maybe" to every key.
+// of these tables. Keys are never taken out (a key deleted stays, and
+// costs a read). Until the scan finishes, or if it failed, it answers
+// "maybe" to every key.
 type keyFilter struct {
 	mu      sync.Mutex
 	ready   bool
@@ -61,10 +64,6 @@ func (f *keyFilter) addLocked(k []byte) {
 	f.filters[len(f.filters)-1].Add(k)
 	f.room--
 }
-
-// keyFilterBitsPerKey is the size of a filter in bits per key it holds:
-// about 1% false positives with keyFilterHashes hash functions.
-const keyFilterBitsPerKey = 10
 
 // mayHold reports whether k may be in the store: false only when the scan
 // has finished and k was neither there at Open nor written since.
