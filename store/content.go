@@ -48,10 +48,7 @@ func (db *DB) FollowContent(hash, check uint64, depth int, url string) (first st
 	k := contentKey(hash, check)
 	db.contentMu.Lock()
 	defer db.contentMu.Unlock()
-	v, err := []byte(nil), leveldb.ErrNotFound
-	if db.keys.mayHold(k) {
-		v, err = db.ldb.Get(k, nil)
-	}
+	v, err := db.getFiltered(k)
 	switch {
 	case errors.Is(err, leveldb.ErrNotFound):
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 )
 
@@ -80,6 +81,24 @@ func (f *keyFilter) mayHold(k []byte) bool {
 		}
 	}
 	return false
+}
+
+// getFiltered reads the value of k, a key of one of the filteredTables,
+// as leveldb's Get does, answering leveldb.ErrNotFound without a read
+// when the key filter rules k out.
+func (db *DB) getFiltered(k []byte) ([]byte, error) {
+	if !db.keys.mayHold(k) {
+		return nil, leveldb.ErrNotFound
+	}
+	return db.ldb.Get(k, nil)
+}
+
+// hasFiltered is getFiltered for leveldb's Has.
+func (db *DB) hasFiltered(k []byte) (bool, error) {
+	if !db.keys.mayHold(k) {
+		return false, nil
+	}
+	return db.ldb.Has(k, nil)
 }
 
 // scanKeys adds the keys of the filteredTables to db.keys and then makes

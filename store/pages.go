@@ -58,11 +58,9 @@ func (db *DB) PutPage(p *Page) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	exists := false
-	if db.keys.mayHold(k) {
-		if exists, err = db.ldb.Has(k, nil); err != nil {
-			return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
-		}
+	exists, err := db.hasFiltered(k)
+	if err != nil {
+		return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
 	}
 	db.keys.add(k)
 	if exists {
@@ -88,11 +86,7 @@ func (db *DB) Page(key, urlHash uint64) (*Page, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	k := urlKey(prefixPage, key, urlHash)
-	if !db.keys.mayHold(k) {
-		return nil, fmt.Errorf("store: page %s: %w", keyString(key, urlHash), ErrNotFound)
-	}
-	v, err := db.ldb.Get(k, nil)
+	v, err := db.getFiltered(urlKey(prefixPage, key, urlHash))
 	if err != nil {
 		return nil, ldbErr(err, "page %s", keyString(key, urlHash))
 	}

@@ -191,11 +191,7 @@ func (db *DB) shardRecordValue(id [2]uint64) ([]byte, error) {
 	if v, ok := db.recentShard.Get(id); ok {
 		return v, nil
 	}
-	k := urlKey(prefixShard, id[0], id[1])
-	if !db.keys.mayHold(k) {
-		return nil, nil
-	}
-	v, err := db.ldb.Get(k, nil)
+	v, err := db.getFiltered(urlKey(prefixShard, id[0], id[1]))
 	switch {
 	case errors.Is(err, leveldb.ErrNotFound):
 		return nil, nil
@@ -245,11 +241,7 @@ func (db *DB) ShardRecord(key, urlHash uint64) (r ShardRecord, ok bool, err erro
 	if db.closed.Load() {
 		return r, false, ErrClosed
 	}
-	k := urlKey(prefixShard, key, urlHash)
-	if !db.keys.mayHold(k) {
-		return r, false, nil
-	}
-	v, err := db.ldb.Get(k, nil)
+	v, err := db.getFiltered(urlKey(prefixShard, key, urlHash))
 	if errors.Is(err, leveldb.ErrNotFound) {
 		return r, false, nil
 	}

@@ -94,11 +94,7 @@ func (db *DB) URLMeta(ringKey, urlHash uint64) (m URLMeta, ok bool, err error) {
 	if db.closed.Load() {
 		return m, false, ErrClosed
 	}
-	k := urlKey(prefixURLMeta, ringKey, urlHash)
-	if !db.keys.mayHold(k) {
-		return m, false, nil
-	}
-	v, err := db.ldb.Get(k, nil)
+	v, err := db.getFiltered(urlKey(prefixURLMeta, ringKey, urlHash))
 	if errors.Is(err, leveldb.ErrNotFound) {
 		return m, false, nil
 	}
