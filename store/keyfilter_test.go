@@ -123,6 +123,38 @@ func TestKeyFilterAfterReopen(t *testing.T) {
 	if r, _, _ := db.ShardRecord(1<<40, 1); !r.Done {
 		t.Fatal("a merge into a record from before the restart lost its done mark")
 	}
+	// Written now, with the filter ready: every writer adds its key.
+	const k, h = uint64(7) << 50, uint64(7)
+	if err := db.PutURLMeta(k, h, URLMeta{URL: "http://c.test/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ApplyQueue(&QueueUpdate{URLMeta: []URLMetaRecord{{RingKey: k + 1, URLHash: h, Meta: URLMeta{URL: "http://c.test/2"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutShardRecords([]ShardRecord{{Key: k, URLHash: h, URL: "http://c.test/1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutPage(&Page{Key: k, URLHash: h, URL: "http://c.test/1", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if _, dup, err := db.FollowContent(k, h, 1, "http://c.test/1"); dup || err != nil {
+		t.Fatalf("FollowContent: dup %v, %v", dup, err)
+	}
+	for i, k := range []uint64{k, k + 1} {
+		if _, ok, err := db.URLMeta(k, h); !ok || err != nil {
+			t.Fatalf("URL meta %d written after the scan not found: %v", i, err)
+		}
+	}
+	if _, ok, err := db.ShardRecord(k, h); !ok || err != nil {
+		t.Fatalf("shard record written after the scan not found: %v", err)
+	}
+	if _, err := db.Page(k, h); err != nil {
+		t.Fatalf("page written after the scan not found: %v", err)
+	}
+	if _, dup, err := db.FollowContent(k, h, 1, "http://c.test/2"); !dup || err != nil {
+		t.Fatalf("content written after the scan not found: dup %v, %v", dup, err)
+	}
+
 	// Keys never written: nearly all are answered without a read.
 	passed := 0
 	for i := range 1000 {
