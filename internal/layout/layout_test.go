@@ -60,11 +60,18 @@ var rules = []rule{
 		why:     "the shard layer is a pure algorithm: standard library and the ring only",
 	},
 	{
+		under: []string{"p2p/route"},
+		forbids: func(imp string) bool {
+			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/protocol"}, imp)
+		},
+		why: "the distributed crawl layer (routing, owner, intake) is pure: standard library, the ring, the shard layer and protocol's limits only, never libp2p, the store or the crawl engine, so that the simulator runs it unchanged",
+	},
+	{
 		under: []string{"p2p/sim/..."},
 		forbids: func(imp string) bool {
-			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/internal/memstat"}, imp)
+			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/p2p/route", module + "/internal/memstat"}, imp)
 		},
-		why: "the simulator drives the pure ring and shard code: standard library, the ring, the shard layer and internal/memstat only, never libp2p or the crawl engine",
+		why: "the simulator drives the pure ring, shard and routing code: standard library, the ring, the shard layer, the routing layer and internal/memstat only, never libp2p or the crawl engine",
 	},
 	{
 		under:   []string{"p2p/..."},
@@ -181,7 +188,7 @@ func treeImports(t *testing.T, root string) map[string][]string {
 func TestImportRules(t *testing.T) {
 	imports := treeImports(t, filepath.Join("..", ".."))
 	// The walk must have found the tree, or the test proves nothing.
-	for _, pkg := range []string{"protocol", "store", "crawl", "p2p", "p2p/ring", "p2p/shard", "p2p/sim", "p2p/node", "cmd/swarmcrawl"} {
+	for _, pkg := range []string{"protocol", "store", "crawl", "p2p", "p2p/ring", "p2p/shard", "p2p/route", "p2p/sim", "p2p/node", "cmd/swarmcrawl"} {
 		if _, ok := imports[pkg]; !ok {
 			t.Fatalf("package %s not found under the module root", pkg)
 		}
@@ -202,7 +209,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		"p2p":            {"github.com/libp2p/go-libp2p", module + "/p2p/ring", module + "/p2p/shard", module + "/protocol/pb"},
 		"p2p/ring":       {"sync", "time"},
 		"p2p/shard":      {"sync", module + "/p2p/ring"},
-		"p2p/sim":        {"container/heap", module + "/p2p/ring", module + "/p2p/shard", module + "/internal/memstat"},
+		"p2p/route":      {"sync", module + "/p2p/ring", module + "/p2p/shard", module + "/protocol"},
+		"p2p/sim":        {"container/heap", module + "/p2p/ring", module + "/p2p/shard", module + "/p2p/route", module + "/internal/memstat"},
 		"p2p/node":       {module + "/crawl", module + "/store", module + "/p2p", "github.com/libp2p/go-libp2p/core/host"},
 		"p2p/localswarm": {module + "/crawl", module + "/p2p/node"},
 		"cmd/swarmcrawl": {module + "/p2p/node", module + "/crawl/synthweb"},
@@ -226,6 +234,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		"a new p2p package imports it": {"p2p/nat": {module + "/crawl/frontier"}},
 		"sim imports libp2p":           {"p2p/sim": {"github.com/libp2p/go-libp2p/core/host"}},
 		"sim imports protocol":         {"p2p/sim": {module + "/protocol"}},
+		"route imports libp2p":         {"p2p/route": {"github.com/libp2p/go-libp2p/core/peer"}},
+		"route imports protocol/pb":    {"p2p/route": {module + "/protocol/pb"}},
+		"route imports a module":       {"p2p/route": {"github.com/google/uuid"}},
 	} {
 		if v := check(bad); len(v) != 1 {
 			t.Errorf("%s: %d violations %v, want 1", name, len(v), v)

@@ -5,35 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// intake is the one way into this node's crawl queue. It admits URLs
-// routed here (Admit, for the owner), rebuilds a range's queue from its
-// shard records when the node takes the range over (Activate), queues
-// records merged in from another node (Merged), and gives a range up
-// (Deactivate). The first three check the seen set and mark it, so they
-// run one at a time: between checking the seen set and marking it, a
-// concurrent one with the same URL must not slip through, and accepts must
-// not interleave with a queue being rebuilt. It is the shard manager's
-// App: the shard records of a range are the truth about what must be
-// crawled there, and the crawler's queue is a cache of them.
+// intake keeps the crawler's queue in step with the node's shard records:
+// it rebuilds a range's queue from its shard records when the node takes
+// the range over (Activate), queues records merged in from another node
+// (Merged), gives a range up (Deactivate) and reroutes records of a range
+// given up without a handoff. It is the shard manager's App: the shard
+// records of a range are the truth about what must be crawled there, and
+// the crawler's queue is a cache of them. URLs routed here come in through
+// the routing layer's Intake (admit), under whose lock the first two run:
+// a queue being rebuilt must not interleave with an admission.
 type intake struct {
-	mu      sync.Mutex
+	admit   *route.Intake
 	db      *store.DB
 	crawler *crawl.Crawler
 	log     *slog.Logger
-	// diskLow is the last reading of Admit's free-space check, under mu;
-	// diskRefused counts the new URLs it refused for want of space.
-	diskLow     bool
-	diskRefused atomic.Int64
 	// route sends tasks to their owners (the outbox): Reroute's way out.
 	route func([]frontier.Task)
 }
@@ -47,114 +42,61 @@ func inRange(r shard.Range) func(uint64) bool {
 	return func(k uint64) bool { return r.Contains(ring.ID(k)) }
 }
 
-// admission is one URL offered to the intake: its seen-set entry, the task
-// to queue, and whether it is a seed a client allowed to seed submitted,
-// whose shard record is then marked seed (it brings its host into a
-// scoped crawl's scope).
-type admission struct {
-	seen store.SeenEntry
-	task frontier.Task
-	seed bool
+// crawlQueue is where the routing layer's Intake puts admitted URLs
+// (route.Queue): the crawler's queue, then the seen set, in the store.
+type crawlQueue struct {
+	db      *store.DB
+	crawler *crawl.Crawler
+	log     *slog.Logger
+	// diskLow is the last reading of Room's free-space check (Room runs
+	// under the Intake's lock); diskRefused counts the new URLs it
+	// refused for want of space.
+	diskLow     bool
+	diskRefused atomic.Int64
 }
 
-// Admit queues the URLs offered that the seen set has not seen, or has
-// seen only at a greater depth, once replicate has stored them with the
-// replicas, and marks them seen (with the smaller depth). A URL found
-// again by a shorter path is queued again so that the crawler follows its
-// links from there (crawl.Enqueue): that is what makes every page within
-// the depth limit reachable however the crawl meets it first. So is a
-// seed whose record is not marked seed yet (the URL was reached first as
-// the target of a seed's redirect, or by a link): its record must be
-// marked, and queuing it again costs no request (the crawler re-opens a
-// page it fetched). It returns the admitted URLs and the number of
-// duplicates; when replicate fails nothing is queued and its error is
-// returned with the admitted URLs, which the caller hands back. The
-// queue is durable before the seen set says "seen": the other order loses
-// URLs to a crash in between, since the sender's retry would find them
-// seen and they would never be crawled; this one at worst queues a URL
-// twice after a crash.
-//
-// While the store's disk is below its free-space threshold
-// (store.Options.MinFreeBytes) Admit takes no new URL: it returns the new
-// tasks with an error wrapping errDiskLow, and the sender keeps them.
-// Duplicates are still answered, and the URLs already accepted are still
-// crawled.
-func (in *intake) Admit(offered []admission, replicate func(fresh []admission) error) (fresh []admission, duplicates int, err error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	inBatch := make(map[[2]uint64]int, len(offered)) // index in fresh
-	for _, a := range offered {
-		e := a.seen
-		id := [2]uint64{e.Key, e.URLHash}
-		if j, ok := inBatch[id]; ok {
-			duplicates++
-			seed := fresh[j].seed || a.seed
-			if e.Depth < fresh[j].seen.Depth {
-				fresh[j] = a
-			}
-			fresh[j].seed = seed
-			continue
-		}
-		depth, seen, err := in.db.SeenDepth(e.Key, e.URLHash)
-		if err != nil {
-			return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
-		}
-		if seen && depth <= e.Depth {
-			marked := true
-			if a.seed {
-				if marked, err = in.db.IsSeed(e.Key, e.URLHash); err != nil {
-					return nil, duplicates, fmt.Errorf("accept %s: %w", e.URL, err)
-				}
-			}
-			if marked {
-				duplicates++
-				continue
-			}
-		}
-		inBatch[id] = len(fresh)
-		fresh = append(fresh, a)
-	}
-	if len(fresh) == 0 {
-		return nil, duplicates, nil
-	}
-	if err := in.checkDisk(len(fresh)); err != nil {
-		return fresh, duplicates, err
-	}
-	if err := replicate(fresh); err != nil {
-		return fresh, duplicates, err
-	}
+var _ route.Queue = (*crawlQueue)(nil)
+
+// Queue implements route.Queue: the queue is durable before the seen set
+// says "seen": the other order loses URLs to a crash in between, since the
+// sender's retry would find them seen and they would never be crawled;
+// this one at worst queues a URL twice after a crash.
+func (q *crawlQueue) Queue(fresh []route.Admission) error {
 	tasks := make([]frontier.Task, len(fresh))
 	entries := make([]store.SeenEntry, len(fresh))
 	for i, a := range fresh {
-		tasks[i], entries[i] = a.task, a.seen
+		t := a.Task
+		tasks[i] = frontier.Task{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects}
+		entries[i] = store.SeenEntry{Key: a.Key, URLHash: a.Hash, URL: t.URL, Depth: t.Depth}
 	}
-	in.crawler.Enqueue(tasks...)
-	if _, err := in.db.MarkSeen(entries); err != nil {
-		return fresh, duplicates, err
-	}
-	return fresh, duplicates, nil
+	q.crawler.Enqueue(tasks...)
+	_, err := q.db.MarkSeen(entries)
+	return err
 }
 
-// errDiskLow is wrapped by Admit's error while the store's disk is below
+// errDiskLow is wrapped by Room's error while the store's disk is below
 // its free-space threshold.
 var errDiskLow = errors.New("not accepting new URLs: disk space low")
 
-// checkDisk refuses n new URLs while the store's disk is low, and logs
-// when the disk becomes low and when it recovers. Callers hold in.mu.
-func (in *intake) checkDisk(n int) error {
-	d := in.db.DiskSpace()
-	if d.Low != in.diskLow {
-		in.diskLow = d.Low
+// Room implements route.Queue: while the store's disk is below its
+// free-space threshold (store.Options.MinFreeBytes) no new URL is taken;
+// the sender keeps it. Duplicates are still answered, and the URLs
+// already accepted are still crawled. Room logs when the disk becomes low
+// and when it recovers.
+func (q *crawlQueue) Room(n int) error {
+	d := q.db.DiskSpace()
+	if d.Low != q.diskLow {
+		q.diskLow = d.Low
 		if d.Low {
-			in.log.Warn("disk space low: refusing new URLs until space is freed", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
+			q.log.Warn("disk space low: refusing new URLs until space is freed", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
 		} else {
-			in.log.Info("disk space recovered: accepting new URLs again", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
+			q.log.Info("disk space recovered: accepting new URLs again", "free_bytes", d.Free, "min_free_bytes", d.MinFree)
 		}
 	}
 	if !d.Low {
 		return nil
 	}
-	in.diskRefused.Add(int64(n))
+	q.diskRefused.Add(int64(n))
 	return fmt.Errorf("%w: %d bytes free for the store, below the node's threshold of %d (--min-free-disk)", errDiskLow, d.Free, d.MinFree)
 }
 
@@ -162,8 +104,10 @@ func (in *intake) checkDisk(n int) error {
 // before a restart, say) is dropped, and every pending record the node has
 // not fetched itself is queued and marked seen.
 func (in *intake) Activate(ctx context.Context, r shard.Range) error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	return in.admit.Exclusive(func() error { return in.activate(ctx, r) })
+}
+
+func (in *intake) activate(ctx context.Context, r shard.Range) error {
 	if _, err := in.crawler.ReleaseRange(ctx, inRange(r)); err != nil {
 		return fmt.Errorf("activate %s: %w", r, err)
 	}
@@ -184,7 +128,7 @@ func (in *intake) Activate(ctx context.Context, r shard.Range) error {
 // say, and schedules the recrawls of the fetched
 // ones (ReleaseRange dropped the range's schedule, if it had one: the done
 // records, with their metadata, bring it back). It returns how many it
-// queued. Callers hold in.mu.
+// queued. Callers hold the admission lock.
 func (in *intake) queueRecords(r shard.Range) (queued int, err error) {
 	var tasks []frontier.Task
 	var seen []store.SeenEntry
@@ -329,8 +273,10 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 // are new work, and the pages it fetched are recrawled on the schedule of
 // that fetch when it is newer than this node's own.
 func (in *intake) Merged(_ context.Context, recs []shard.Record) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	_ = in.admit.Exclusive(func() error { in.merged(recs); return nil })
+}
+
+func (in *intake) merged(recs []shard.Record) {
 	var tasks []frontier.Task
 	var seen []store.SeenEntry
 	var adopted []crawl.Adopted

@@ -3,13 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
-	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -31,7 +31,7 @@ func TestIntakeAdoptsRecrawlState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	app := testIntake(db, c)
 
 	now := time.Now()
 	record := func(u string, fetched time.Time) shard.Record {
@@ -87,12 +87,11 @@ func TestIntakeShorterPathQueuesAgain(t *testing.T) {
 	var replicated []int
 	admit := func(depth int) (queued, dups int) {
 		t.Helper()
-		e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u, Depth: depth}
-		a := admission{seen: e, task: frontier.Task{URL: u, Depth: depth}}
-		fresh, dups, err := app.Admit([]admission{a, a},
-			func(fresh []admission) error {
+		a := route.Admission{Key: key, Hash: urls.URLHash(u), Task: route.Task{URL: u, Key: key, Depth: depth}}
+		fresh, dups, err := app.admit.Admit([]route.Admission{a, a},
+			func(fresh []route.Admission) error {
 				for _, a := range fresh {
-					replicated = append(replicated, a.seen.Depth)
+					replicated = append(replicated, a.Task.Depth)
 				}
 				return nil
 			})
@@ -182,14 +181,13 @@ func TestIntakeMarksSeeds(t *testing.T) {
 	db, app := newTestIntake(t)
 	u := "http://www.a.test/"
 	key, _ := urls.TaskKey(u, urls.KeyHost)
-	e := store.SeenEntry{Key: key, URLHash: urls.URLHash(u), URL: u}
 	admit := func(redirects int, seed bool) (fresh, dups int) {
 		t.Helper()
-		a := admission{seen: e, task: frontier.Task{URL: u, Redirects: redirects}, seed: seed}
-		got, dups, err := app.Admit([]admission{a}, func(fresh []admission) error {
+		a := route.Admission{Key: key, Hash: urls.URLHash(u), Task: route.Task{URL: u, Key: key, Redirects: redirects}, Seed: seed}
+		got, dups, err := app.admit.Admit([]route.Admission{a}, func(fresh []route.Admission) error {
 			recs := make([]shard.Record, len(fresh))
 			for i, a := range fresh {
-				recs[i] = shard.Record{Key: a.seen.Key, Hash: a.seen.URLHash, URL: a.seen.URL, Redirects: a.task.Redirects, Seed: a.seed}
+				recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Redirects: a.Task.Redirects, Seed: a.Seed}
 			}
 			return shardStorage{db: db}.PutRecords(recs)
 		})
@@ -222,6 +220,13 @@ func TestIntakeMarksSeeds(t *testing.T) {
 
 // newTestIntake returns an intake over a fresh store and crawler, closed
 // at the end of the test.
+// testIntake builds a node's intake over db and c as node.New does.
+func testIntake(db *store.DB, c *crawl.Crawler) *intake {
+	log := slog.New(slog.DiscardHandler)
+	admit := route.NewIntake(db, &crawlQueue{db: db, crawler: c, log: log})
+	return &intake{admit: admit, db: db, crawler: c, log: log}
+}
+
 func newTestIntake(t *testing.T) (*store.DB, *intake) {
 	t.Helper()
 	db, err := store.Open(t.TempDir(), store.Options{BloomExpected: 1000, CacheBytes: 1 << 20})
@@ -233,7 +238,7 @@ func newTestIntake(t *testing.T) (*store.DB, *intake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, &intake{db: db, crawler: c, log: slog.New(slog.DiscardHandler)}
+	return db, testIntake(db, c)
 }
 
 // TestIntakeDeactivateReportsFetched: the records a range is given up with

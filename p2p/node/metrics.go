@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,9 +91,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descQueue, float64(cs.InFlight), "in_flight")
 	gauge(descHosts, float64(cs.HostsReady), "ready")
 	gauge(descHosts, float64(cs.HostsWaiting), "waiting")
-	counter(descOffered, n.owner.accepted.Load(), "accepted")
-	counter(descOffered, n.owner.duplicates.Load(), "duplicate")
-	counter(descOffered, n.owner.rejected.Load(), "rejected")
+	offered := n.owner.Stats()
+	counter(descOffered, offered.Accepted, "accepted")
+	counter(descOffered, offered.Duplicates, "duplicate")
+	counter(descOffered, offered.Rejected, "rejected")
 	gauge(descSeen, float64(st.Seen))
 	ch <- hopsHistogram(n.router)
 	gauge(descOutbox, float64(st.Outbox))
@@ -137,14 +139,14 @@ func latencyHistogram(h crawl.Histogram) prometheus.Metric {
 
 // hopsHistogram turns the router's hop counts into a histogram with a
 // bucket per hop count.
-func hopsHistogram(r *router) prometheus.Metric {
-	buckets := make(map[float64]uint64, maxHopsCounted)
+func hopsHistogram(r *route.Router) prometheus.Metric {
+	buckets := make(map[float64]uint64, route.MaxHopsCounted)
 	var cum, sum uint64
-	for i := range r.hops {
-		v := uint64(r.hops[i].Load())
+	for i, n := range r.Stats().Hops {
+		v := uint64(n)
 		cum += v
 		sum += v * uint64(i)
-		if i < maxHopsCounted {
+		if i < route.MaxHopsCounted {
 			buckets[float64(i)] = cum
 		}
 	}

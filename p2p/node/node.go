@@ -33,6 +33,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -77,14 +78,18 @@ type Node struct {
 	helper    *helper
 	finished  *finishedURLs
 	crawler   *crawl.Crawler
+	queue     *crawlQueue // where admitted URLs go
+	admit     *route.Intake
 	intake    *intake
 	shardTr   *p2p.ShardTransport
 	peerState peerState // checks the state peers hand over
 	shard     *shard.Manager
-	owner     *owner
+	scope     *ownerScope
+	owner     *route.Owner
 	tasks     *p2p.TaskTransport
 	fetchTr   *p2p.FetchTransport
-	router    *router
+	router    *route.Router
+	links     *linkRouter // delivers the outbox through router
 	progress  *progress
 
 	// taskQuota and seedQuota bound what one peer may send.
@@ -236,7 +241,9 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	n.intake = &intake{db: n.db, crawler: n.crawler, log: n.log,
+	n.queue = &crawlQueue{db: n.db, crawler: n.crawler, log: n.log}
+	n.admit = route.NewIntake(n.db, n.queue)
+	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
 		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
 	n.shardTr = p2p.NewShardTransport(n.streams)
 	// The owner refuses tasks deeper than the crawler follows links
@@ -254,12 +261,15 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 
-	n.owner = &owner{own: n.own, shard: n.shard, intake: n.intake, keyMode: keyMode, maxDepth: maxDepth, scope: n.crawler.Scope()}
+	rules := urlRules{mode: keyMode}
+	n.scope = &ownerScope{scope: n.crawler.Scope()}
+	n.owner = route.NewOwner(n.own, n.shard, n.admit, rules, n.scope, maxDepth)
 	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
-	n.router = newRouter(n.ring, n.owner, n.sendTasks, n.outbox, keyMode, n.log)
+	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
+	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
 	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
@@ -268,15 +278,19 @@ func (n *Node) build() error {
 	return nil
 }
 
-// sendTasks delivers tasks to a remote owner over the task transport.
-func (n *Node) sendTasks(ctx context.Context, to ring.Peer, tasks []frontier.Task) (acceptResult, error) {
-	resp, err := n.tasks.Send(ctx, to, encodeTasks(tasks))
+// taskSender delivers tasks to remote owners over the task transport
+// (route.Transport).
+type taskSender struct{ tasks *p2p.TaskTransport }
+
+// Send implements route.Transport.
+func (t taskSender) Send(ctx context.Context, to ring.Peer, tasks []route.Task) (route.Result, error) {
+	resp, err := t.tasks.Send(ctx, to, encodeTasks(tasks))
 	if err != nil {
-		return acceptResult{}, err
+		return route.Result{}, err
 	}
-	res := acceptResult{accepted: int(resp.Accepted), duplicates: int(resp.Duplicates), notOwned: decodeTasks(resp.NotOwned)}
+	res := route.Result{Accepted: int(resp.Accepted), Duplicates: int(resp.Duplicates), NotOwned: decodeTasks(resp.NotOwned)}
 	for _, r := range resp.Rejected {
-		res.rejected = append(res.rejected, rejection{r.Url, r.Reason})
+		res.Rejected = append(res.Rejected, route.Rejection{URL: r.Url, Reason: r.Reason})
 	}
 	return res, nil
 }
@@ -334,7 +348,7 @@ func (n *Node) Start(ctx context.Context) error {
 	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
 	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
-	n.goRun("router", func() { n.router.Run(runCtx) })
+	n.goRun("router", func() { n.links.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	n.goRun("reachability", func() { n.reachLoop(runCtx) })

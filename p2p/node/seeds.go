@@ -32,9 +32,9 @@ func (n *Node) acceptTasks(ctx context.Context, in p2p.Inbound, tasks []*pb.Task
 	if err != nil {
 		return &pb.TaskBatchResult{Error: err.Error()}
 	}
-	out := &pb.TaskBatchResult{Accepted: uint32(res.accepted), Duplicates: uint32(res.duplicates), NotOwned: encodeTasks(res.notOwned)}
-	for _, r := range res.rejected {
-		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.url, Reason: r.reason})
+	out := &pb.TaskBatchResult{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), NotOwned: encodeTasks(res.NotOwned)}
+	for _, r := range res.Rejected {
+		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.URL, Reason: r.Reason})
 	}
 	return out
 }
@@ -96,11 +96,11 @@ func (n *Node) Seed(ctx context.Context, seeds []string) p2p.SeedResult {
 			case <-time.After(backoff(attempt)):
 			}
 		}
-		r := n.router.Route(ctx, tasks, false)
+		r := n.links.Route(ctx, tasks, false)
 		res.Accepted += r.accepted
 		res.Duplicates += r.duplicates
 		for _, rj := range r.rejected {
-			res.Rejected = append(res.Rejected, p2p.Rejection{URL: rj.url, Reason: rj.reason})
+			res.Rejected = append(res.Rejected, p2p.Rejection{URL: rj.URL, Reason: rj.Reason})
 		}
 		tasks = r.undelivered
 		if ctx.Err() != nil {
@@ -108,6 +108,6 @@ func (n *Node) Seed(ctx context.Context, seeds []string) p2p.SeedResult {
 		}
 	}
 	res.Pending = len(tasks)
-	n.router.Defer(tasks, 1)
+	n.links.Defer(tasks, 1)
 	return res
 }

@@ -72,7 +72,7 @@ type DiskStatus struct {
 
 func (n *Node) diskStatus() DiskStatus {
 	d := n.db.DiskSpace()
-	s := DiskStatus{FreeBytes: d.Free, MinFreeBytes: d.MinFree, Low: d.Low, Refused: n.intake.diskRefused.Load()}
+	s := DiskStatus{FreeBytes: d.Free, MinFreeBytes: d.MinFree, Low: d.Low, Refused: n.queue.diskRefused.Load()}
 	if d.Err != nil {
 		s.Error = d.Err.Error()
 	}
@@ -101,7 +101,7 @@ type ScopeStatus struct {
 func (n *Node) scopeStatus(c crawl.Stats) ScopeStatus {
 	cfg := n.crawler.Scope().Config()
 	return ScopeStatus{Mode: cfg.Mode.String(), Include: cfg.Include, Exclude: cfg.Exclude,
-		OutOfScope: n.owner.OutOfScope(), Dropped: c.ScopeDropped}
+		OutOfScope: n.scope.OutOfScope(), Dropped: c.ScopeDropped}
 }
 
 // ResourceStatus reports the node's bounds on what peers hand it and on
@@ -133,7 +133,7 @@ func (n *Node) resourceStatus() ResourceStatus {
 		TasksRefused:   n.taskQuota.refused.Load(),
 		SeedsRefused:   n.seedQuota.refused.Load(),
 		QuotaPeers:     n.taskQuota.remembered() + n.seedQuota.remembered(),
-		Throttled:      n.router.throttled.Load(),
+		Throttled:      n.router.Stats().Throttled,
 		OutboxInMemory: n.outbox.InMemory(),
 		OutboxSpilled:  n.outbox.Spilled(),
 		ProtectedPeers: n.neighbours.Len(),
@@ -287,6 +287,7 @@ func peerInfo(p ring.Peer) PeerInfo { return PeerInfo{PeerID: p.Addr, RingID: p.
 func (n *Node) Status() Status {
 	st := n.ring.State()
 	self := st.Self
+	rs := n.router.Stats()
 	s := Status{
 		PeerID:  n.host.ID().String(),
 		RingID:  self.ID.String(),
@@ -297,19 +298,19 @@ func (n *Node) Status() Status {
 		Seen:    n.db.SeenCount(),
 		Pages:   n.db.PageCount(),
 		Outbox:  n.outbox.Pending(),
-		Routed:  n.router.routed.Load(),
-		Lookups: n.router.lookups.Load(),
+		Routed:  rs.Routed,
+		Lookups: rs.Lookups,
 		Crawl:   n.crawler.Stats(),
 		Shard:   n.shardStatus(),
 		Disk:    n.diskStatus(),
 	}
-	s.SendErrors = n.router.sendErrors.Load()
+	s.SendErrors = rs.SendErrors
 	s.Delegation = n.delegationStatus(s.Crawl)
 	s.Scope = n.scopeStatus(s.Crawl)
 	s.Resources = n.resourceStatus()
 	s.NAT = n.natStatus()
 	if s.Lookups > 0 {
-		s.MeanLookupHops = float64(n.router.lookupHops.Load()) / float64(s.Lookups)
+		s.MeanLookupHops = float64(rs.LookupHops) / float64(s.Lookups)
 	}
 	for _, p := range st.Successors {
 		pi := peerInfo(p)

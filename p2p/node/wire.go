@@ -12,6 +12,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -31,7 +32,7 @@ const (
 	maxHostLen      = 255
 )
 
-func encodeTasks(ts []frontier.Task) []*pb.Task {
+func encodeTasks(ts []route.Task) []*pb.Task {
 	out := make([]*pb.Task, len(ts))
 	for i, t := range ts {
 		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth), Redirects: uint32(t.Redirects)}
@@ -39,10 +40,13 @@ func encodeTasks(ts []frontier.Task) []*pb.Task {
 	return out
 }
 
-func decodeTasks(ts []*pb.Task) []frontier.Task {
-	out := make([]frontier.Task, len(ts))
+// decodeTasks reads tasks off the wire. Their ring keys are left zero: an
+// owner computes its own (route.Owner), and a sender that gets tasks back
+// as not owned computes them again before routing them (linkRouter).
+func decodeTasks(ts []*pb.Task) []route.Task {
+	out := make([]route.Task, len(ts))
 	for i, t := range ts {
-		out[i] = frontier.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
+		out[i] = route.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
 	}
 	return out
 }

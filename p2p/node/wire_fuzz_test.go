@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"reflect"
 	"strings"
 	"testing"
@@ -342,9 +343,9 @@ func FuzzDecodeRecordState(f *testing.F) {
 // MaxURLLength bytes and has a task key in both key modes.
 func FuzzDecodeTasks(f *testing.F) {
 	batches := map[string]proto.Message{
-		"batch": &pb.TaskBatch{Tasks: encodeTasks([]frontier.Task{
+		"batch": &pb.TaskBatch{Tasks: encodeTasks([]route.Task{
 			{URL: "http://a.test/", Depth: 1}, {URL: "https://b.test/x?y=1", Depth: 4, Redirects: 2}, {URL: "HTTP://C.test:80/a/../b#f", Depth: 2}})},
-		"not-owned": &pb.TaskBatchResult{Accepted: 1, NotOwned: encodeTasks([]frontier.Task{{URL: "http://d.test/", Depth: 3}})},
+		"not-owned": &pb.TaskBatchResult{Accepted: 1, NotOwned: encodeTasks([]route.Task{{URL: "http://d.test/", Depth: 3}})},
 	}
 	for _, m := range batches {
 		f.Add(marshal(f, m))

@@ -3,20 +3,27 @@ package sim
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"slices"
 	"time"
 
-	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
-// task is a discovered link on its way to its owner.
+// task is a discovered link waiting in a position's outbox: the routing
+// layer's task, and what the simulated crawler needs to know when it is
+// settled.
 type task struct {
-	page, from int32 // from is -1 for a seed
-	depth      int32
-	tries      int32
-	notBefore  time.Duration
+	rt        route.Task
+	from      int32 // the page it was found on; -1 for a seed or a rerouted record
+	tries     int32
+	notBefore time.Duration
+}
+
+// newTask returns the task for page p found on page from at depth.
+func (s *Sim) newTask(p, from int32, depth int) task {
+	h := s.g.host[p]
+	return task{rt: route.Task{URL: s.g.url(p), Key: uint64(s.g.hostKey(h)), Depth: depth}, from: from}
 }
 
 // hostQueue is one host's pending pages at its owner, with its politeness
@@ -128,7 +135,7 @@ func (a *app) Merged(ctx context.Context, recs []shard.Record) {
 func (a *app) Reroute(ctx context.Context, recs []shard.Record) error {
 	v := a.v
 	for _, r := range recs {
-		v.outbox = append(v.outbox, task{page: int32(r.Hash), from: -1, depth: int32(r.Depth)})
+		v.outbox = append(v.outbox, v.s.newTask(int32(r.Hash), -1, r.Depth))
 	}
 	v.s.rerouted += int64(len(recs))
 	v.s.scheduleRoute(v, 0)
@@ -224,7 +231,7 @@ func (a *app) fetchFrom(q *hostQueue) {
 	} else {
 		a.waiting[p] = pageWait{int32(len(links)), depth}
 		for _, l := range links {
-			v.outbox = append(v.outbox, task{page: l, from: p, depth: depth + 1})
+			v.outbox = append(v.outbox, s.newTask(l, p, int(depth)+1))
 		}
 		s.scheduleRoute(v, 0)
 	}
@@ -285,166 +292,111 @@ func (s *Sim) scheduleRoute(v *vnode, d time.Duration) {
 	})
 }
 
-// routeOnce delivers every ready task of v's outbox: grouped by key, each
-// key's owner looked up (or taken from the 5 s cache) and sent its tasks.
-// Keys are routed in parallel, as a node's router does: the event is
-// charged the slowest key's lookup, not their sum. Each batch reaches
-// its owner as an event of its own, when its lookup has ended: run
-// inside this event, the owner would judge it at this event's clock,
-// ahead of its own heartbeats, and find its lease run out.
+// routeOnce delivers every ready task of v's outbox through v's router
+// (route.Router, the code a peer runs): Plan looks each key's owner up
+// (or takes it from the router's 5 s cache) and groups the tasks by
+// owner. Keys are looked up in parallel, as a node's router would: the
+// event is charged the slowest lookup, not their sum. Each batch reaches
+// its owner as an event of its own, when its lookup has ended: run inside
+// this event, the owner would judge it at this event's clock, ahead of
+// its own heartbeats, and find its lease run out.
 func (s *Sim) routeOnce(v *vnode) {
 	if len(v.outbox) == 0 {
 		return
 	}
 	now := s.w.elapsed()
-	var keys []ring.ID
-	groups := map[ring.ID][]task{}
-	var later []task
+	var ready, later []task
 	for _, t := range v.outbox {
 		if t.notBefore > now {
 			later = append(later, t)
-			continue
+		} else {
+			ready = append(ready, t)
 		}
-		k := s.g.hostKey(s.g.host[t.page])
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], t)
 	}
 	v.outbox = later
-	base := s.w.charge
-	slowest := base
-	for _, k := range keys {
-		s.w.charge = base
-		ts := groups[k]
-		owner, found := s.ownerFor(v, k)
-		if !found {
-			s.retry(v, ts)
-		} else {
-			s.w.at(s.w.elapsed(), func() {
-				s.act = actCrawl
-				if !s.deliver(v, owner, k, ts) {
-					if v.ownerSeen != nil {
-						delete(v.ownerSeen, k)
-					}
-					s.retry(v, ts)
-				}
-			})
-		}
-		slowest = max(slowest, s.w.charge)
-	}
-	s.w.charge = slowest
-}
-
-// retry puts tasks back in v's outbox with exponential backoff and
-// jitter, unless v is gone (its outbox died with it).
-func (s *Sim) retry(v *vnode, ts []task) {
-	if !v.alive {
+	if len(ready) == 0 {
 		return
 	}
-	for _, t := range ts {
-		t.tries++
-		back := min(30*time.Second, 500*time.Millisecond<<min(t.tries, 6))
-		t.notBefore = s.w.elapsed() + back/2 + time.Duration(s.rng.Int64N(int64(back)))
-		v.outbox = append(v.outbox, t)
+	tasks := make([]route.Task, len(ready))
+	for i, t := range ready {
+		tasks[i] = t.rt
 	}
-	s.scheduleRoute(v, routeInterval)
+	waiting := byURL(ready)
+	v.look.base, v.look.slowest, v.look.parallel = s.w.charge, s.w.charge, true
+	batches, failed := v.router.Plan(s.ctx, tasks)
+	v.look.parallel = false
+	s.w.charge = v.look.slowest
+	s.retry(v, waiting.take(failed.Undelivered))
+	for _, b := range batches {
+		sent := waiting.take(b.Tasks)
+		s.w.at(s.w.elapsed(), func() {
+			s.act = actCrawl
+			s.settleBatch(v, b, sent, v.router.Deliver(s.ctx, b, false))
+		})
+	}
 }
 
-// ownerFor returns the owner of key as v's router sees it.
-func (s *Sim) ownerFor(v *vnode, key ring.ID) (ring.Peer, bool) {
-	now := s.w.elapsed()
-	if c, ok := v.ownerSeen[key]; ok && c.until > now {
-		return c.owner, true
+// tasksByURL finds the outbox tasks behind routed ones: those of one URL
+// are told apart only by the page they were found on, and any of them
+// stands for another.
+type tasksByURL map[string][]task
+
+func byURL(ts []task) tasksByURL {
+	m := make(tasksByURL, len(ts))
+	for _, t := range ts {
+		m[t.rt.URL] = append(m[t.rt.URL], t)
 	}
-	owner, ok := s.lookup(v, key)
-	if ok {
-		v.ownerSeen[key] = cachedOwner{owner, s.w.elapsed() + ownerCacheTTL}
-	}
-	return owner, ok
+	return m
 }
 
-// errGone is the delivery error for a position that left or crashed.
-var errGone = errors.New("sim: peer gone")
-
-// taskTimeout is what a failed task delivery costs the sender.
-const taskTimeout = 5 * time.Second
-
-// deliver sends one key's tasks from v to owner over the network and
-// settles those the owner took (new or already seen). It reports whether
-// the owner took them.
-func (s *Sim) deliver(v *vnode, owner ring.Peer, key ring.ID, ts []task) bool {
-	var took bool
-	req := 0
-	for _, t := range ts {
-		req += len(s.g.url(t.page)) + 8
-	}
-	call := func() {
-		o := s.byAddr[owner.Addr]
-		if o == nil || !o.alive {
-			return
+// take returns (and forgets) one outbox task for each routed task.
+func (m tasksByURL) take(rts []route.Task) []task {
+	out := make([]task, 0, len(rts))
+	for _, rt := range rts {
+		q := m[rt.URL]
+		if len(q) == 0 {
+			continue // cannot happen: every routed task came from the outbox
 		}
-		took = o.intake(key, ts)
+		out = append(out, q[0])
+		m[rt.URL] = q[1:]
 	}
-	var err error
-	if owner.Addr == v.peer.Addr {
-		call()
-	} else {
-		err = s.rnet.Deliver(s.ctx, v.peer.Addr, owner.Addr, call)
-		if err == nil && s.byAddr[owner.Addr] == nil {
-			err = errGone
-		}
-		s.account(v, owner.Addr, req, 8*len(ts), err, taskTimeout)
+	return out
+}
+
+// settleBatch applies the delivery of batch b to v: the tasks handed back are
+// retried, the others are settled with their pages.
+func (s *Sim) settleBatch(v *vnode, b route.Batch, sent []task, d route.Delivery) {
+	if b.To == v.peer { // remote owners' answers are counted by taskTransport
+		s.refusedNotOwned += int64(len(d.Undelivered))
 	}
-	if err != nil || !took {
-		return false
+	s.dupTasks += int64(d.Duplicates)
+	s.rejectedTasks += int64(len(d.Rejected))
+	back := byURL(sent)
+	retry := back.take(d.Undelivered)
+	s.retry(v, retry)
+	if v.app == nil { // v has left: its pages are the next owner's
+		return
 	}
-	if v.app != nil { // nil once v has left: its pages are the next owner's
+	for _, ts := range back {
 		for _, t := range ts {
 			v.app.settled(t.from)
 		}
 	}
-	return true
 }
 
-// intake is the owner's side of a task batch for one key: refused unless
-// this position owns the key (a claim under a valid lease); the pages not
-// in its shard records are accepted (stored and replicated to the K
-// successors before the answer, shard.Manager.Accept) and queued.
-func (o *vnode) intake(key ring.ID, ts []task) bool {
-	s := o.s
-	if !o.own.Owns(uint64(key)) {
-		s.refusedNotOwned++
-		return false
+// retry puts tasks back in v's outbox with the routing layer's backoff,
+// unless v is gone (its outbox died with it).
+func (s *Sim) retry(v *vnode, ts []task) {
+	if !v.alive || len(ts) == 0 {
+		return
 	}
-	var recs []shard.Record
+	cfg := v.router.Config()
 	for _, t := range ts {
-		if _, ok := o.st.Record(uint64(key), uint64(t.page)); ok {
-			s.dupTasks++
-			continue
-		}
-		if slices.ContainsFunc(recs, func(r shard.Record) bool { return r.Hash == uint64(t.page) }) {
-			s.dupTasks++
-			continue
-		}
-		recs = append(recs, shard.Record{Key: uint64(key), Hash: uint64(t.page), URL: s.g.url(t.page), Depth: int(t.depth)})
+		t.tries++
+		t.notBefore = s.w.elapsed() + cfg.Backoff(int(t.tries), s.rng.Int64N)
+		v.outbox = append(v.outbox, t)
 	}
-	if len(recs) == 0 {
-		return true
-	}
-	if err := o.m.Accept(s.ctx, recs); err != nil {
-		if errors.Is(err, shard.ErrStale) {
-			s.refusedStale++
-		} else {
-			s.refusedOther++
-		}
-		return false
-	}
-	for _, r := range recs {
-		s.accepted[r.Hash] = true
-		o.app.enqueue(int32(r.Hash), int32(r.Depth))
-	}
-	return true
+	s.scheduleRoute(v, routeInterval)
 }
 
 func cmpU64(a, b uint64) int {

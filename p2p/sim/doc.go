@@ -1,13 +1,14 @@
 // Package sim is a deterministic discrete-event simulator that runs the
-// unchanged ring (package ring) and shard (package shard) code of
-// thousands of nodes in one goroutine, over an in-memory network with
+// unchanged ring (package ring), shard (package shard) and routing
+// (package route) code of thousands of nodes in one goroutine, over an in-memory network with
 // per-link latency, message loss and partitions, under churn, with a
 // simulated crawl of a link graph on top.
 //
 // # What is real and what is simulated
 //
-// Every node is a ring.Node and a shard.Manager built exactly as a peer
-// builds them; they talk through ring.MemNet and shard.MemNet (the
+// Every node is a ring.Node, a shard.Manager and a route.Router and
+// route.Owner (with its route.Intake) built exactly as a peer builds them;
+// they talk through ring.MemNet, shard.MemNet and route.MemNet (the
 // project's in-memory network and its fault model: crashes, partitions,
 // random drops) behind a thin wrapper that charges link latency and counts
 // messages. The simulator calls Stabilize, CheckPredecessor, FixFingers
@@ -20,12 +21,12 @@
 // the network's latency (one-way latency of a link is the sum of a
 // per-node term, so 10 to 150 ms), the web (fetches take a drawn time and
 // return the page's links from the graph), and the parts of a peer that
-// live outside ring and shard: the owner's intake (dedupe against the
-// shard records, then shard.Manager.Accept), the outbox and router that
-// deliver discovered links to their owners (ring.Node.Lookup, a 5 s owner
-// cache, retries with backoff), and the crawler's per-host politeness.
-// They follow p2p/node's design (see docs/architecture.md, "The path of
-// one URL") but are the simulator's own, smaller code.
+// live in the crawl engine and the store: the graph's URLs (route.URLs),
+// the seen set (the position's shard records), the crawl queue and its
+// per-host politeness, and the outbox (a list of tasks each retried after
+// the routing layer's backoff). A pass of the outbox is route.Router.Plan
+// (the owners' lookups, counted as made in parallel) and, in an event of
+// its own for each batch, route.Router.Deliver.
 //
 // # Time
 //

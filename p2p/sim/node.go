@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
@@ -35,19 +37,15 @@ type vnode struct {
 	alive  bool
 	joined bool
 
-	outbox    []task
-	routing   bool // a route event is scheduled
-	ownerSeen map[ring.ID]cachedOwner
-}
+	// The routing layer, as a peer builds it (p2p/route): the owner that
+	// admits tasks routed here and the router that delivers the outbox.
+	owner  *route.Owner
+	router *route.Router
+	look   lookState
 
-// cachedOwner is the router's memory of a key's owner (5 s, as a node's
-// router keeps it).
-type cachedOwner struct {
-	owner ring.Peer
-	until time.Duration
+	outbox  []task
+	routing bool // a route event is scheduled
 }
-
-const ownerCacheTTL = 5 * time.Second
 
 // newPhys creates a physical node with its ring positions, registered on
 // the network but not joined.
@@ -77,7 +75,7 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 		id = ring.ID(s.rng.Uint64())
 	}
 	s.ids[id] = true
-	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, ownerSeen: map[ring.ID]cachedOwner{}}
+	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true}
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
 	v.rn = ring.NewNode(v.peer, rt, s.rcfg)
 	s.rnet.Register(v.peer, v.rn)
@@ -93,6 +91,11 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	}
 	v.m = m
 	s.snet.Register(v.peer, m)
+	in := route.NewIntake(simSeen{v}, simQueue{v})
+	v.owner = route.NewOwner(v.own, countingReplicator{s, m}, in, simURLs{s.g}, nil, math.MaxInt32)
+	tt := &taskTransport{s: s, v: v, in: s.tnet.Transport(v.peer)}
+	v.router = route.NewRouter(simRing{v}, v.owner, tt, route.Config{Clock: clock{&s.w}, Logger: discardLog})
+	s.tnet.Register(v.peer, v.owner)
 	s.byAddr[addr] = v
 	return v
 }
@@ -151,6 +154,7 @@ func (s *Sim) crash(p *physNode) {
 		s.rnet.Crash(v.peer.Addr)
 		s.rnet.Unregister(v.peer.Addr)
 		s.snet.Unregister(v.peer.Addr)
+		s.tnet.Unregister(v.peer.Addr)
 		s.dropVnode(v)
 	}
 	s.crashes++
@@ -179,6 +183,7 @@ func (s *Sim) leave(p *physNode) {
 		}
 		s.rnet.Unregister(v.peer.Addr)
 		s.snet.Unregister(v.peer.Addr)
+		s.tnet.Unregister(v.peer.Addr)
 		s.dropVnode(v)
 	}
 	s.leaves++
@@ -203,7 +208,6 @@ func (s *Sim) dropVnode(v *vnode) {
 	delete(s.byAddr, v.peer.Addr)
 	v.outbox = nil
 	v.app = nil
-	v.ownerSeen = nil
 }
 
 // addMember inserts v into the sorted membership, the ground truth of

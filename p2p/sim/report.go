@@ -162,10 +162,11 @@ type CrawlReport struct {
 	Lost               int     `json:"lost"`
 	LostExplained      int     `json:"lost_in_k_plus_1_runs"`
 	DupTasks           int64   `json:"duplicate_tasks"`
-	// Task batches refused by the node the router found: it did not own
-	// the key (no claim or no lease), a replica fenced its claim off
-	// (shard.ErrStale), or Accept failed otherwise; and the tasks still
-	// in outboxes at the end.
+	// Tasks the node the router found handed back as not owned (no
+	// claim or no lease, or a replica fenced its claim off), the accepts
+	// a replica fenced off (shard.ErrStale), the task batches that did
+	// not reach their owner or that it failed to accept; and the tasks
+	// still in outboxes at the end.
 	RefusedNotOwned int64 `json:"refused_not_owned"`
 	RefusedStale    int64 `json:"refused_stale"`
 	RefusedOther    int64 `json:"refused_other"`
@@ -466,7 +467,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.Pages, c.Hosts, c.Links, cr.Seeds, 100*cr.Coverage, cr.Reachable, 100*cr.CoverageAtDuration)
 		fmt.Fprintf(&b, "fetches %d, duplicate fetches %d (%.3f%%); accepted %d, never fetched but held %d, lost %d (%d in arcs whose owner and K successors crashed)\n",
 			cr.Fetches, cr.DupFetches, 100*cr.DupShare, cr.Accepted, cr.PendingHeld, cr.Lost, cr.LostExplained)
-		fmt.Fprintf(&b, "task batches refused: %d not owned, %d stale claim, %d other; %d tasks still undelivered at the end\n",
+		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}
 	ch := r.Churn

@@ -11,6 +11,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/internal/memstat"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
@@ -80,6 +81,7 @@ type Sim struct {
 	ctx  context.Context
 	rnet *ring.MemNet
 	snet *shard.MemNet
+	tnet *route.MemNet
 
 	act     activity
 	traffic [numActs]traffic
@@ -106,6 +108,7 @@ type Sim struct {
 	// task batches an owner refused: not owned (no claim, no lease), a
 	// replica fenced the claim off (shard.ErrStale), anything else.
 	refusedNotOwned, refusedStale, refusedOther int64
+	rejectedTasks                               int64
 	// records sent as tasks by Managers that gave a range up without a
 	// handoff (shard.App.Reroute)
 	rerouted int64
@@ -150,6 +153,7 @@ func newSim(cfg Config) *Sim {
 	s.rnet = ring.NewMemNet(int64(cfg.Seed))
 	s.rnet.SetDropRate(cfg.Loss)
 	s.snet = shard.NewMemNet(s.rnet)
+	s.tnet = route.NewMemNet(s.rnet)
 	s.rcfg = ringConfig(cfg.Ring)
 	s.rcfg.Clock = clock{&s.w}
 	s.scfg = cfg.Shard
@@ -350,6 +354,12 @@ func (s *Sim) housekeeping() {
 // lookup runs one real lookup from v and checks it against the
 // membership.
 func (s *Sim) lookup(v *vnode, key ring.ID) (ring.Peer, bool) {
+	owner, _, err := s.lookupErr(v, key)
+	return owner, err == nil
+}
+
+// lookupErr is lookup with the lookup's hops and error.
+func (s *Sim) lookupErr(v *vnode, key ring.ID) (ring.Peer, int, error) {
 	before := s.w.charge
 	owner, hops, err := v.rn.Lookup(s.ctx, key)
 	lat := s.w.charge - before
@@ -359,7 +369,7 @@ func (s *Sim) lookup(v *vnode, key ring.ID) (ring.Peer, bool) {
 		s.probes.add(hops, lat, err != nil, wrong)
 	}
 	s.interval.add(hops, lat, err != nil, wrong)
-	return owner, err == nil
+	return owner, hops, err
 }
 
 // finalProbes checks FinalProbes lookups, from random positions for
@@ -414,7 +424,7 @@ func (s *Sim) startCrawl(rep *Report) {
 	rep.seeds = len(seeds)
 	for _, p := range seeds {
 		v := s.members[s.rng.IntN(len(s.members))]
-		v.outbox = append(v.outbox, task{page: p, from: -1})
+		v.outbox = append(v.outbox, s.newTask(p, -1, 0))
 		s.scheduleRoute(v, 0)
 	}
 }

@@ -1,0 +1,88 @@
+package route
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
+)
+
+// Config tunes a Router. A zero field means its default.
+type Config struct {
+	// OwnerCacheTTL is how long a key's owner is remembered after a
+	// lookup: consecutive links mostly point to the same few hosts, and a
+	// stale entry costs only a not-owned answer and a second lookup.
+	// Default 5 s.
+	OwnerCacheTTL time.Duration
+	// OwnerCacheMax bounds the owners remembered. Default 100,000.
+	OwnerCacheMax int
+	// MaxBatch bounds the tasks sent to an owner in one batch. Default
+	// protocol.MaxBatchTasks, what one task batch may carry on the wire.
+	MaxBatch int
+	// RetryMin and RetryMax bound the backoff between two deliveries of a
+	// task that could not be delivered (Backoff). Defaults 100 ms and
+	// 10 s.
+	RetryMin, RetryMax time.Duration
+	// Clock tells the time (the owner cache's). Default the wall clock.
+	Clock ring.Clock
+	// Logger receives the router's debug lines and warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		OwnerCacheTTL: 5 * time.Second,
+		OwnerCacheMax: 100_000,
+		MaxBatch:      protocol.MaxBatchTasks,
+		RetryMin:      100 * time.Millisecond,
+		RetryMax:      10 * time.Second,
+		Clock:         ring.RealClock(),
+		Logger:        slog.Default(),
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.OwnerCacheTTL <= 0 {
+		c.OwnerCacheTTL = d.OwnerCacheTTL
+	}
+	if c.OwnerCacheMax <= 0 {
+		c.OwnerCacheMax = d.OwnerCacheMax
+	}
+	if c.MaxBatch <= 0 || c.MaxBatch > d.MaxBatch {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = d.RetryMin
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = d.RetryMax
+	}
+	if c.Clock == nil {
+		c.Clock = d.Clock
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Backoff returns how long a task waits before its next delivery after
+// attempts failed ones: exponential from RetryMin up to RetryMax, with
+// full jitter drawn by jitter (n returns a number in [0, n)), so that
+// many nodes retrying a dead owner do not come back in lockstep.
+func (c Config) Backoff(attempts int, jitter func(n int64) int64) time.Duration {
+	if attempts <= 0 {
+		return 0
+	}
+	c = c.WithDefaults()
+	d := c.RetryMin << min(attempts-1, 16)
+	if d > c.RetryMax || d <= 0 {
+		d = c.RetryMax
+	}
+	return d/2 + time.Duration(jitter(int64(d/2)+1))
+}

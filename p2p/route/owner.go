@@ -1,0 +1,167 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+)
+
+// Ownership says which keys this node may accept now: a claim under a
+// valid lease (shard.Ownership).
+type Ownership interface {
+	Owns(key uint64) bool
+}
+
+// Replicator stores new records with the K replicas before an owner
+// acknowledges them (sync-on-accept): shard.Manager.
+type Replicator interface {
+	// Accept stores records routed here, synced, locally and on the
+	// replicas.
+	Accept(ctx context.Context, recs []shard.Record) error
+	// AcceptOwn is Accept for records this node sends itself from a
+	// durable outbox that keeps them until they are settled: the local
+	// write need not be synced.
+	AcceptOwn(ctx context.Context, recs []shard.Record) error
+}
+
+// Scope judges whether a URL is in the crawl's scope.
+type Scope interface {
+	// Judge returns "" for a URL in scope, else why it is not, for the
+	// sender. seed says that the task is a seed from a sender allowed to
+	// seed here (depth 0, no redirect): it brings its host into a scoped
+	// crawl's scope.
+	Judge(url string, seed bool, depth, redirects int) (reason string, err error)
+}
+
+// Owner is the receiving side of routing: it takes tasks whose keys this
+// node holds a claim on and that are in the crawl's scope, replicates the
+// new ones to the successors before acknowledging them (sync-on-accept)
+// and queues them through its Intake.
+type Owner struct {
+	own      Ownership
+	replicas Replicator
+	intake   *Intake
+	urls     URLs
+	scope    Scope // nil: every URL is in scope
+	// maxDepth refuses tasks deeper than the crawl would follow, so a
+	// broken peer cannot push unbounded-depth work.
+	maxDepth int
+
+	// What became of the URLs offered (the metrics' dedupe hit rate).
+	accepted, duplicates, rejected atomic.Int64
+}
+
+// NewOwner returns the owner that accepts what own says this node holds,
+// replicates it with replicas and queues it through in. u reads the URLs,
+// scope (nil for none) judges them, and tasks deeper than maxDepth are
+// refused.
+func NewOwner(own Ownership, replicas Replicator, in *Intake, u URLs, scope Scope, maxDepth int) *Owner {
+	return &Owner{own: own, replicas: replicas, intake: in, urls: u, scope: scope, maxDepth: max(maxDepth, 0)}
+}
+
+// Accept takes tasks routed to this node. Every task ends up in exactly
+// one of the result's parts. seeder says whether the sender may seed
+// here: its tasks at depth 0 that no redirect led to are seeds, which
+// bring their host (or domain) into a scoped crawl's scope; anybody
+// else's are links like any other, judged by the scope. fromOutbox says
+// that this node sends the tasks itself, from a durable outbox: their
+// shard records are then written without a sync (Replicator.AcceptOwn),
+// as the outbox keeps the tasks until the router settles them after this
+// returns.
+func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox bool) (res Result, err error) {
+	defer func() { o.count(res) }()
+	offered := make([]Admission, 0, len(tasks))
+	for _, t := range tasks {
+		// Read the URL again: the sender may be buggy or hostile, and
+		// the seen set is only as good as the canonical form it stores.
+		u, err := o.urls.Normalize(t.URL)
+		if err != nil {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, err.Error()})
+			continue
+		}
+		if t.Depth < 0 || t.Depth > o.maxDepth {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, fmt.Sprintf("depth %d outside 0..%d", t.Depth, o.maxDepth)})
+			continue
+		}
+		if t.Redirects < 0 {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, fmt.Sprintf("redirects %d below 0", t.Redirects)})
+			continue
+		}
+		key, err := o.urls.Key(u)
+		if err != nil {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, err.Error()})
+			continue
+		}
+		if !o.own.Owns(key) {
+			res.NotOwned = append(res.NotOwned, t)
+			continue
+		}
+		seed := t.Depth == 0 && t.Redirects == 0 && seeder
+		// The scope, before the seen set: a URL refused now is not
+		// remembered, so it is taken if the scope takes it later.
+		if o.scope != nil {
+			reason, err := o.scope.Judge(u, seed, t.Depth, t.Redirects)
+			if err != nil {
+				return res, fmt.Errorf("accept %d tasks: %w", len(tasks), err)
+			}
+			if reason != "" {
+				res.Rejected = append(res.Rejected, Rejection{t.URL, reason})
+				continue
+			}
+		}
+		offered = append(offered, Admission{
+			Key: key, Hash: o.urls.Hash(u),
+			Task: Task{URL: u, Key: key, Depth: t.Depth, Redirects: t.Redirects},
+			Seed: seed,
+		})
+	}
+	if len(offered) == 0 {
+		return res, nil
+	}
+	// Sync-on-accept: the replicas hold the new URLs before the sender is
+	// told they are accepted. A node that learns here that it is stale, or
+	// whose range moved meanwhile, hands the tasks back as not owned, and
+	// the sender routes them to the new owner.
+	fresh, dups, err := o.intake.Admit(offered, func(fresh []Admission) error {
+		recs := make([]shard.Record, len(fresh))
+		for i, a := range fresh {
+			recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Seed: a.Seed}
+		}
+		if fromOutbox {
+			return o.replicas.AcceptOwn(ctx, recs)
+		}
+		return o.replicas.Accept(ctx, recs)
+	})
+	res.Duplicates = dups
+	switch {
+	case errors.Is(err, shard.ErrNotOwned) || errors.Is(err, shard.ErrStale):
+		for _, a := range fresh {
+			res.NotOwned = append(res.NotOwned, a.Task)
+		}
+		return res, nil
+	case err != nil:
+		return res, fmt.Errorf("accept %d tasks: %w", len(fresh), err)
+	}
+	res.Accepted = len(fresh)
+	return res, nil
+}
+
+// count adds an Accept's outcome to the owner's counters.
+func (o *Owner) count(res Result) {
+	o.accepted.Add(int64(res.Accepted))
+	o.duplicates.Add(int64(res.Duplicates))
+	o.rejected.Add(int64(len(res.Rejected)))
+}
+
+// OwnerStats is what became of the tasks an owner was offered.
+type OwnerStats struct {
+	Accepted, Duplicates, Rejected int64
+}
+
+// Stats returns the owner's counts so far.
+func (o *Owner) Stats() OwnerStats {
+	return OwnerStats{Accepted: o.accepted.Load(), Duplicates: o.duplicates.Load(), Rejected: o.rejected.Load()}
+}

@@ -1,0 +1,266 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// Ring is what the router needs of the ring: this node's position and
+// iterative lookups (ring.Node).
+type Ring interface {
+	Self() ring.Peer
+	Lookup(ctx context.Context, key ring.ID) (owner ring.Peer, hops int, err error)
+}
+
+// Transport carries a batch of tasks to a remote owner and brings back its
+// answer, which accounts for every task.
+type Transport interface {
+	Send(ctx context.Context, to ring.Peer, tasks []Task) (Result, error)
+}
+
+// RetryLater is implemented by a send's error when the owner refused the
+// batch for now (the sender spent its quota there): the owner is still
+// the owner, and the tasks wait and go to it again.
+type RetryLater interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// Incompatible is implemented by a send's error when the owner cannot
+// take this node's tasks until an operator acts (the two compute ring keys
+// another way, say): the router warns once per owner.
+type Incompatible interface {
+	error
+	Incompatible() bool
+}
+
+// Batch is tasks for one owner.
+type Batch struct {
+	To    ring.Peer
+	Tasks []Task
+}
+
+// Delivery sums up routing passes.
+type Delivery struct {
+	Accepted, Duplicates int
+	Rejected             []Rejection
+	// Undelivered are the tasks to try again later: the lookup or the
+	// send failed, or the owner handed them back as not owned.
+	Undelivered []Task
+}
+
+func (d *Delivery) add(o Delivery) {
+	d.Accepted += o.Accepted
+	d.Duplicates += o.Duplicates
+	d.Rejected = append(d.Rejected, o.Rejected...)
+	d.Undelivered = append(d.Undelivered, o.Undelivered...)
+}
+
+// MaxHopsCounted is the largest hop count the router's histogram tells
+// apart.
+const MaxHopsCounted = 16
+
+// Router is the sending side of routing: lookup(key), then send(task,
+// owner), per seed 000. A pass (Route, or Plan and Deliver) delivers tasks
+// once, with no retries: what it could not deliver comes back, and the
+// caller (a durable outbox in a node, the simulator's queue) tries again
+// after Backoff.
+type Router struct {
+	cfg   Config
+	ring  Ring
+	owner *Owner // this node's own keys are accepted without the network
+	send  Transport
+
+	mu    sync.Mutex
+	cache map[ring.ID]cachedOwner
+	// warned holds the owners an Incompatible error was logged for at
+	// warning level: once each, not once per batch.
+	warned map[string]bool
+
+	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
+	lookups    atomic.Int64
+	lookupHops atomic.Int64
+	sendErrors atomic.Int64
+	throttled  atomic.Int64 // batches owners refused for now (RetryLater)
+	hops       [MaxHopsCounted + 1]atomic.Int64
+}
+
+type cachedOwner struct {
+	peer    ring.Peer
+	expires time.Time
+}
+
+// warnedMax bounds the owners remembered as warned about.
+const warnedMax = 1024
+
+// NewRouter returns the router that looks owners up on r, hands this
+// node's own keys to owner and sends the others over send.
+func NewRouter(r Ring, owner *Owner, send Transport, cfg Config) *Router {
+	return &Router{cfg: cfg.WithDefaults(), ring: r, owner: owner, send: send,
+		cache: map[ring.ID]cachedOwner{}, warned: map[string]bool{}}
+}
+
+// Config returns the router's configuration, defaults filled in.
+func (r *Router) Config() Config { return r.cfg }
+
+// Route delivers tasks to their owners once. fromOutbox says that the
+// tasks come from a durable outbox, which keeps them until they are
+// settled: this node then accepts those it owns without a sync (see
+// Owner.Accept).
+func (r *Router) Route(ctx context.Context, tasks []Task, fromOutbox bool) Delivery {
+	batches, d := r.Plan(ctx, tasks)
+	for _, b := range batches {
+		d.add(r.Deliver(ctx, b, fromOutbox))
+	}
+	return d
+}
+
+// Plan looks up the owner of every task's key and groups the tasks into
+// batches by owner, in the order the owners were first met, each at most
+// MaxBatch tasks. Tasks whose lookup failed come back undelivered.
+func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
+	var d Delivery
+	groups := map[ring.Peer][]Task{}
+	var order []ring.Peer
+	for _, t := range tasks {
+		to, err := r.lookup(ctx, ring.ID(t.Key))
+		if err != nil {
+			r.cfg.Logger.Debug("lookup failed", "url", t.URL, "err", err)
+			d.Undelivered = append(d.Undelivered, t)
+			continue
+		}
+		if _, ok := groups[to]; !ok {
+			order = append(order, to)
+		}
+		groups[to] = append(groups[to], t)
+	}
+	var out []Batch
+	for _, to := range order {
+		g := groups[to]
+		for len(g) > 0 {
+			n := min(len(g), r.cfg.MaxBatch)
+			out = append(out, Batch{To: to, Tasks: g[:n:n]})
+			g = g[n:]
+		}
+	}
+	return out, d
+}
+
+// Deliver hands one batch to its owner: this node's own Owner when the
+// batch is for this node, else over the transport.
+func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery {
+	var res Result
+	var err error
+	if b.To == r.ring.Self() {
+		// This node's own: seeds its clients were allowed to submit, and
+		// links its crawler found.
+		res, err = r.owner.Accept(ctx, b.Tasks, true, fromOutbox)
+	} else {
+		res, err = r.send.Send(ctx, b.To, b.Tasks)
+	}
+	if err != nil {
+		r.failed(b, err)
+		return Delivery{Undelivered: b.Tasks}
+	}
+	if len(res.NotOwned) > 0 {
+		r.forget(b.To)
+	}
+	r.routed.Add(int64(res.Accepted + res.Duplicates))
+	return Delivery{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: res.Rejected, Undelivered: res.NotOwned}
+}
+
+// failed notes a batch that did not reach its owner.
+func (r *Router) failed(b Batch, err error) {
+	log := r.cfg.Logger
+	// An owner that refused the batch for now is still the owner.
+	if later, ok := errors.AsType[RetryLater](err); ok {
+		r.throttled.Add(1)
+		log.Debug("owner refused tasks for now", "to", b.To.Addr, "tasks", len(b.Tasks), "retry_after", later.RetryAfter())
+		return
+	}
+	r.sendErrors.Add(1)
+	r.forget(b.To)
+	if _, ok := errors.AsType[Incompatible](err); ok && r.firstWarning(b.To.Addr) {
+		log.Warn("an owner cannot take this node's tasks: links for its keys wait", "to", b.To.Addr, "err", err)
+		return
+	}
+	log.Debug("send failed", "to", b.To.Addr, "tasks", len(b.Tasks), "err", err)
+}
+
+// lookup finds key's owner, through the short-lived cache.
+func (r *Router) lookup(ctx context.Context, key ring.ID) (ring.Peer, error) {
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	c, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.peer, nil
+	}
+	p, hops, err := r.ring.Lookup(ctx, key)
+	if err != nil {
+		return ring.Peer{}, err
+	}
+	r.lookups.Add(1)
+	r.lookupHops.Add(int64(hops))
+	r.hops[min(max(hops, 0), MaxHopsCounted)].Add(1)
+	r.mu.Lock()
+	if len(r.cache) >= r.cfg.OwnerCacheMax {
+		clear(r.cache)
+	}
+	r.cache[key] = cachedOwner{peer: p, expires: now.Add(r.cfg.OwnerCacheTTL)}
+	r.mu.Unlock()
+	return p, nil
+}
+
+// firstWarning reports whether owner was not warned about yet, and notes
+// that it now is.
+func (r *Router) firstWarning(owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned[owner] {
+		return false
+	}
+	if len(r.warned) >= warnedMax {
+		clear(r.warned)
+	}
+	r.warned[owner] = true
+	return true
+}
+
+// forget drops cached ownership pointing at p, after p failed or refused.
+func (r *Router) forget(p ring.Peer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range r.cache {
+		if c.peer == p {
+			delete(r.cache, k)
+		}
+	}
+}
+
+// RouterStats are a router's counts so far.
+type RouterStats struct {
+	Routed     int64 // tasks delivered to an owner (new or duplicate)
+	Lookups    int64 // ring lookups made (cache misses)
+	LookupHops int64 // their hops, summed
+	SendErrors int64 // batches that did not reach their owner
+	Throttled  int64 // batches owners refused for now
+	// Hops counts lookups by hop count; the last slot holds
+	// MaxHopsCounted and more.
+	Hops [MaxHopsCounted + 1]int64
+}
+
+// Stats returns the router's counts so far.
+func (r *Router) Stats() RouterStats {
+	s := RouterStats{Routed: r.routed.Load(), Lookups: r.lookups.Load(), LookupHops: r.lookupHops.Load(),
+		SendErrors: r.sendErrors.Load(), Throttled: r.throttled.Load()}
+	for i := range s.Hops {
+		s.Hops[i] = r.hops[i].Load()
+	}
+	return s
+}
