@@ -223,7 +223,7 @@ func TestIntakeMarksSeeds(t *testing.T) {
 // testIntake builds a node's intake over db and c as node.New does.
 func testIntake(db *store.DB, c *crawl.Crawler) *intake {
 	log := slog.New(slog.DiscardHandler)
-	admit := route.NewIntake(db, &crawlQueue{db: db, crawler: c, log: log})
+	admit := route.NewIntake(db, &crawlQueue{db: db, crawler: c, log: log}, crawl.DefaultConfig().MaxDepth)
 	return &intake{admit: admit, db: db, crawler: c, log: log}
 }
 

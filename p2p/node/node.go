@@ -242,14 +242,14 @@ func (n *Node) build() error {
 	}
 
 	n.queue = &crawlQueue{db: n.db, crawler: n.crawler, log: n.log}
-	n.admit = route.NewIntake(n.db, n.queue)
-	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
-		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
-	n.shardTr = p2p.NewShardTransport(n.streams)
 	// The owner refuses tasks deeper than the crawler follows links
 	// (MaxDepth None: seeds only), and state from peers is held to the
 	// same rules.
 	maxDepth := max(crawlCfg.MaxDepth, 0)
+	n.admit = route.NewIntake(n.db, n.queue, maxDepth)
+	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
+		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
+	n.shardTr = p2p.NewShardTransport(n.streams)
 	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {

@@ -189,7 +189,7 @@ func (c *cluster) add(addr string) *testNode {
 	}
 	n.m = m
 	c.snet.Register(n.peer, m)
-	n.owner = NewOwner(own, recording{c, n.peer.Addr, m}, NewIntake(n.q, n.q), testURLs{}, nil, 10)
+	n.owner = NewOwner(own, recording{c, n.peer.Addr, m}, NewIntake(n.q, n.q, 10), testURLs{}, nil, 10)
 	n.router = NewRouter(n.rn, n.owner, c.tnet.Transport(n.peer), Config{Clock: c.clock, Logger: c.scfg.Logger})
 	c.tnet.Register(n.peer, n.owner)
 	if len(c.nodes) == 0 {

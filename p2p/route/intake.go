@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -44,11 +45,19 @@ type Intake struct {
 	mu    sync.Mutex
 	seen  SeenSet
 	queue Queue
+	// shorter says whether a URL found again by a shorter path is
+	// admitted again: only under a depth limit.
+	shorter bool
 }
 
-// NewIntake returns the intake over an owner's seen set and crawl queue.
-func NewIntake(seen SeenSet, queue Queue) *Intake {
-	return &Intake{seen: seen, queue: queue}
+// NoDepthLimit is the depth limit of a crawl that follows links however
+// deep they go (the simulator's).
+const NoDepthLimit = math.MaxInt32
+
+// NewIntake returns the intake over an owner's seen set and crawl queue,
+// for a crawl that follows links down to maxDepth (NoDepthLimit: all).
+func NewIntake(seen SeenSet, queue Queue, maxDepth int) *Intake {
+	return &Intake{seen: seen, queue: queue, shorter: maxDepth < NoDepthLimit}
 }
 
 // Exclusive runs fn with no admission under way.
@@ -62,7 +71,10 @@ func (in *Intake) Exclusive(fn func() error) error {
 // seen only at a greater depth, once replicate has stored them with the
 // replicas. A URL found again by a shorter path is queued again so that
 // the crawler follows its links from there: that is what makes every page
-// within the depth limit reachable however the crawl meets it first. So is
+// within the depth limit reachable however the crawl meets it first.
+// Without a depth limit no link was ever left out for its depth, and a
+// shorter path is a duplicate like any other (queuing it again would
+// fetch it again on a node that did not fetch it first). So is
 // a seed whose record is not marked seed yet (the URL was reached first by
 // a link): its record must be marked. Admit returns the admitted URLs and
 // the number of duplicates; when Room or replicate fails nothing is
@@ -87,7 +99,7 @@ func (in *Intake) Admit(offered []Admission, replicate func(fresh []Admission) e
 		if err != nil {
 			return nil, duplicates, fmt.Errorf("accept %s: %w", a.Task.URL, err)
 		}
-		if seen && depth <= a.Task.Depth {
+		if seen && (depth <= a.Task.Depth || !in.shorter) {
 			marked := true
 			if a.Seed {
 				if marked, err = in.seen.IsSeed(a.Key, a.Hash); err != nil {

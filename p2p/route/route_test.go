@@ -268,7 +268,7 @@ func TestOwnerRefuses(t *testing.T) {
 		t.Fatalf("result %+v, want 3 rejected and 1 accepted", res)
 	}
 	// Out of scope.
-	scoped := NewOwner(n.m, n.m, NewIntake(n.q, n.q), testURLs{}, scopeFunc(func(u string) string {
+	scoped := NewOwner(n.m, n.m, NewIntake(n.q, n.q, 10), testURLs{}, scopeFunc(func(u string) string {
 		if u == "http://b.test/no" {
 			return "excluded"
 		}
@@ -316,5 +316,29 @@ func TestOwnerHandsBackNotOwned(t *testing.T) {
 	}
 	if len(c.accepted[foreign.URL]) != 0 {
 		t.Fatal("a node accepted a key it does not own")
+	}
+}
+
+// TestIntakeShorterPath: under a depth limit a URL found again by a
+// shorter path is admitted again (its links may have been left out for
+// their depth); without one it is a duplicate, which a node that did not
+// fetch the page would otherwise fetch again.
+func TestIntakeShorterPath(t *testing.T) {
+	for _, tc := range []struct {
+		maxDepth int
+		again    int
+	}{{10, 1}, {NoDepthLimit, 0}} {
+		c := newCluster(t, 9, 1)
+		n := c.nodes[0]
+		in := NewIntake(n.q, n.q, tc.maxDepth)
+		o := NewOwner(n.m, n.m, in, testURLs{}, nil, tc.maxDepth)
+		for _, depth := range []int{5, 3} {
+			if _, err := o.Accept(context.Background(), []Task{{URL: "http://a.test/x", Depth: depth}}, false, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := int(o.Stats().Accepted) - 1; got != tc.again {
+			t.Errorf("depth limit %d: admitted again %d times, want %d", tc.maxDepth, got, tc.again)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -91,8 +90,8 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	}
 	v.m = m
 	s.snet.Register(v.peer, m)
-	in := route.NewIntake(simSeen{v}, simQueue{v})
-	v.owner = route.NewOwner(v.own, countingReplicator{s, m}, in, simURLs{s.g}, nil, math.MaxInt32)
+	in := route.NewIntake(simSeen{v}, simQueue{v}, route.NoDepthLimit)
+	v.owner = route.NewOwner(v.own, countingReplicator{s, m}, in, simURLs{s.g}, nil, route.NoDepthLimit)
 	tt := &taskTransport{s: s, v: v, in: s.tnet.Transport(v.peer)}
 	v.router = route.NewRouter(simRing{v}, v.owner, tt, route.Config{Clock: clock{&s.w}, Logger: discardLog})
 	s.tnet.Register(v.peer, v.owner)
