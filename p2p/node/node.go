@@ -77,6 +77,7 @@ type Node struct {
 	delegator *delegator
 	helper    *helper
 	finished  *finishedURLs
+	progressQ *route.Progress // finished URLs waiting for their links
 	crawler   *crawl.Crawler
 	queue     *crawlQueue // where admitted URLs go
 	admit     *route.Intake
@@ -210,7 +211,8 @@ func (n *Node) build() error {
 	n.own = shard.NewOwnership(n.ring)
 
 	n.outbox = newOutbox(n.db, n.log, cfg.OutboxMemory)
-	n.finished = &finishedURLs{links: n.outbox, log: n.log}
+	n.progressQ = route.NewProgress(n.outbox)
+	n.finished = &finishedURLs{links: n.outbox, progress: n.progressQ, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
 	// The crawler, the owner and the router must agree on what a key is.
 	crawlCfg := cfg.Crawl.WithDefaults()
@@ -270,7 +272,7 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
-	n.progress = &progress{finished: n.finished, shard: n.shard, crawler: n.crawler, log: n.log}
+	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
 		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}

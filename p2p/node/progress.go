@@ -3,33 +3,23 @@ package node
 import (
 	"context"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// finishedURLs holds the URLs the crawler finished until the links found
-// on their pages are settled with their owners: a page the replicas learn
-// is done while its links sit in this node's outbox would lose them if the
-// node died for good, since the next owner would not fetch the page again.
+// finishedURLs is the crawler's OnFinished: it makes the done record of
+// each URL the crawler finished and hands it to the routing layer's
+// Progress with the outbox entries of the links found on its page, which
+// holds it until they are settled with their owners.
 type finishedURLs struct {
-	links *outbox
-	log   *slog.Logger
-
-	mu   sync.Mutex
-	wait []finishedURL
-}
-
-// finishedURL is a finished URL waiting for its page's links to be
-// settled.
-type finishedURL struct {
-	rec   shard.Record
-	links []uint64 // outbox entries of the page's links
+	links    *outbox
+	progress *route.Progress
+	log      *slog.Logger
 }
 
 // Add is the crawler's OnFinished: it hears that a URL needs no more fetching,
@@ -44,26 +34,7 @@ func (f *finishedURLs) Add(t frontier.Task, key, urlHash uint64, meta *store.URL
 			f.log.Warn("encoding a fetched URL's state failed", "url", t.URL, "err", err)
 		}
 	}
-	links := f.links.TakeLinks(t.URL)
-	f.mu.Lock()
-	f.wait = append(f.wait, finishedURL{rec: rec, links: links})
-	f.mu.Unlock()
-}
-
-// takeSettled returns (and forgets) the records of the finished URLs whose
-// links are all settled.
-func (f *finishedURLs) takeSettled() []shard.Record {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ready []shard.Record
-	f.wait = slices.DeleteFunc(f.wait, func(d finishedURL) bool {
-		if f.links.Settled(d.links) {
-			ready = append(ready, d.rec)
-			return true
-		}
-		return false
-	})
-	return ready
+	f.progress.Finished(rec, f.links.TakeLinks(t.URL))
 }
 
 // progressInterval is how often finished URLs are released to the shard
@@ -87,7 +58,7 @@ const (
 // that the replicas hold the robots.txt of every host they may have to
 // take over.
 type progress struct {
-	finished *finishedURLs
+	finished *route.Progress
 	shard    *shard.Manager
 	crawler  *crawl.Crawler
 	log      *slog.Logger
@@ -113,7 +84,7 @@ func (p *progress) Run(ctx context.Context) {
 // flushFinished hands the shard manager every finished URL whose page's
 // links are settled.
 func (p *progress) flushFinished() {
-	ready := p.finished.takeSettled()
+	ready := p.finished.TakeSettled()
 	if len(ready) == 0 {
 		return
 	}

@@ -15,15 +15,45 @@ import (
 // settled.
 type task struct {
 	rt        route.Task
-	from      int32 // the page it was found on; -1 for a seed or a rerouted record
+	id        uint64 // the outbox entry, settled or not (v.unsettled)
 	tries     int32
 	notBefore time.Duration
 }
 
-// newTask returns the task for page p found on page from at depth.
-func (s *Sim) newTask(p, from int32, depth int) task {
+// newTask returns the task for page p at depth.
+func (s *Sim) newTask(p int32, depth int) task {
 	h := s.g.host[p]
-	return task{rt: route.Task{URL: s.g.url(p), Key: uint64(s.g.hostKey(h)), Depth: depth}, from: from}
+	return task{rt: route.Task{URL: s.g.url(p), Key: uint64(s.g.hostKey(h)), Depth: depth}}
+}
+
+// send puts t in v's outbox as a new entry and returns its id.
+func (v *vnode) send(t task) uint64 {
+	v.nextID++
+	t.id = v.nextID
+	v.unsettled[t.id] = struct{}{}
+	v.outbox = append(v.outbox, t)
+	return t.id
+}
+
+// Settled implements route.Links over v's outbox entries.
+func (v *vnode) Settled(ids []uint64) bool {
+	for _, id := range ids {
+		if _, ok := v.unsettled[id]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// flushProgress hands v's shard manager the done records of the pages
+// whose links are all settled (route.Progress), as a node's progress loop
+// does.
+func (v *vnode) flushProgress() {
+	if recs := v.progress.TakeSettled(); len(recs) > 0 {
+		if err := v.m.Progress(recs, nil); err != nil {
+			v.s.progressErrors++
+		}
+	}
 }
 
 // hostQueue is one host's pending pages at its owner, with its politeness
@@ -34,9 +64,6 @@ type hostQueue struct {
 	scheduled bool
 }
 
-// pageWait is a fetched page whose links are still on their way.
-type pageWait struct{ links, depth int32 }
-
 // app is a position's crawler, the shard.App: its queue is a cache of the
 // pending records of the ranges the Manager activated, as a node's intake
 // keeps it (p2p/node/intake.go).
@@ -45,7 +72,6 @@ type app struct {
 	hosts   map[int32]*hostQueue
 	queued  map[int32]int32         // page -> depth, pages in some host queue
 	fetched map[int32]bool          // pages fetched here (a node's page records)
-	waiting map[int32]pageWait      // fetched page -> its links not yet settled
 	next    map[int32]time.Duration // host -> earliest next fetch (politeness)
 }
 
@@ -57,7 +83,6 @@ func newApp(v *vnode) *app {
 		hosts:   map[int32]*hostQueue{},
 		queued:  map[int32]int32{},
 		fetched: map[int32]bool{},
-		waiting: map[int32]pageWait{},
 		next:    map[int32]time.Duration{},
 	}
 }
@@ -135,7 +160,7 @@ func (a *app) Merged(ctx context.Context, recs []shard.Record) {
 func (a *app) Reroute(ctx context.Context, recs []shard.Record) error {
 	v := a.v
 	for _, r := range recs {
-		v.outbox = append(v.outbox, v.s.newTask(int32(r.Hash), -1, r.Depth))
+		v.send(v.s.newTask(int32(r.Hash), r.Depth))
 	}
 	v.s.rerouted += int64(len(recs))
 	v.s.scheduleRoute(v, 0)
@@ -226,44 +251,18 @@ func (a *app) fetchFrom(q *hostQueue) {
 	a.fetched[p] = true
 	a.next[q.h] = s.w.elapsed() + s.cfg.Delay
 	links := s.g.links(p)
+	ids := make([]uint64, len(links))
+	for i, l := range links {
+		ids[i] = v.send(s.newTask(l, int(depth)+1))
+	}
+	rec := shard.Record{Key: uint64(key), Hash: uint64(p), URL: s.g.url(p), Depth: int(depth), Done: true}
+	v.progress.Finished(rec, ids)
 	if len(links) == 0 {
-		a.done(p, depth)
+		v.flushProgress()
 	} else {
-		a.waiting[p] = pageWait{int32(len(links)), depth}
-		for _, l := range links {
-			v.outbox = append(v.outbox, s.newTask(l, p, int(depth)+1))
-		}
 		s.scheduleRoute(v, 0)
 	}
 	a.schedule(q)
-}
-
-// done reports page p fetched, its links settled: the Done mark goes to
-// storage now and to the replicas with the next heartbeat.
-func (a *app) done(p, depth int32) {
-	s := a.v.s
-	rec := shard.Record{Key: uint64(s.g.hostKey(s.g.host[p])), Hash: uint64(p), URL: s.g.url(p), Depth: int(depth), Done: true}
-	if err := a.v.m.Progress([]shard.Record{rec}, nil); err != nil {
-		s.progressErrors++
-	}
-}
-
-// settled notes that one link of page from reached its owner.
-func (a *app) settled(from int32) {
-	if from < 0 {
-		return
-	}
-	w, ok := a.waiting[from]
-	if !ok {
-		return
-	}
-	if w.links > 1 {
-		w.links--
-		a.waiting[from] = w
-		return
-	}
-	delete(a.waiting, from)
-	a.done(from, w.depth)
 }
 
 // routeInterval is how often a router with work retries.
@@ -379,9 +378,10 @@ func (s *Sim) settleBatch(v *vnode, b route.Batch, sent []task, d route.Delivery
 	}
 	for _, ts := range back {
 		for _, t := range ts {
-			v.app.settled(t.from)
+			delete(v.unsettled, t.id)
 		}
 	}
+	v.flushProgress()
 }
 
 // retry puts tasks back in v's outbox with the routing layer's backoff,

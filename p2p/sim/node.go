@@ -42,8 +42,12 @@ type vnode struct {
 	router *route.Router
 	look   lookState
 
-	outbox  []task
-	routing bool // a route event is scheduled
+	progress *route.Progress // fetched pages waiting for their links
+
+	outbox    []task
+	unsettled map[uint64]struct{} // outbox entries not settled yet
+	nextID    uint64
+	routing   bool // a route event is scheduled
 }
 
 // newPhys creates a physical node with its ring positions, registered on
@@ -74,7 +78,8 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 		id = ring.ID(s.rng.Uint64())
 	}
 	s.ids[id] = true
-	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true}
+	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, unsettled: map[uint64]struct{}{}}
+	v.progress = route.NewProgress(v)
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
 	v.rn = ring.NewNode(v.peer, rt, s.rcfg)
 	s.rnet.Register(v.peer, v.rn)

@@ -323,7 +323,7 @@ func (s *Sim) converged() error {
 // its outbox or fetched pages waiting on their links.
 func (s *Sim) crawlIdle() bool {
 	for _, v := range s.members {
-		if len(v.app.queued) > 0 || len(v.outbox) > 0 || len(v.app.waiting) > 0 {
+		if len(v.app.queued) > 0 || len(v.outbox) > 0 || v.progress.Waiting() > 0 {
 			return false
 		}
 	}
@@ -424,7 +424,7 @@ func (s *Sim) startCrawl(rep *Report) {
 	rep.seeds = len(seeds)
 	for _, p := range seeds {
 		v := s.members[s.rng.IntN(len(s.members))]
-		v.outbox = append(v.outbox, s.newTask(p, -1, 0))
+		v.send(s.newTask(p, 0))
 		s.scheduleRoute(v, 0)
 	}
 }
