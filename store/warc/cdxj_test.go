@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 )
 
 // indexExchanges are exchanges of every kind the crawler writes, with the
@@ -324,3 +327,59 @@ func TestIndexSorterRefusesBadLines(t *testing.T) {
 		s.Close()
 	}
 }
+
+// FuzzIndexRecords indexes arbitrary bytes as a WARC file, as BuildIndex
+// does with old files and WriteWACZ with every file it packages: it must
+// not panic, must fail only with io.EOF-free errors that say what broke
+// (ErrMalformed or io.ErrUnexpectedEOF), and every entry it emits must lie
+// inside the input, after the previous one, at a record that reads alone
+// from its offset, and make a line that parses back to the same entry.
+func FuzzIndexRecords(f *testing.F) {
+	seeds := readerSeeds(f)
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	fuzzcorpus.Write(f, func() map[string][]any {
+		out := map[string][]any{}
+		for name, s := range seeds {
+			out[name] = []any{s}
+		}
+		return out
+	})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var entries []CDXJEntry
+		records := 0
+		good, err := IndexRecords(bytes.NewReader(data), "f.warc.gz", func(e CDXJEntry) error {
+			entries = append(entries, e)
+			return nil
+		}, func(*Record) error {
+			records++
+			if records > maxFuzzRecords {
+				return errTooMany
+			}
+			return nil
+		})
+		if err != nil && err != errTooMany && !errors.Is(err, ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("error %v is neither malformed nor unexpected EOF", err)
+		}
+		if good < 0 || good > int64(len(data)) {
+			t.Fatalf("%d good bytes of %d", good, len(data))
+		}
+		var prev int64 = -1
+		for _, e := range entries {
+			if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > good || e.Offset < prev {
+				t.Fatalf("entry at %d+%d (previous at %d) in %d good bytes", e.Offset, e.Length, prev, good)
+			}
+			prev = e.Offset
+			if _, err := NewReader(bytes.NewReader(data[e.Offset : e.Offset+e.Length])).Next(); err != nil {
+				t.Fatalf("entry at %d+%d does not read alone: %v", e.Offset, e.Length, err)
+			}
+			back, err := ParseCDXJLine(e.AppendLine(nil))
+			if err != nil || back != e {
+				t.Fatalf("entry %+v reads back as %+v, %v", e, back, err)
+			}
+		}
+	})
+}
+
+var errTooMany = errors.New("too many records")
