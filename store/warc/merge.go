@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // DefaultSortMemory is how many bytes of CDXJ lines an IndexSorter holds
@@ -256,4 +259,37 @@ func MergeIndexes(w io.Writer, paths []string, tmpDir string) (int64, error) {
 		}
 	}
 	return s.WriteTo(w)
+}
+
+// AddWARC adds the index entries of the WARC file at path: those of the
+// index written beside it (path+IndexSuffix) when the file is complete and
+// has one, else those BuildIndex finds in the file itself (a file written
+// before indexes were, or one still being written, up to its last
+// complete record).
+func (s *IndexSorter) AddWARC(path string) error {
+	if !strings.HasSuffix(path, openSuffix) {
+		f, err := os.Open(path + IndexSuffix)
+		if err == nil {
+			defer f.Close()
+			return s.AddIndex(f, filepath.Base(path)+IndexSuffix)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("warc: index of %s: %w", filepath.Base(path), err)
+		}
+	}
+	w := &sorterWriter{s: s}
+	if _, err := BuildIndex(path, w); err != nil {
+		return err
+	}
+	return nil
+}
+
+// sorterWriter adds the lines BuildIndex writes, one Write a line.
+type sorterWriter struct{ s *IndexSorter }
+
+func (w *sorterWriter) Write(line []byte) (int, error) {
+	if err := w.s.Add(line); err != nil {
+		return 0, err
+	}
+	return len(line), nil
 }
