@@ -181,7 +181,7 @@ func BenchmarkWriteExchangePages(b *testing.B) {
 		n, out := 0, 0
 		for b.Loop() {
 			buf.Reset()
-			if err := encodeExchange(&buf, &pages[n%len(pages)]); err != nil {
+			if err := encodeExchange(&buf, &pages[n%len(pages)], nil); err != nil {
 				b.Fatal(err)
 			}
 			out += buf.Len()

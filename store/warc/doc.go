@@ -18,6 +18,16 @@
 // leaves a .open file behind; the next NewWriter on the directory cuts it
 // after its last complete record and renames it (see NewWriter).
 //
+// Beside each file the Writer writes its CDXJ index, named after the file
+// plus ".cdxj" (IndexSuffix): one line per response and conversion record,
+// in file order, as npm warcio's cdx-index writes them (CDXJEntry, SURT).
+// It is written under its name plus ".open", buffered, and renamed just
+// before its file, so that an index without the suffix is complete when
+// its file is. NewWriter rebuilds the index of a file it recovers from the
+// file itself and removes the indexes of files that are gone. BuildIndex
+// indexes a file that has none; IndexSorter and MergeIndexes sort and
+// merge indexes in bounded memory; WriteWACZ packages files as WACZ.
+//
 // Every record is compressed as its own gzip member, as the specification
 // recommends, so a file can be read from any record's offset and a cut
 // file loses only its last record.

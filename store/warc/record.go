@@ -87,6 +87,9 @@ const (
 	HeaderSimhash = "WARC-Simhash"
 )
 
+// conversionType is the Content-Type of conversion records.
+const conversionType = "text/plain; charset=utf-8"
+
 // dateFormat is WARC-Date: UTC, to the second (W3C-ISO8601).
 const dateFormat = "2006-01-02T15:04:05Z"
 
@@ -134,6 +137,9 @@ type encoder struct {
 	rec []byte
 	// http is the HTTP header of the exchange's record being written.
 	http []byte
+	// digestAt is where the payload digest is in rec, after a record with
+	// one.
+	digestAt int
 	deflater
 }
 
@@ -176,6 +182,7 @@ func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []fie
 	if payloadDigest {
 		r = append(r, hPayloadDigest+": "...)
 		payloadAt = len(r)
+		e.digestAt = payloadAt
 		r = append(r, make([]byte, digestLen)...)
 		r = append(r, "\r\n"...)
 	}
@@ -268,9 +275,26 @@ func encodeWarcinfo(dst *bytes.Buffer, filename string, now time.Time, software 
 	}, body, "", false, nil)
 }
 
+// exchangeIndex is where the records of an encoded exchange that go into
+// the CDXJ index are in the buffer, and their payload digests (without
+// "sha1:").
+type exchangeIndex struct {
+	respStart, respEnd int
+	respDigest         string
+	convStart, convEnd int // convEnd 0: no conversion record
+	convDigest         string
+}
+
+// payloadDigest returns the base32 digits of the payload digest of the
+// record e just built.
+func (e *encoder) payloadDigest() string {
+	return string(e.rec[e.digestAt+len("sha1:") : e.digestAt+digestLen])
+}
+
 // encodeExchange appends the response, request and (if there is text)
-// conversion records of ex.
-func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
+// conversion records of ex; with idx set it notes where the response and
+// conversion are.
+func encodeExchange(dst *bytes.Buffer, ex *Exchange, idx *exchangeIndex) error {
 	u, err := url.Parse(ex.URL)
 	if err != nil {
 		return fmt.Errorf("parse URL: %w", err)
@@ -320,8 +344,13 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 		fields = append(fields, field{hTruncated, "length"})
 	}
 	fields = append(fields, field{hContentType, "application/http;msgtype=response"})
+	start := dst.Len()
 	if err := appendRecord(e, dst, fields, head, ex.Body, true, nil); err != nil {
 		return err
+	}
+	if idx != nil {
+		idx.respStart, idx.respEnd, idx.respDigest = start, dst.Len(), e.payloadDigest()
+		idx.convEnd = 0
 	}
 	if err := appendRequest(e, dst, ex, u, proto, date, ip, reqID, respID, requestCode()); err != nil {
 		return err
@@ -342,8 +371,15 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange) error {
 	if ex.Simhash != 0 {
 		fields = append(fields, field{HeaderSimhash, fmt.Sprintf("%016x", ex.Simhash)})
 	}
-	fields = append(fields, field{hContentType, "text/plain; charset=utf-8"})
-	return appendRecord(e, dst, fields, nil, ex.Text, true, nil)
+	fields = append(fields, field{hContentType, conversionType})
+	start = dst.Len()
+	if err := appendRecord(e, dst, fields, nil, ex.Text, true, nil); err != nil {
+		return err
+	}
+	if idx != nil {
+		idx.convStart, idx.convEnd, idx.convDigest = start, dst.Len(), e.payloadDigest()
+	}
+	return nil
 }
 
 // appendRequest appends the request record of ex, compressed with preset

@@ -1,6 +1,7 @@
 package warc
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,43 @@ func recoverOpenFile(path string) error {
 	if err := os.Rename(path, final); err != nil {
 		return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
 	}
+	// The index written with the file may miss the lines of the last
+	// exchanges (it is buffered) or name records that were cut: build it
+	// again from what the file now holds.
+	if err := writeIndexFile(final); err != nil {
+		return fmt.Errorf("warc: recover %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// writeIndexFile builds the CDXJ index of the complete WARC file at path
+// and puts it, whole, at path+IndexSuffix, removing the index being
+// written with it.
+func writeIndexFile(path string) error {
+	tmp := path + IndexSuffix + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 64<<10)
+	_, err = BuildIndex(path, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path+IndexSuffix)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	os.Remove(path + IndexSuffix + openSuffix)
 	return nil
 }
 

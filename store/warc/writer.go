@@ -1,12 +1,15 @@
 package warc
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +85,12 @@ type Writer struct {
 	seq    int      // sequence number of the next file
 	closed bool
 
+	// idx is the CDXJ index of f being written (nil when it could not
+	// be: readers then build it from the file), idxFile its file.
+	idx     *bufio.Writer
+	idxFile *os.File
+	line    []byte // scratch for index lines
+
 	written atomic.Int64 // compressed bytes written to every file
 }
 
@@ -114,6 +123,21 @@ func NewWriter(dir string, opts Options) (*Writer, error) {
 			return nil, err
 		}
 	}
+	// Indexes of files that recovery removed, or left by a crash between
+	// the index's rename and its file's.
+	staleIdx, err := filepath.Glob(filepath.Join(globEscape(dir), globEscape(opts.Prefix)+"-*.warc.gz"+IndexSuffix+openSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("warc: list %s: %w", dir, err)
+	}
+	tmpIdx, err := filepath.Glob(filepath.Join(globEscape(dir), globEscape(opts.Prefix)+"-*.warc.gz"+IndexSuffix+".tmp"))
+	if err != nil {
+		return nil, fmt.Errorf("warc: list %s: %w", dir, err)
+	}
+	for _, p := range append(staleIdx, tmpIdx...) {
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("warc: remove stale index: %w", err)
+		}
+	}
 	return &Writer{dir: dir, opts: opts}, nil
 }
 
@@ -142,9 +166,18 @@ func (w *Writer) WriteExchange(ex Exchange) error {
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
-	if err := encodeExchange(buf, &ex); err != nil {
+	var idx exchangeIndex
+	if err := encodeExchange(buf, &ex, &idx); err != nil {
 		return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
 	}
+	// The index entries but for their offsets and file name.
+	resp := CDXJEntry{Key: SURT(ex.URL), Timestamp: ex.Date.UTC().Format("20060102150405"), URL: oneLine(ex.URL),
+		MIME: responseMIME(ex.ResponseHeader), Digest: idx.respDigest, Length: int64(idx.respEnd - idx.respStart)}
+	if ex.Status >= 100 && ex.Status <= 999 {
+		resp.Status = strconv.Itoa(ex.Status)
+	}
+	conv := resp
+	conv.MIME, conv.Status, conv.Digest, conv.Length = conversionType, "", idx.convDigest, int64(idx.convEnd-idx.convStart)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -155,8 +188,21 @@ func (w *Writer) WriteExchange(ex Exchange) error {
 			return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
 		}
 	}
+	base := w.size
 	if err := w.append(buf.Bytes()); err != nil {
 		return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
+	}
+	if w.idx != nil {
+		name := filepath.Base(w.name)
+		resp.Offset, resp.Filename = base+int64(idx.respStart), name
+		w.line = resp.AppendLine(w.line[:0])
+		if idx.convEnd > 0 {
+			conv.Offset, conv.Filename = base+int64(idx.convStart), name
+			w.line = conv.AppendLine(w.line)
+		}
+		if _, err := w.idx.Write(w.line); err != nil {
+			w.dropIndex()
+		}
 	}
 	if w.size >= w.opts.MaxFileBytes {
 		return w.finish()
@@ -219,13 +265,48 @@ func (w *Writer) openFile() error {
 			w.f = nil
 			return fmt.Errorf("write warcinfo of %s: %w", base, err)
 		}
+		// The index is derived data: without one, readers build it from
+		// the file (BuildIndex), so failing to create it fails no write.
+		if xf, err := os.OpenFile(final+IndexSuffix+openSuffix, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+			w.idxFile, w.idx = xf, bufio.NewWriterSize(xf, 32<<10)
+		}
 		return nil
 	}
+}
+
+// dropIndex gives up the index of the current file after a failed write:
+// readers will build it from the file. Called with mu held.
+func (w *Writer) dropIndex() {
+	if w.idxFile == nil {
+		return
+	}
+	w.idxFile.Close()
+	os.Remove(w.idxFile.Name())
+	w.idx, w.idxFile = nil, nil
+}
+
+// finishIndex makes the current file's index durable and gives it its
+// final name, before the file gets its own: an index without the .open
+// suffix is complete when its file is. Called with mu held.
+func (w *Writer) finishIndex() {
+	if w.idxFile == nil {
+		return
+	}
+	errFlush := w.idx.Flush()
+	errSync := w.idxFile.Sync()
+	errClose := w.idxFile.Close()
+	if errFlush != nil || errSync != nil || errClose != nil {
+		os.Remove(w.idxFile.Name())
+	} else if err := os.Rename(w.idxFile.Name(), w.name+IndexSuffix); err != nil {
+		os.Remove(w.idxFile.Name())
+	}
+	w.idx, w.idxFile = nil, nil
 }
 
 // finish makes the current file durable and gives it its final name.
 // Called with mu held; afterwards there is no current file.
 func (w *Writer) finish() error {
+	w.finishIndex()
 	f, name := w.f, w.name
 	w.f, w.name, w.size = nil, "", 0
 	errSync := f.Sync()
@@ -260,6 +341,9 @@ func (w *Writer) Flush() error {
 	if w.f == nil {
 		return nil
 	}
+	if w.idx != nil && w.idx.Flush() != nil {
+		w.dropIndex()
+	}
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("warc: flush %s: %w", filepath.Base(w.name), err)
 	}
@@ -279,6 +363,27 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	return w.finish()
+}
+
+// responseMIME returns the media type of a response's Content-Type as
+// its record holds it and warcio reads it back: the values joined, control
+// characters made spaces, the parameters dropped.
+func responseMIME(h http.Header) string {
+	vs := h.Values("Content-Type")
+	if len(vs) == 0 {
+		return ""
+	}
+	return mimeOf(oneLine(strings.Join(vs, ", ")))
+}
+
+// oneLine returns s as appendOneLine writes it into a header.
+func oneLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if isCtl(rune(s[i])) {
+			return string(appendOneLine(nil, s))
+		}
+	}
+	return s
 }
 
 // buffers holds the scratch buffers exchanges are encoded into.
