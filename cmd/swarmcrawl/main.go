@@ -22,11 +22,11 @@ Usage:
   swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
-  swarmcrawl export --data DIR [--format jsonl|warc] [--out FILE]
+  swarmcrawl export --data DIR [--format jsonl|warc|cdxj|wacz] [--out FILE]
   swarmcrawl repair --data DIR    recover a stopped node's damaged store and report what was lost
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
   swarmcrawl simulate [--nodes N] [--vnodes V] [--churn F] [--burst F] [--replicas K] [--graph FILE [--hosts FILE]]
-                    [--seeds N] [--duration D] [--seed S] [--json]   the real ring and shard code of many nodes, simulated
+                    [--seeds N] [--duration D] [--seed S] [--json]   the real ring, shard and routing code of many nodes, simulated
   swarmcrawl swarm-key [--out FILE]   a new pre-shared key for a private swarm
 
 Run "swarmcrawl COMMAND -h" for a command's options.
