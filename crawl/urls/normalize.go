@@ -92,22 +92,20 @@ func Normalize(base *url.URL, ref string) (string, error) {
 	if base != nil {
 		baseScheme = specialScheme(base.Scheme)
 	}
+	var pathBytes [256]byte // the path of most links, without an allocation
 	var r resolved
+	path := pathBytes[:0]
 	switch {
 	case hasScheme && scheme == "":
 		return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, Truncate(strings.ToLower(ref[:len(ref)-len(rest)-1]), 32))
 	case hasScheme && scheme != baseScheme:
 		r.scheme = scheme
-		r.authority(trimSlashes(rest))
+		path = r.authority(path, trimSlashes(rest))
 	case hasScheme:
-		// "http:x" on an http page is the relative reference "x", unless
-		// it goes on with "//".
+		// "http:x" on an http page is the relative reference "x"
+		// ("http://x" and "http:\\x" are still absolute).
 		r.scheme = scheme
-		if strings.HasPrefix(rest, "//") {
-			r.authority(rest[2:])
-		} else {
-			r.relative(base, rest)
-		}
+		path = r.relative(path, base, rest)
 	case base == nil:
 		return "", ErrMissingScheme
 	case baseScheme == "":
@@ -117,7 +115,7 @@ func Normalize(base *url.URL, ref string) (string, error) {
 		return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, Truncate(strings.ToLower(base.Scheme), 32))
 	default:
 		r.scheme = baseScheme
-		r.relative(base, ref)
+		path = r.relative(path, base, ref)
 	}
 	if r.err != nil {
 		return "", r.err
@@ -131,7 +129,7 @@ func Normalize(base *url.URL, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b := make([]byte, 0, len(r.scheme)+3+len(host)+len(port)+1+len(r.path.b)+len(r.query)+8)
+	b := make([]byte, 0, len(r.scheme)+3+len(host)+len(port)+1+len(path)+len(r.query)+8)
 	b = append(b, r.scheme...)
 	b = append(b, "://"...)
 	b = append(b, host...)
@@ -139,7 +137,7 @@ func Normalize(base *url.URL, ref string) (string, error) {
 		b = append(b, ':')
 		b = append(b, port...)
 	}
-	b = r.path.appendTo(b)
+	b = appendCollapsed(b, path)
 	if r.hasQuery {
 		b = appendQuery(b, r.query)
 	}
@@ -155,7 +153,6 @@ type resolved struct {
 	scheme   string // "http" or "https"
 	host     string // as written, brackets and escapes included
 	port     string // digits, or ""
-	path     pathBuf
 	query    string // raw, without "?"
 	hasQuery bool
 	err      error
@@ -163,7 +160,7 @@ type resolved struct {
 
 // authority parses s from the standard's "special authority ignore
 // slashes" state on: user info, host, port, then the path and query.
-func (r *resolved) authority(s string) {
+func (r *resolved) authority(path []byte, s string) []byte {
 	end := strings.IndexAny(s, "/\\?#")
 	if end < 0 {
 		end = len(s)
@@ -174,19 +171,20 @@ func (r *resolved) authority(s string) {
 	}
 	r.host, r.port, r.err = splitHostPort(auth)
 	if r.err != nil {
-		return
+		return path
 	}
-	r.pathQuery(s[end:])
+	return r.pathQuery(path, s[end:])
 }
 
 // pathQuery parses s, what follows the authority, from the standard's
 // "path start" state on.
-func (r *resolved) pathQuery(s string) {
+func (r *resolved) pathQuery(path []byte, s string) []byte {
 	if s != "" && (s[0] == '/' || s[0] == '\\') {
 		s = s[1:]
 	}
-	s = r.path.parse(s)
+	path, s = parsePath(path, s)
 	r.fragmentOrQuery(s)
+	return path
 }
 
 // fragmentOrQuery takes the query from s, which is empty or starts with
@@ -201,31 +199,29 @@ func (r *resolved) fragmentOrQuery(s string) {
 
 // relative parses s from the standard's "relative" state: a reference
 // resolved against base, whose scheme is r.scheme.
-func (r *resolved) relative(base *url.URL, s string) {
+func (r *resolved) relative(path []byte, base *url.URL, s string) []byte {
 	if s != "" && (s[0] == '/' || s[0] == '\\') {
 		if len(s) > 1 && (s[1] == '/' || s[1] == '\\') {
-			r.authority(trimSlashes(s))
-			return
+			return r.authority(path, trimSlashes(s))
 		}
 		r.host, r.port, r.err = splitHostPort(base.Host)
-		r.pathQuery(s)
-		return
+		return r.pathQuery(path, s)
 	}
 	r.host, r.port, r.err = splitHostPort(base.Host)
 	if r.err != nil {
-		return
+		return path
 	}
-	r.path.parse(strings.TrimPrefix(base.EscapedPath(), "/"))
+	path, _ = parsePath(path, strings.TrimPrefix(base.EscapedPath(), "/"))
 	switch {
 	case s == "" || s[0] == '#':
 		r.query, r.hasQuery = base.RawQuery, base.RawQuery != "" || base.ForceQuery
 	case s[0] == '?':
 		r.fragmentOrQuery(s)
 	default:
-		r.path.shorten()
-		s = r.path.parse(s)
+		path, s = parsePath(shortenPath(path), s)
 		r.fragmentOrQuery(s)
 	}
+	return path
 }
 
 // splitHostPort splits an authority without user info at the colon that
@@ -334,79 +330,62 @@ func normalizePort(scheme, port string) (string, error) {
 	return strconv.Itoa(n), nil
 }
 
-// pathBuf is a path as the standard's path state builds it, each segment
-// written "/segment" in the crawler's percent-encoding, with
-// ";jsessionid=" parameters dropped and dot segments resolved as they come.
-type pathBuf struct {
-	b []byte
-	// inline holds short paths without a second allocation.
-	inline [128]byte
-}
-
-// parse runs the standard's path state over s (what follows the path's
-// first "/", if any) until a "?" or "#", and returns the rest of s.
-func (p *pathBuf) parse(s string) string {
-	if p.b == nil {
-		p.b = p.inline[:0]
-	}
+// parsePath runs the standard's path state over s (what follows the
+// path's first "/", if any) until a "?" or "#", appending to the path p,
+// and returns the path and the rest of s. A path is written the way the
+// standard's path list serialises, "/segment" after "/segment", here in
+// the crawler's percent-encoding, with ";jsessionid=" parameters dropped
+// and dot segments resolved as they come.
+func parsePath(p []byte, s string) ([]byte, string) {
 	for {
 		end := 0
 		for end < len(s) && s[end] != '/' && s[end] != '\\' && s[end] != '?' && s[end] != '#' {
 			end++
 		}
 		last := end == len(s) || s[end] == '?' || s[end] == '#'
-		mark := len(p.b)
-		p.b = append(p.b, '/')
-		p.b = appendEscapes(p.b, s[:end], &pathAllowed)
-		seg := p.b[mark+1:]
-		if i := indexFold(seg, ";jsessionid="); i >= 0 {
-			p.b = p.b[:mark+1+i]
-			seg = p.b[mark+1:]
+		mark := len(p)
+		p = append(p, '/')
+		p = appendEscapes(p, s[:end], &pathAllowed)
+		if i := indexFold(p[mark+1:], ";jsessionid="); i >= 0 {
+			p = p[:mark+1+i]
 		}
-		switch {
+		switch seg := p[mark+1:]; {
 		case len(seg) == 2 && seg[0] == '.' && seg[1] == '.':
-			p.b = p.b[:mark]
-			p.shorten()
+			p = shortenPath(p[:mark])
 			if last {
-				p.b = append(p.b, '/')
+				p = append(p, '/')
 			}
 		case len(seg) == 1 && seg[0] == '.':
-			p.b = p.b[:mark]
+			p = p[:mark]
 			if last {
-				p.b = append(p.b, '/')
+				p = append(p, '/')
 			}
 		}
 		if last {
-			return s[end:]
+			return p, s[end:]
 		}
 		s = s[end+1:]
 	}
 }
 
-// shorten drops the last segment.
-func (p *pathBuf) shorten() {
-	if i := bytesLastSlash(p.b); i >= 0 {
-		p.b = p.b[:i]
-	}
-}
-
-func bytesLastSlash(b []byte) int {
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '/' {
-			return i
+// shortenPath drops the last segment of a path.
+func shortenPath(p []byte) []byte {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
 		}
 	}
-	return -1
+	return p
 }
 
-// appendTo appends the path with runs of "/" collapsed, "/" if it is
-// empty.
-func (p *pathBuf) appendTo(b []byte) []byte {
-	if len(p.b) == 0 {
+// appendCollapsed appends the path p with runs of "/" collapsed, or "/"
+// if p is empty.
+func appendCollapsed(b, p []byte) []byte {
+	if len(p) == 0 {
 		return append(b, '/')
 	}
-	for i, c := range p.b {
-		if c == '/' && i > 0 && p.b[i-1] == '/' {
+	for i, c := range p {
+		if c == '/' && i > 0 && p[i-1] == '/' {
 			continue
 		}
 		b = append(b, c)

@@ -72,6 +72,7 @@ func TestNormalize(t *testing.T) {
 		{"scheme without slashes on another scheme", base, "https:example.com/a", "https://example.com/a"},
 		{"scheme without slashes on the same scheme", base, "http:other.html", "http://example.com/dir/other.html"},
 		{"scheme and absolute path on the same scheme", base, "http:/x", "http://example.com/x"},
+		{"four slashes on the same scheme", base, "http:////other.example/a", "http://other.example/a"},
 		{"three slashes", nil, "http:///example.com/a", "http://example.com/a"},
 		{"backslashes after the scheme", nil, "https:\\\\example.com\\a", "https://example.com/a"},
 		{"colon first", base, ":foo", "http://example.com/dir/:foo"},
