@@ -24,7 +24,8 @@ var (
 	ErrUnsupportedScheme = errors.New("unsupported scheme")
 	// ErrURLTooLong is returned when the normalised URL exceeds MaxURLLength.
 	ErrURLTooLong = errors.New("url too long")
-	// ErrMissingHost is returned for URLs without a host, such as "http:foo".
+	// ErrMissingHost is returned for URLs without a host, such as "http://"
+	// or "http://user@/".
 	ErrMissingHost = errors.New("missing host")
 	// ErrMissingScheme is returned when a relative reference has no base.
 	ErrMissingScheme = errors.New("missing scheme")
@@ -224,8 +225,9 @@ func (r *resolved) relative(path []byte, base *url.URL, s string) []byte {
 	return path
 }
 
-// splitHostPort splits an authority without user info at the colon that
-// is not inside brackets, and checks that the port is digits.
+// splitHostPort splits an authority without user info at the first colon
+// outside brackets; an empty host is missing. normalizePort checks the
+// port.
 func splitHostPort(auth string) (host, port string, err error) {
 	host = auth
 	inBrackets := false
