@@ -3,12 +3,9 @@ package urls
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-
-	"golang.org/x/net/idna"
 
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
@@ -27,7 +24,8 @@ var (
 	ErrUnsupportedScheme = errors.New("unsupported scheme")
 	// ErrURLTooLong is returned when the normalised URL exceeds MaxURLLength.
 	ErrURLTooLong = errors.New("url too long")
-	// ErrMissingHost is returned for URLs without a host, such as "http:foo".
+	// ErrMissingHost is returned for URLs without a host, such as "http://"
+	// or "http://user@/".
 	ErrMissingHost = errors.New("missing host")
 	// ErrMissingScheme is returned when a relative reference has no base.
 	ErrMissingScheme = errors.New("missing scheme")
@@ -48,24 +46,39 @@ var droppedParams = map[string]bool{
 }
 
 // Normalize resolves ref against base (base may be nil when ref is absolute)
-// and returns the canonical form of the result, so that the many spellings of
-// one page collapse to one seen-set entry and one task key:
+// as a browser resolves a link on the page at base, by the WHATWG URL
+// Standard, and returns the canonical form of the result, so that the many
+// spellings of one page collapse to one seen-set entry and one task key.
 //
-//   - only http and https; scheme and host lowercased; non-ASCII hosts
-//     converted to punycode; a trailing dot on the host dropped;
+// Resolution is the standard's for http and https: surrounding C0 controls
+// and spaces and every tab and newline ignored; "\" a "/" before the query;
+// "http:host" and "http:/\host" links without a base of the same scheme,
+// and any number of slashes after the scheme, taken as an authority;
+// "http:path" on an http page and "//host/path" taken as relative; an IPv4
+// host in any of its number forms ("0x7f.1", "2130706433") written in
+// dotted decimal, an IPv6 host compressed, a domain percent-decoded,
+// mapped by UTS #46 and converted to punycode; the standard's invalid URLs
+// (forbidden host code points, bad IPv4 or IPv6 addresses, bad ports,
+// missing hosts) refused. Then the crawler's normalisations:
+//
+//   - only http and https; scheme and host lowercase; one trailing dot of
+//     a domain dropped;
 //   - the default port (80, 443) and any user info removed;
 //   - the fragment removed;
 //   - percent-encoding normalised: unreserved characters decoded, other
-//     escapes in uppercase hex, characters that need escaping escaped;
-//   - ";jsessionid=..." path parameters removed, duplicate slashes collapsed,
-//     dot segments resolved, an empty path turned into "/";
-//   - utm_*, gclid, fbclid, msclkid and session-id query parameters removed
-//     (case-insensitively); the other parameters kept in their original order;
+//     escapes in uppercase hex, a stray "%" as "%25", bytes outside RFC
+//     3986's set for the component escaped, and "'" escaped in the query
+//     as browsers do;
+//   - ";jsessionid=..." path parameters removed, dot segments resolved as
+//     the standard resolves them and then duplicate slashes collapsed, an
+//     empty path turned into "/";
+//   - utm_*, gclid, fbclid, msclkid and session-id query parameters and
+//     empty parameters removed (case-insensitively); the other parameters
+//     kept in their original order; an empty query removed;
 //   - at most MaxURLLength bytes.
 //
-// Like browsers, it ignores surrounding spaces, tabs and newlines anywhere,
-// treats "\" as "/" in the path, and keeps a stray "%" as "%25" instead of
-// rejecting the link.
+// docs/architecture.md ("Resolving links") lists where it parts from the
+// standard on purpose.
 func Normalize(base *url.URL, ref string) (string, error) {
 	// Refuse absurd inputs before doing any work on them: normalisation can
 	// shrink a URL, but not by this much.
@@ -73,132 +86,228 @@ func Normalize(base *url.URL, ref string) (string, error) {
 		return "", fmt.Errorf("%w (%d > %d bytes)", ErrURLTooLong, len(ref), MaxURLLength)
 	}
 	ref = cleanRef(ref)
-	u, err := url.Parse(ref)
-	if err != nil {
-		return "", fmt.Errorf("parse url: %w", unwrapURLError(err))
-	}
+
+	// The standard's scheme state.
+	scheme, rest, hasScheme := splitScheme(ref)
+	var baseScheme string
 	if base != nil {
-		u = base.ResolveReference(u)
-	} else if u.Scheme == "" {
+		baseScheme = specialScheme(base.Scheme)
+	}
+	var pathBytes [256]byte // the path of most links, without an allocation
+	var r resolved
+	path := pathBytes[:0]
+	switch {
+	case hasScheme && scheme == "":
+		return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, Truncate(strings.ToLower(ref[:len(ref)-len(rest)-1]), 32))
+	case hasScheme && scheme != baseScheme:
+		r.scheme = scheme
+		path = r.authority(path, trimSlashes(rest))
+	case hasScheme:
+		// "http:x" on an http page is the relative reference "x"
+		// ("http://x" and "http:\\x" are still absolute).
+		r.scheme = scheme
+		path = r.relative(path, base, rest)
+	case base == nil:
 		return "", ErrMissingScheme
+	case baseScheme == "":
+		if base.Scheme == "" {
+			return "", ErrMissingScheme
+		}
+		return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, Truncate(strings.ToLower(base.Scheme), 32))
+	default:
+		r.scheme = baseScheme
+		path = r.relative(path, base, ref)
+	}
+	if r.err != nil {
+		return "", r.err
 	}
 
-	scheme := u.Scheme // url.Parse already lowercases it
-	if scheme != "http" && scheme != "https" {
-		return "", fmt.Errorf("%w %q", ErrUnsupportedScheme, scheme)
-	}
-	if u.Opaque != "" || u.Host == "" {
-		return "", ErrMissingHost
-	}
-	host, err := normalizeHost(u.Hostname())
+	host, err := parseHost(r.host)
 	if err != nil {
 		return "", err
 	}
-	port, err := normalizePort(scheme, u.Port())
+	port, err := normalizePort(r.scheme, r.port)
 	if err != nil {
 		return "", err
 	}
-
-	b := make([]byte, 0, len(scheme)+3+len(host)+len(u.RawPath)+len(u.Path)+len(u.RawQuery)+8)
-	b = append(b, scheme...)
+	b := make([]byte, 0, len(r.scheme)+3+len(host)+len(port)+1+len(path)+len(r.query)+8)
+	b = append(b, r.scheme...)
 	b = append(b, "://"...)
-	if strings.IndexByte(host, ':') >= 0 {
-		b = append(b, '[')
-		b = append(b, host...)
-		b = append(b, ']')
-	} else {
-		b = append(b, host...)
-	}
+	b = append(b, host...)
 	if port != "" {
 		b = append(b, ':')
 		b = append(b, port...)
 	}
-	b = appendPath(b, u.EscapedPath())
-	b = appendQuery(b, u.RawQuery)
-
+	b = appendCollapsed(b, path)
+	if r.hasQuery {
+		b = appendQuery(b, r.query)
+	}
 	if len(b) > MaxURLLength {
 		return "", fmt.Errorf("%w (%d > %d bytes)", ErrURLTooLong, len(b), MaxURLLength)
 	}
 	return string(b), nil
 }
 
-// unwrapURLError drops the *url.Error wrapper, whose message repeats the
-// whole URL; the caller already knows which URL it passed.
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
+// resolved is a URL as the standard's parser leaves it, before the host
+// and port are parsed: the parts the crawler keeps.
+type resolved struct {
+	scheme   string // "http" or "https"
+	host     string // as written, brackets and escapes included
+	port     string // digits, or ""
+	query    string // raw, without "?"
+	hasQuery bool
+	err      error
 }
 
-// cleanRef applies the forgiving input rules of the WHATWG URL standard that
-// matter in real hrefs: surrounding whitespace and control characters are
-// ignored, tabs and newlines anywhere are ignored, "\" before the query
-// means "/", and a "%" that starts no valid escape stands for itself.
-func cleanRef(s string) string {
-	s = strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
-	if !strings.ContainsAny(s, "\t\r\n\\%") {
-		return s // fast path: the common case needs no rewriting
+// authority parses s from the standard's "special authority ignore
+// slashes" state on: user info, host, port, then the path and query.
+func (r *resolved) authority(path []byte, s string) []byte {
+	end := strings.IndexAny(s, "/\\?#")
+	if end < 0 {
+		end = len(s)
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	inPath := true
+	auth := s[:end]
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		auth = auth[at+1:] // user info is dropped
+	}
+	r.host, r.port, r.err = splitHostPort(auth)
+	if r.err != nil {
+		return path
+	}
+	return r.pathQuery(path, s[end:])
+}
+
+// pathQuery parses s, what follows the authority, from the standard's
+// "path start" state on.
+func (r *resolved) pathQuery(path []byte, s string) []byte {
+	if s != "" && (s[0] == '/' || s[0] == '\\') {
+		s = s[1:]
+	}
+	path, s = parsePath(path, s)
+	r.fragmentOrQuery(s)
+	return path
+}
+
+// fragmentOrQuery takes the query from s, which is empty or starts with
+// "?" or "#".
+func (r *resolved) fragmentOrQuery(s string) {
+	if s == "" || s[0] != '?' {
+		return
+	}
+	r.query, _, _ = strings.Cut(s[1:], "#")
+	r.hasQuery = true
+}
+
+// relative parses s from the standard's "relative" state: a reference
+// resolved against base, whose scheme is r.scheme.
+func (r *resolved) relative(path []byte, base *url.URL, s string) []byte {
+	if s != "" && (s[0] == '/' || s[0] == '\\') {
+		if len(s) > 1 && (s[1] == '/' || s[1] == '\\') {
+			return r.authority(path, trimSlashes(s))
+		}
+		r.host, r.port, r.err = splitHostPort(base.Host)
+		return r.pathQuery(path, s)
+	}
+	r.host, r.port, r.err = splitHostPort(base.Host)
+	if r.err != nil {
+		return path
+	}
+	path, _ = parsePath(path, strings.TrimPrefix(base.EscapedPath(), "/"))
+	switch {
+	case s == "" || s[0] == '#':
+		r.query, r.hasQuery = base.RawQuery, base.RawQuery != "" || base.ForceQuery
+	case s[0] == '?':
+		r.fragmentOrQuery(s)
+	default:
+		path, s = parsePath(shortenPath(path), s)
+		r.fragmentOrQuery(s)
+	}
+	return path
+}
+
+// splitHostPort splits an authority without user info at the first colon
+// outside brackets; an empty host is missing. normalizePort checks the
+// port.
+func splitHostPort(auth string) (host, port string, err error) {
+	host = auth
+	inBrackets := false
+	for i := 0; i < len(auth); i++ {
+		switch auth[i] {
+		case '[':
+			inBrackets = true
+		case ']':
+			inBrackets = false
+		case ':':
+			if !inBrackets {
+				host, port = auth[:i], auth[i+1:]
+				i = len(auth)
+			}
+		}
+	}
+	if host == "" {
+		return "", "", ErrMissingHost
+	}
+	return host, port, nil
+}
+
+// trimSlashes drops the leading "/" and "\" of s.
+func trimSlashes(s string) string {
+	for s != "" && (s[0] == '/' || s[0] == '\\') {
+		s = s[1:]
+	}
+	return s
+}
+
+// splitScheme finds the scheme of s as the standard's scheme state does:
+// a letter, then letters, digits, "+", "-" or ".", then ":". It returns
+// the scheme lowercased if it is http or https, "" for any other, and what
+// follows the colon; ok is false for a relative reference.
+func splitScheme(s string) (scheme, rest string, ok bool) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c == '\t' || c == '\r' || c == '\n':
-			continue
-		case c == '?' || c == '#':
-			inPath = false
-		case c == '\\' && inPath:
-			c = '/'
-		case c == '%' && !(i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2])):
-			b.WriteString("%25")
-			continue
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case i > 0 && c == ':':
+			return specialScheme(s[:i]), s[i+1:], true
+		default:
+			return "", "", false
 		}
-		b.WriteByte(c)
 	}
-	return b.String()
+	return "", "", false
 }
 
-// normalizeHost lowercases the host, converts IDNs to punycode and drops a
-// trailing dot ("example.com." and "example.com" are the same site). A
-// host that would still end in a dot ("example.com..") is refused, so that
-// the result is its own normal form. An IPv6 zone ("[fe80::1%25en0]") is
-// refused too: it names an interface of the machine that reads the URL, so
-// it means nothing to a swarm, and written back it would not parse; so is
-// a host with a colon that is not an IPv6 address.
-func normalizeHost(host string) (string, error) {
-	if strings.IndexByte(host, '%') >= 0 {
-		return "", fmt.Errorf("invalid host %q: an IPv6 zone", host)
+// specialScheme returns "http" or "https" for those schemes in any case,
+// "" for any other.
+func specialScheme(s string) string {
+	switch {
+	case strings.EqualFold(s, "http"):
+		return "http"
+	case strings.EqualFold(s, "https"):
+		return "https"
 	}
-	for i := 0; i < len(host); i++ {
-		if host[i] >= 0x80 {
-			ascii, err := idna.Lookup.ToASCII(host)
-			if err != nil {
-				return "", fmt.Errorf("invalid host %q: %w", host, err)
-			}
-			host = ascii
-			break
+	return ""
+}
+
+// cleanRef drops what the standard ignores in a URL string: leading and
+// trailing C0 controls and spaces, and every tab and newline.
+func cleanRef(s string) string {
+	for len(s) > 0 && s[0] <= ' ' {
+		s = s[1:]
+	}
+	for len(s) > 0 && s[len(s)-1] <= ' ' {
+		s = s[:len(s)-1]
+	}
+	if strings.IndexByte(s, '\t') < 0 && strings.IndexByte(s, '\n') < 0 && strings.IndexByte(s, '\r') < 0 {
+		return s // the common case needs no rewriting
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '\t' && c != '\n' && c != '\r' {
+			b = append(b, c)
 		}
 	}
-	host = strings.TrimSuffix(host, ".")
-	if host == "" {
-		return "", ErrMissingHost
-	}
-	if strings.HasSuffix(host, ".") {
-		return "", fmt.Errorf("invalid host %q: empty label", host)
-	}
-	// A host with a colon is written back in brackets as an IPv6
-	// address; anything else ("000::" without brackets leaves
-	// "000:" here) would not parse again.
-	if strings.IndexByte(host, ':') >= 0 {
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return "", fmt.Errorf("invalid host %q: not an IPv6 address", host)
-		}
-	}
-	return strings.ToLower(host), nil
+	return string(b)
 }
 
 // normalizePort returns the port as plain decimal, or "" when it is empty or
@@ -207,9 +316,15 @@ func normalizePort(scheme, port string) (string, error) {
 	if port == "" {
 		return "", nil
 	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n > 65535 {
-		return "", fmt.Errorf("invalid port %q", port)
+	n := 0
+	for i := 0; i < len(port); i++ {
+		c := port[i]
+		if c < '0' || c > '9' {
+			return "", fmt.Errorf("invalid port %q", Truncate(port, 32))
+		}
+		if n = n*10 + int(c-'0'); n > 65535 {
+			return "", fmt.Errorf("invalid port %q", Truncate(port, 32))
+		}
 	}
 	if (scheme == "http" && n == 80) || (scheme == "https" && n == 443) {
 		return "", nil
@@ -217,104 +332,90 @@ func normalizePort(scheme, port string) (string, error) {
 	return strconv.Itoa(n), nil
 }
 
-// appendPath appends the canonical form of an escaped path.
-func appendPath(b []byte, escaped string) []byte {
-	if escaped == "" {
+// parsePath runs the standard's path state over s (what follows the
+// path's first "/", if any) until a "?" or "#", appending to the path p,
+// and returns the path and the rest of s. A path is written the way the
+// standard's path list serialises, "/segment" after "/segment", here in
+// the crawler's percent-encoding, with ";jsessionid=" parameters dropped
+// and dot segments resolved as they come.
+func parsePath(p []byte, s string) ([]byte, string) {
+	for {
+		end := 0
+		for end < len(s) && s[end] != '/' && s[end] != '\\' && s[end] != '?' && s[end] != '#' {
+			end++
+		}
+		last := end == len(s) || s[end] == '?' || s[end] == '#'
+		mark := len(p)
+		p = append(p, '/')
+		p = appendEscapes(p, s[:end], &pathAllowed)
+		if i := indexFold(p[mark+1:], ";jsessionid="); i >= 0 {
+			p = p[:mark+1+i]
+		}
+		switch seg := p[mark+1:]; {
+		case len(seg) == 2 && seg[0] == '.' && seg[1] == '.':
+			p = shortenPath(p[:mark])
+			if last {
+				p = append(p, '/')
+			}
+		case len(seg) == 1 && seg[0] == '.':
+			p = p[:mark]
+			if last {
+				p = append(p, '/')
+			}
+		}
+		if last {
+			return p, s[end:]
+		}
+		s = s[end+1:]
+	}
+}
+
+// shortenPath drops the last segment of a path.
+func shortenPath(p []byte) []byte {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return p
+}
+
+// appendCollapsed appends the path p with runs of "/" collapsed, or "/"
+// if p is empty.
+func appendCollapsed(b, p []byte) []byte {
+	if len(p) == 0 {
 		return append(b, '/')
 	}
-	p := string(appendEscapes(make([]byte, 0, len(escaped)+8), escaped, &pathAllowed))
-	p = stripJSessionID(p)
-	p = collapseSlashes(p)
-	p = removeDotSegments(p)
-	if p == "" || p[0] != '/' {
-		b = append(b, '/')
-	}
-	return append(b, p...)
-}
-
-// stripJSessionID removes Java servlet session ids carried as path
-// parameters ("/cart;jsessionid=0A1B?x=1"), which would otherwise give every
-// visitor a different URL for the same page.
-func stripJSessionID(p string) string {
-	const param = ";jsessionid="
-	for {
-		i := indexFold(p, param)
-		if i < 0 {
-			return p
-		}
-		end := strings.IndexByte(p[i+1:], '/')
-		if end < 0 {
-			p = p[:i]
-		} else {
-			p = p[:i] + p[i+1+end:]
-		}
-	}
-}
-
-// indexFold is strings.Index for an ASCII-lowercase needle, ignoring the case
-// of s, without allocating a lowercased copy of s.
-func indexFold(s, lowerNeedle string) int {
-	n := len(lowerNeedle)
-	for i := 0; i+n <= len(s); i++ {
-		if s[i] != lowerNeedle[0] {
+	for i, c := range p {
+		if c == '/' && i > 0 && p[i-1] == '/' {
 			continue
 		}
-		if strings.EqualFold(s[i:i+n], lowerNeedle) {
+		b = append(b, c)
+	}
+	return b
+}
+
+// indexFold is bytes.Index for an ASCII-lowercase needle, ignoring the
+// case of the letters of s.
+func indexFold(s []byte, lowerNeedle string) int {
+	n := len(lowerNeedle)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for j < n {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lowerNeedle[j] {
+				break
+			}
+			j++
+		}
+		if j == n {
 			return i
 		}
 	}
 	return -1
-}
-
-// collapseSlashes turns runs of "/" into one; servers almost always treat
-// "/a//b" as "/a/b", and traps love to grow them.
-func collapseSlashes(p string) string {
-	if !strings.Contains(p, "//") {
-		return p
-	}
-	b := make([]byte, 0, len(p))
-	for i := 0; i < len(p); i++ {
-		if p[i] == '/' && i > 0 && p[i-1] == '/' {
-			continue
-		}
-		b = append(b, p[i])
-	}
-	return string(b)
-}
-
-// removeDotSegments implements RFC 3986 section 5.2.4 on a path that starts
-// with "/" (or is empty). It works on segments rather than on the string so
-// it stays linear.
-func removeDotSegments(p string) string {
-	if !strings.Contains(p, "/.") {
-		return p
-	}
-	segs := strings.Split(p, "/")
-	out := make([]string, 0, len(segs))
-	for i, s := range segs {
-		last := i == len(segs)-1
-		switch s {
-		case ".":
-			if last {
-				out = append(out, "")
-			}
-		case "..":
-			// Never pop the leading empty segment that stands for the root.
-			if len(out) > 1 {
-				out = out[:len(out)-1]
-			}
-			if last {
-				out = append(out, "")
-			}
-		default:
-			out = append(out, s)
-		}
-	}
-	r := strings.Join(out, "/")
-	if r == "" {
-		return "/"
-	}
-	return r
 }
 
 // appendQuery appends "?query" with tracking and session parameters removed,
@@ -384,6 +485,10 @@ func init() {
 	}
 	queryAllowed = pathAllowed
 	queryAllowed['?'] = true
+	// Browsers escape "'" in the query of an http(s) URL (the URL
+	// Standard's special-query percent-encode set), so that it cannot
+	// end an attribute a URL is written into.
+	queryAllowed['\''] = false
 }
 
 // appendEscapes appends s with its percent-encoding normalised: escapes of

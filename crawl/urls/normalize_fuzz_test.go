@@ -35,6 +35,13 @@ var normalizeSeeds = map[string][2]string{
 	"missing-host":          {"", "http:///path"},
 	"bad-port":              {"", "http://example.com:99999/"},
 	"long":                  {"", "http://example.com/" + strings.Repeat("a/", 1020)},
+	"ipv4-number-forms":     {"", "http://0x7f.1/"},
+	"ipv4-percent-encoded":  {"", "http://%30x7f.%31/"},
+	"ipv6-with-ipv4":        {"", "http://[::ffff:1.2.3.4]/"},
+	"scheme-no-slashes":     {"", "https:\\\\example.com\\a"},
+	"same-scheme-relative":  {"http://example.com/dir/page", "http:other?x='y'"},
+	"dots-after-slashes":    {"", "http://example.com/a//../b/..;jsessionid=1/c"},
+	"forbidden-host":        {"", "http://a<b/"},
 }
 
 // FuzzNormalize normalises a reference (ref) against a page (base, itself
