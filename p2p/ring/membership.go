@@ -83,8 +83,8 @@ func (n *Node) Leave(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// rejoinTries is how many peers an isolated node tries per Stabilize; each
-// failed try costs up to Config.RPCTimeout.
+// rejoinTries is how many peers an isolated node tries per Stabilize; a
+// try through a peer that does not answer costs Config.RPCTimeout.
 const rejoinTries = 3
 
 // rejoin is what an isolated node does each Stabilize: Join through the

@@ -101,9 +101,10 @@ func (n *Node) forgetPastLocked() {
 // is responsible for. With no known predecessor, a node that never had
 // another member (alone since Create) owns every key; any other node owns
 // no more than (last known predecessor, self], the arc it had: its
-// predecessor died or it is cut off, and in both cases the arc can only
-// have grown elsewhere, towards a predecessor it has not heard from yet.
-// A node that never learnt a predecessor since it joined owns nothing.
+// predecessor died or it is cut off, and what it may gain beyond that arc
+// it learns from the live predecessor that notifies it, which a node cut
+// off never hears from. A node that has not learnt a predecessor since it
+// joined owns nothing.
 func (n *Node) Owns(key ID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
