@@ -222,3 +222,65 @@ func TestCreatedNodeAloneOwnsRing(t *testing.T) {
 		}
 	}
 }
+
+// A leave notice makes the receiver alone only if the leaver knew nobody
+// else: a leaver whose successor list wraps round to the receiver before
+// going on to others (as on the far side of a partition) leaves it cut
+// off, and it must not then claim the whole ring.
+func TestLeaveNoticeWrappingRoundIsNotAlone(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, 71, nil)
+	a, b, d := c.nodes[0], c.nodes[1], c.nodes[2]
+	a.Create()
+	for _, n := range []*Node{b, d} {
+		if err := n.Join(ctx, a.Self()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.converge(ctx, 10, true)
+	// a has lost its predecessor and all successors but b, as a node
+	// whose other neighbours are on the far side of a partition has.
+	a.mu.Lock()
+	a.pred, a.succs = Peer{}, []Peer{b.Self()}
+	a.succGen++
+	a.mu.Unlock()
+	if err := a.HandleLeave(b.Self().Addr, LeaveNotice{Leaving: b.Self(), Predecessor: a.Self(), Successors: []Peer{a.Self(), d.Self()}}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Alone() || !a.Isolated() || a.Owns(d.Self().ID) {
+		t.Fatalf("after the leave: alone %v, isolated %v, owns %s's key %v; want isolated, not owning it",
+			a.Alone(), a.Isolated(), d.Self(), a.Owns(d.Self().ID))
+	}
+}
+
+// Nor does the leave of the one peer left on this side of a partition: the
+// leaver's view was cut by the same partition, which the peers that
+// stopped answering (suspects) show.
+func TestLeaveOfLastReachablePeerIsNotAlone(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, 73, nil)
+	a, b, d := c.nodes[0], c.nodes[1], c.nodes[2]
+	a.Create()
+	for _, n := range []*Node{b, d} {
+		if err := n.Join(ctx, a.Self()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.converge(ctx, 10, true)
+	c.net.Partition([]string{a.Self().Addr, b.Self().Addr}, []string{d.Self().Addr})
+	c.down[d.Self().Addr] = true
+	c.converge(ctx, 10, true) // a and b: a ring of two
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Unregister(b.Self().Addr)
+	if a.Alone() || !a.Isolated() || a.Owns(d.Self().ID) {
+		t.Fatalf("after the leave: alone %v, isolated %v, owns %s's key %v; want isolated, not owning it",
+			a.Alone(), a.Isolated(), d.Self(), a.Owns(d.Self().ID))
+	}
+	c.net.Heal()
+	delete(c.down, d.Self().Addr)
+	c.down[b.Self().Addr] = true
+	rounds := c.converge(ctx, 20, true)
+	t.Logf("a and d rejoined %d rounds after the heal", rounds)
+}

@@ -315,6 +315,7 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 	}
 	n.mu.Lock()
 	w := n.watchLocked()
+	wasIsolated := n.isolatedLocked()
 	if n.pred == gone {
 		n.pred = Peer{}
 		if p := notice.Predecessor; !p.IsZero() && p != n.self && p != gone {
@@ -332,8 +333,11 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 		n.succs = n.buildSuccessorsLocked(append(slices.Clone(n.succs[:i]), rest...))
 		n.succGen++
 	}
-	if n.pred.IsZero() && n.succs[0] == n.self {
-		// The last other member left and said so: the ring is just us.
+	if n.pred.IsZero() && n.succs[0] == n.self && !wasIsolated && len(n.suspects.byKey) == 0 && onlyUsLeft(n.self, notice) {
+		// The last other member left and said so, and no other peer
+		// failed to answer us lately: the ring is just us. With a recent
+		// failure the leaver's view may have been cut by the same
+		// partition as ours, and we stay isolated.
 		n.forgetPastLocked()
 	}
 	for i := range n.fingers {
@@ -346,6 +350,19 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 	n.mu.Unlock()
 	n.emit(snap)
 	return nil
+}
+
+// onlyUsLeft reports whether a leave notice shows that the ring is self
+// and the leaver alone: the leaver names no other peer as its predecessor
+// or successor. A leaver whose list only wraps round to self before going
+// on to others does not leave self alone.
+func onlyUsLeft(self Peer, notice LeaveNotice) bool {
+	for _, p := range append([]Peer{notice.Predecessor}, notice.Successors...) {
+		if !p.IsZero() && p != self && p != notice.Leaving {
+			return false
+		}
+	}
+	return true
 }
 
 // offerSuccessorLocked makes p the first successor if it lies between self
