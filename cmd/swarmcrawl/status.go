@@ -118,6 +118,9 @@ func printStatus(w io.Writer, st *node.Status) {
 	} else {
 		fmt.Fprintf(w, "predecessor (unknown)\n")
 	}
+	if st.Isolated {
+		fmt.Fprintf(w, "isolated    no neighbour answers: claiming nothing new, rejoining\n")
+	}
 	for i, s := range st.Successors {
 		fmt.Fprintf(w, "successor %d %s  %s%s\n", i+1, s.RingID, s.PeerID, connNote(s.Conn))
 	}

@@ -22,6 +22,8 @@ type Status struct {
 	Fingers     int        `json:"fingers"`
 	// Range is the arc of task keys this node owns: (From, To].
 	Range RangeInfo `json:"range"`
+	// Isolated: the node had neighbours and none answers (ring.State.Isolated).
+	Isolated bool `json:"isolated,omitempty"`
 	// Seen counts URLs in the seen set; Pages fetched pages in the store.
 	Seen  int64 `json:"seen"`
 	Pages int64 `json:"pages"`
@@ -305,6 +307,7 @@ func (n *Node) Status() Status {
 		Disk:    n.diskStatus(),
 	}
 	s.SendErrors = rs.SendErrors
+	s.Isolated = st.Isolated
 	s.Delegation = n.delegationStatus(s.Crawl)
 	s.Scope = n.scopeStatus(s.Crawl)
 	s.Resources = n.resourceStatus()

@@ -27,6 +27,17 @@ type Config struct {
 	// Clock drives the maintenance loops and suspicion timestamps.
 	// Default RealClock().
 	Clock Clock
+	// Bootstrap lists peers to rejoin through, besides every peer the node
+	// still remembers, once it is isolated: it had other members and its
+	// successor list ran empty (see State.Isolated). Typically the peers
+	// it first joined through. Optional.
+	Bootstrap []Peer
+	// Siblings, if set, returns the other ring positions of this process
+	// (virtual nodes): Lookup answers a key one of them holds without a
+	// network hop, as it does for the node's own arc. It is called on
+	// every Lookup that does not end at the node itself, must be cheap,
+	// and may include the node itself.
+	Siblings func() []*Node
 	// OnChange, if set, is called outside the node's lock whenever its
 	// predecessor or first successor changes, with a snapshot taken right
 	// after the change. Calls may come from RPC handlers and maintenance
@@ -87,13 +98,24 @@ type State struct {
 	Self Peer
 	// Predecessor is zero when unknown.
 	Predecessor Peer
-	// Successors is the successor list, nearest first; [Self] when alone.
+	// Successors is the successor list, nearest first; [Self] when alone
+	// or isolated.
 	Successors []Peer
-	// Fingers lists the distinct finger-table peers, nearest first.
+	// Fingers lists the distinct finger-table peers, nearest first
+	// (Snapshot: in finger-table order).
 	Fingers []Peer
 	// Suspects lists peers that recently failed to answer; lookups route
 	// around them until they answer again.
 	Suspects []Peer
 	// Version increases whenever Predecessor or Successors[0] changes.
 	Version uint64
+	// Isolated is true when the node has had other members but its
+	// successor list ran empty because none of them answers: it is cut
+	// off, not alone. It then holds no more than the arc it had under its
+	// last known predecessor (see Node.Owns), Lookup does not answer for
+	// the rest of the ring, and Stabilize tries to rejoin through every
+	// peer it remembers and Config.Bootstrap. A node that Create made and
+	// that never had another member is alone, not isolated: it owns the
+	// whole ring.
+	Isolated bool
 }

@@ -31,4 +31,18 @@
 //   - Peers that fail to answer become suspects: routing avoids them, and
 //     CheckPredecessor re-probes one per call, so rings that formed on
 //     either side of a partition merge once it heals.
+//
+// Two more depart from the paper's "a node with no live successor is its
+// own successor":
+//
+//   - A node that has had another member and lost every successor is
+//     isolated ([State].Isolated), not a ring of one: it owns no more than
+//     the arc under its last known predecessor ([Node.Owns]), answers no
+//     lookup for the rest of the ring, and each Stabilize tries to rejoin
+//     through the peers it remembers and [Config].Bootstrap. Only a node
+//     that [Node.Create] made and that never had another member (or whose
+//     last other member left gracefully, naming nobody else, while no
+//     other peer was suspect) is alone and owns every key.
+//   - [Node.Lookup] answers a key in the node's own arc, (predecessor,
+//     self], and in the arcs of its [Config].Siblings, without a hop.
 package ring

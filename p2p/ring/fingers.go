@@ -17,8 +17,12 @@ func (n *Node) FixFingers(ctx context.Context) {
 	n.mu.Unlock()
 
 	if succs[0] == n.self {
+		// Alone, no finger is needed. Isolated, the old fingers are peers
+		// to rejoin through: keep them.
 		n.mu.Lock()
-		n.fingers = [idBits]Peer{}
+		if !n.hadPeer {
+			n.fingers = [idBits]Peer{}
+		}
 		n.mu.Unlock()
 		return
 	}
@@ -70,7 +74,7 @@ func (n *Node) checkPosition(ctx context.Context) {
 	n.mu.Lock()
 	succ := n.succs[0]
 	var starts []Peer
-	for _, f := range n.stateLocked().Fingers {
+	for _, f := range n.stateLocked(true).Fingers {
 		if f != succ && !n.suspects.has(f.Addr) {
 			starts = append(starts, f)
 		}

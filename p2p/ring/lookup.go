@@ -12,19 +12,36 @@ import (
 // forwarded requests. hops counts the remote calls made, failed ones
 // included.
 //
+// A key in the node's own arc, (predecessor, self], or in the arc of one
+// of its Config.Siblings, is answered at once (0 hops), as is a key
+// between the node and its first successor.
+//
 // When a hop fails, the peer is marked suspect and the lookup continues
 // from the last peer that answered, using that peer's successor list and
-// this node's own tables. MaxHops bounds the whole walk.
+// this node's own tables. MaxHops bounds the whole walk. An isolated node
+// answers only its own arc at once and walks from its remaining tables
+// otherwise, failing with ErrNoRoute when nobody it knows answers.
 func (n *Node) Lookup(ctx context.Context, key ID) (owner Peer, hops int, err error) {
-	n.mu.Lock()
-	if key == n.self.ID {
-		n.mu.Unlock()
+	if n.holds(key) {
 		return n.self, 0, nil
 	}
+	if n.cfg.Siblings != nil {
+		for _, s := range n.cfg.Siblings() {
+			if s != nil && s != n && s.holds(key) {
+				return s.self, 0, nil
+			}
+		}
+	}
+	n.mu.Lock()
 	succs := slices.Clone(n.succs)
+	isolated := n.isolatedLocked()
 	n.mu.Unlock()
-	// Alone, succs[0] is self and the arc is the whole ring.
-	if key.Between(n.self.ID, succs[0].ID) {
+	if isolated {
+		// Our list names only us because its peers failed: it says
+		// nothing about who owns key.
+		succs = nil
+	} else if key.Between(n.self.ID, succs[0].ID) {
+		// Alone, succs[0] is self and the arc is the whole ring.
 		return succs[0], 0, nil
 	}
 	r, err := n.walk(ctx, key, n.self, succs, Peer{}, true)

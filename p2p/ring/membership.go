@@ -82,3 +82,39 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.Create()
 	return errors.Join(errs...)
 }
+
+// rejoinTries is how many peers an isolated node tries per Stabilize; a
+// try through a peer that does not answer costs Config.RPCTimeout.
+const rejoinTries = 3
+
+// rejoin is what an isolated node does each Stabilize: Join through the
+// peers it remembers (predecessor, last predecessor, last successor list,
+// fingers, suspects) and Config.Bootstrap, rejoinTries of them a round in
+// rotation, until one lets it in. The node answers notifies and revived
+// suspects meanwhile too: whichever comes first ends the isolation.
+func (n *Node) rejoin(ctx context.Context) {
+	n.mu.Lock()
+	cands := make([]Peer, 0, 2+len(n.lastSuccs)+len(n.cfg.Bootstrap))
+	cands = append(cands, n.pred, n.lastPred)
+	cands = append(cands, n.lastSuccs...)
+	cands = append(cands, n.distinctFingersLocked()...)
+	cands = append(cands, n.suspects.list()...)
+	cands = append(cands, n.cfg.Bootstrap...)
+	var uniq []Peer
+	for _, p := range cands {
+		if !p.IsZero() && p != n.self && p.ID != n.self.ID && !slices.Contains(uniq, p) {
+			uniq = append(uniq, p)
+		}
+	}
+	start := n.rejoinNext
+	n.rejoinNext += rejoinTries
+	n.mu.Unlock()
+	for i := range min(rejoinTries, len(uniq)) {
+		if ctx.Err() != nil || !n.Isolated() {
+			return
+		}
+		if n.Join(ctx, uniq[(start+i)%len(uniq)]) == nil {
+			return
+		}
+	}
+}

@@ -36,6 +36,19 @@ type Node struct {
 	version  uint64
 	// positionChecks rotates the finger checkPosition starts from.
 	positionChecks int
+
+	// hadPeer is set once the node has had another member as predecessor
+	// or successor, and cleared by Create and by the graceful departure of
+	// the last other member: with it set, an empty successor list means
+	// the node is isolated, not alone (State.Isolated).
+	hadPeer bool
+	// lastPred is the last known predecessor, which bounds the arc the
+	// node holds while its predecessor is unknown; lastSuccs the last
+	// successor list that named another peer, kept to rejoin through.
+	lastPred  Peer
+	lastSuccs []Peer
+	// rejoinNext rotates through the peers an isolated node tries.
+	rejoinNext int
 }
 
 var _ Handler = (*Node)(nil)
@@ -57,11 +70,13 @@ func (n *Node) Self() Peer { return n.self }
 func (n *Node) Clock() Clock { return n.cfg.Clock }
 
 // Create starts a new ring with this node as its only member, forgetting
-// any previous routing state.
+// any previous routing state: the node is alone, not isolated, and owns
+// the whole ring.
 func (n *Node) Create() {
 	n.mu.Lock()
 	w := n.watchLocked()
 	n.resetLocked()
+	n.forgetPastLocked()
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
@@ -75,14 +90,63 @@ func (n *Node) resetLocked() {
 	n.suspects = newSuspects(4 * n.cfg.SuccessorListLen)
 }
 
+// forgetPastLocked makes the node alone rather than isolated.
+func (n *Node) forgetPastLocked() {
+	n.hadPeer = false
+	n.lastPred = Peer{}
+	n.lastSuccs = nil
+}
+
 // Owns reports whether key lies in (predecessor, self], the arc this node
-// is responsible for. With no known predecessor the node claims every key:
-// alone, that is right, and otherwise stabilization soon supplies one.
+// is responsible for. With no known predecessor, a node that never had
+// another member (alone since Create) owns every key; any other node owns
+// no more than (last known predecessor, self], the arc it had: its
+// predecessor died or it is cut off, and what it may gain beyond that arc
+// it learns from the live predecessor that notifies it, which a node cut
+// off never hears from. A node that has not learnt a predecessor since it
+// joined owns nothing.
 func (n *Node) Owns(key ID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.pred.IsZero() || key.Between(n.pred.ID, n.self.ID)
+	switch {
+	case !n.pred.IsZero():
+		return key.Between(n.pred.ID, n.self.ID)
+	case !n.hadPeer:
+		return true
+	case !n.lastPred.IsZero():
+		return key.Between(n.lastPred.ID, n.self.ID)
+	}
+	return false
 }
+
+// holds reports whether key lies in the node's own arc as it knows it
+// now: its ID, or (predecessor, self] with the predecessor known. A key it
+// holds is answered by Lookup without a network hop.
+func (n *Node) holds(key ID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return key == n.self.ID || (!n.pred.IsZero() && key.Between(n.pred.ID, n.self.ID))
+}
+
+// Isolated reports whether the node had other members and lost every
+// successor (State.Isolated).
+func (n *Node) Isolated() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.isolatedLocked()
+}
+
+// Alone reports whether the node is the only member of its ring: its
+// successor list names only itself and it is not isolated, so it was
+// created alone (Create) or every other member left gracefully. An alone
+// node owns the whole ring.
+func (n *Node) Alone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.succs[0] == n.self && !n.hadPeer
+}
+
+func (n *Node) isolatedLocked() bool { return n.hadPeer && n.succs[0] == n.self }
 
 // Predecessor returns the node's predecessor, zero if unknown.
 func (n *Node) Predecessor() Peer {
@@ -103,46 +167,82 @@ func (n *Node) Successors() []Peer {
 func (n *Node) State() State {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.stateLocked()
+	return n.stateLocked(true)
 }
 
-func (n *Node) stateLocked() State {
+// Snapshot is State without putting the fingers in clockwise order: they
+// come in finger-table order, where a stale entry may sit out of place.
+// It is for callers that need the set of known peers, not their order,
+// on a hot path (a replica judges every write against it).
+func (n *Node) Snapshot() State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stateLocked(false)
+}
+
+func (n *Node) stateLocked(ordered bool) State {
 	st := State{
 		Self:        n.self,
 		Predecessor: n.pred,
 		Successors:  slices.Clone(n.succs),
 		Suspects:    n.suspects.list(),
 		Version:     n.version,
+		Isolated:    n.isolatedLocked(),
 	}
-	seen := make(map[Peer]bool)
-	for _, f := range n.fingers {
-		if f.IsZero() || f == n.self || seen[f] {
-			continue
-		}
-		seen[f] = true
-		st.Fingers = append(st.Fingers, f)
-	}
+	st.Fingers = n.distinctFingersLocked()
 	// Fingers are filled by increasing start, but a stale entry may sit out
 	// of place; sort so status pages read clockwise from self.
-	slices.SortFunc(st.Fingers, func(a, b Peer) int {
-		da, db := n.self.ID.dist(a.ID), n.self.ID.dist(b.ID)
-		switch {
-		case da < db:
-			return -1
-		case da > db:
-			return 1
+	if ordered {
+		byDist := func(a, b Peer) int {
+			da, db := n.self.ID.dist(a.ID), n.self.ID.dist(b.ID)
+			switch {
+			case da < db:
+				return -1
+			case da > db:
+				return 1
+			}
+			return 0
 		}
-		return 0
-	})
+		if !slices.IsSortedFunc(st.Fingers, byDist) {
+			slices.SortFunc(st.Fingers, byDist)
+		}
+	}
 	return st
+}
+
+// distinctFingersLocked returns the finger-table peers other than self,
+// each once, in table order. Equal fingers mostly sit next to each other
+// (a peer owns a run of starts), so a comparison with the last one kept
+// answers most entries and the scan of the few kept the rest, with no map.
+func (n *Node) distinctFingersLocked() []Peer {
+	var out []Peer
+	for i, f := range n.fingers {
+		if out == nil && !f.IsZero() && f != n.self {
+			// A ring of N has about log2(N) distinct fingers.
+			out = make([]Peer, 0, min(16, len(n.fingers)-i))
+		}
+		if f.IsZero() || f == n.self || (len(out) > 0 && out[len(out)-1] == f) || slices.Contains(out, f) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // HandleFindSuccessorStep answers one step of an iterative lookup: the
 // owner if key falls between this node and its successor, otherwise the
 // closest preceding peer this node knows that it has no reason to distrust.
+//
+// An isolated node never answers Found: its empty successor list means it
+// lost its neighbours, not that the ring is just itself. It names the
+// closest preceding peer it knows, or nobody, and no successor list, so
+// the asker goes on from its own tables.
 func (n *Node) HandleFindSuccessorStep(key ID) Step {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.isolatedLocked() {
+		return Step{Next: n.closestPrecedingLocked(n.self.ID, key, nil)}
+	}
 	succs := slices.Clone(n.succs)
 	if key.Between(n.self.ID, succs[0].ID) {
 		return Step{Found: true, Next: succs[0], Successors: succs}
@@ -215,6 +315,7 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 	}
 	n.mu.Lock()
 	w := n.watchLocked()
+	wasIsolated := n.isolatedLocked()
 	if n.pred == gone {
 		n.pred = Peer{}
 		if p := notice.Predecessor; !p.IsZero() && p != n.self && p != gone {
@@ -232,6 +333,13 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 		n.succs = n.buildSuccessorsLocked(append(slices.Clone(n.succs[:i]), rest...))
 		n.succGen++
 	}
+	if n.pred.IsZero() && n.succs[0] == n.self && !wasIsolated && len(n.suspects.byKey) == 0 && onlyUsLeft(n.self, notice) {
+		// The last other member left and said so, and no other peer
+		// failed to answer us lately: the ring is just us. With a recent
+		// failure the leaver's view may have been cut by the same
+		// partition as ours, and we stay isolated.
+		n.forgetPastLocked()
+	}
 	for i := range n.fingers {
 		if n.fingers[i] == gone {
 			n.fingers[i] = Peer{}
@@ -242,6 +350,19 @@ func (n *Node) HandleLeave(from string, notice LeaveNotice) error {
 	n.mu.Unlock()
 	n.emit(snap)
 	return nil
+}
+
+// onlyUsLeft reports whether a leave notice shows that the ring is self
+// and the leaver alone: the leaver names no other peer as its predecessor
+// or successor. A leaver whose list only wraps round to self before going
+// on to others does not leave self alone.
+func onlyUsLeft(self Peer, notice LeaveNotice) bool {
+	for _, p := range append([]Peer{notice.Predecessor}, notice.Successors...) {
+		if !p.IsZero() && p != self && p != notice.Leaving {
+			return false
+		}
+	}
+	return true
 }
 
 // offerSuccessorLocked makes p the first successor if it lies between self
@@ -309,6 +430,7 @@ func (n *Node) watchLocked() watch { return watch{n.pred, n.succs[0]} }
 // report. Taking the snapshot under the same lock as the change means each
 // callback sees exactly the state its change produced.
 func (n *Node) commitLocked(w watch) *State {
+	n.rememberLocked()
 	if w == n.watchLocked() {
 		return nil
 	}
@@ -316,8 +438,22 @@ func (n *Node) commitLocked(w watch) *State {
 	if n.cfg.OnChange == nil {
 		return nil
 	}
-	st := n.stateLocked()
+	st := n.stateLocked(true)
 	return &st
+}
+
+// rememberLocked notes the neighbours the node has, for when it loses
+// them: every change of pred or succs is followed by commitLocked. The
+// successor lists are never modified in place, so keeping one is safe.
+func (n *Node) rememberLocked() {
+	if !n.pred.IsZero() {
+		n.hadPeer = true
+		n.lastPred = n.pred
+	}
+	if n.succs[0] != n.self {
+		n.hadPeer = true
+		n.lastSuccs = n.succs
+	}
 }
 
 // emit calls OnChange outside the lock so the callback may use the node.

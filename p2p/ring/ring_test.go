@@ -224,6 +224,11 @@ func TestLeaveTwoNodeRing(t *testing.T) {
 	if got, _, _ := a.Lookup(ctx, b.Self().ID); got != a.Self() {
 		t.Fatalf("survivor resolves the leaver's key to %s", got)
 	}
+	// The leaver said it left: the survivor is alone, not cut off, and
+	// owns the whole ring.
+	if !a.Alone() || a.Isolated() || !a.Owns(b.Self().ID) {
+		t.Fatalf("survivor: alone %v, isolated %v, owns the leaver's key %v", a.Alone(), a.Isolated(), a.Owns(b.Self().ID))
+	}
 }
 
 func TestPartitionHeal(t *testing.T) {

@@ -138,11 +138,13 @@ func TestRunWithFakeClock(t *testing.T) {
 // it within the timeout and reports why, instead of hanging.
 func TestRPCTimeout(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 8, 43, func(cfg *Config) { cfg.RPCTimeout = 20 * time.Millisecond })
+	// Successor lists shorter than the ring, so that they cannot name the
+	// owner of a far key without asking anyone.
+	c := newCluster(t, 8, 43, func(cfg *Config) { cfg.RPCTimeout, cfg.SuccessorListLen = 20*time.Millisecond, 2 })
 	c.joinAll(ctx, 1, false)
 	c.converge(ctx, 10, true)
 	n := c.nodes[0]
-	far := n.Self().ID - 1 // owned by n itself, but only a walk round the ring can tell
+	far := n.Predecessor().ID // owned by the predecessor: only a walk round the ring gets there
 	c.net.SetDelay(time.Hour)
 	defer c.net.SetDelay(0)
 	start := time.Now()

@@ -10,8 +10,16 @@ import (
 // the first live finger when the whole list is dead); adopts the
 // successor's predecessor, or any other peer it reports, that sits between
 // us and it; rebuilds the successor list as [successor] + successor's
-// list; and notifies the successor that we may be its predecessor.
+// list; and notifies the successor that we may be its predecessor. A node
+// that is isolated after all that tries to rejoin (see rejoin).
 func (n *Node) Stabilize(ctx context.Context) {
+	n.stabilize(ctx)
+	if ctx.Err() == nil && n.Isolated() {
+		n.rejoin(ctx)
+	}
+}
+
+func (n *Node) stabilize(ctx context.Context) {
 	// Each failed successor costs one iteration; the bound stops a node
 	// whose every contact is dead from spinning.
 	for range n.cfg.SuccessorListLen + 2 {
@@ -96,7 +104,8 @@ func (n *Node) closerSuccessor(ctx context.Context, succ Peer, nb Neighbours) (P
 
 // dropSuccessor removes a dead first successor. If that empties the list,
 // the nearest finger that answers a ping takes its place; failing that the
-// node is alone until someone notifies it.
+// node is isolated (or, if it never had another member, alone) until
+// someone notifies it or rejoin gets it back in.
 func (n *Node) dropSuccessor(ctx context.Context, dead Peer) {
 	n.mu.Lock()
 	if n.succs[0] != dead {
@@ -110,7 +119,7 @@ func (n *Node) dropSuccessor(ctx context.Context, dead Peer) {
 	gen := n.succGen
 	var fingers []Peer
 	if len(rest) == 0 {
-		fingers = n.stateLocked().Fingers // distinct, nearest first
+		fingers = n.stateLocked(true).Fingers // distinct, nearest first
 		fingers = slices.DeleteFunc(fingers, func(p Peer) bool {
 			return p == dead || n.suspects.has(p.Addr)
 		})

@@ -70,7 +70,10 @@
 // # Ownership changes
 //
 // Each Tick looks at the node's arc (pred, self] — the whole ring when it
-// is alone; unknown, and left alone, while the predecessor is unknown:
+// is alone (ring.Node.Alone: it created the ring and never had another
+// member); unknown, and left alone, while the predecessor is unknown or
+// the node is isolated (ring.State.Isolated: its successors all failed,
+// so it has no replica to hold a lease from and its lease runs out):
 //
 //   - Push handoff. Active claims outside the arc are deactivated and
 //     become releasing; the node pushes their records and hosts in chunks

@@ -9,8 +9,11 @@ import (
 
 // Ownership is a node's answer to "may I work on this key now?": yes
 // while one of its active claims holds the key, its lease is valid (its
-// first successor acknowledged a heartbeat within Config.Lease, or it has
-// no successor), it is not leaving, and the ring agrees. The Manager keeps
+// first successor acknowledged a heartbeat within Config.Lease, or it is
+// alone on the ring: ring.Node.Alone), it is not leaving, and the ring
+// agrees. A node cut off from every successor (ring.State.Isolated) is
+// not alone: its lease runs out as it does when its successors stop
+// answering, and the ring gives it no more than the arc it had. The Manager keeps
 // it current; whatever fetches or accepts work asks it first.
 //
 // It is a value of its own, made before the Manager, because the Manager
@@ -38,8 +41,9 @@ func NewOwnership(r *ring.Node) *Ownership {
 }
 
 // Owns reports whether this node may fetch or accept key now: an active
-// claim holds it, the lease is valid, and the ring view agrees (or the
-// predecessor is unknown).
+// claim holds it, the lease is valid, and the ring view agrees
+// (ring.Node.Owns: with the predecessor unknown, the arc under the last
+// known one, or the whole ring for a node alone).
 func (o *Ownership) Owns(key uint64) bool {
 	now := o.ring.Clock().Now()
 	noReplica := o.noSuccessor()
@@ -50,10 +54,12 @@ func (o *Ownership) Owns(key uint64) bool {
 }
 
 // leaseValid reports whether the node, not leaving, holds a lease at now
-// (always, with no successor to hold one from); callers hold o.mu or the
-// Manager's lock, and ask the ring about successors before taking it.
+// (always, alone on the ring with no successor to hold one from); callers
+// hold o.mu or the Manager's lock, and ask the ring before taking it.
 func (o *Ownership) leaseValid(now time.Time, noSuccessor bool) bool {
 	return !o.leaving && (noSuccessor || now.Before(o.leaseUntil))
 }
 
-func (o *Ownership) noSuccessor() bool { return o.ring.Successors()[0] == o.self }
+// noSuccessor reports whether the node is alone on the ring: no successor
+// to hold a lease from, and none lost either.
+func (o *Ownership) noSuccessor() bool { return o.ring.Alone() }

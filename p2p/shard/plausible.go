@@ -141,11 +141,14 @@ type knownPeers struct {
 }
 
 // knownPeers takes the ring's view once, for every claim of a message.
+// Its order does not matter, so it is a Snapshot: State would sort the
+// fingers on every write this node receives.
 func (m *Manager) knownPeers() knownPeers {
-	st := m.ring.State()
-	k := knownPeers{
-		peers:   append(append([]ring.Peer{m.self, st.Predecessor}, st.Successors...), st.Fingers...),
-		suspect: make(map[string]bool, len(st.Suspects)),
+	st := m.ring.Snapshot()
+	peers := make([]ring.Peer, 0, 2+len(st.Successors)+len(st.Fingers))
+	k := knownPeers{peers: append(append(append(peers, m.self, st.Predecessor), st.Successors...), st.Fingers...)}
+	if len(st.Suspects) > 0 {
+		k.suspect = make(map[string]bool, len(st.Suspects))
 	}
 	for _, p := range st.Suspects {
 		k.suspect[p.Addr] = true

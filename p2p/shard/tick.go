@@ -12,9 +12,10 @@ import (
 // view is what the ring says this node is responsible for right now.
 type view struct {
 	// known is false when the predecessor is unknown but the node is not
-	// alone: then claims are kept and nothing is acquired or released.
+	// alone (it has successors, or it is isolated: ring.State.Isolated):
+	// then claims are kept and nothing is acquired or released.
 	known bool
-	// alone: no predecessor and no successor but self.
+	// alone: no predecessor and no successor but self, none ever lost.
 	alone bool
 	r     Range   // (pred, self], or the whole ring when alone
 	spans spanSet // r as linear intervals
@@ -22,12 +23,10 @@ type view struct {
 }
 
 func (m *Manager) currentView() view {
-	// Two reads, not one State snapshot (which also sorts the fingers):
-	// a change in between costs at most one tick on a slightly stale
-	// view, which the next tick corrects.
-	pred := m.ring.Predecessor()
+	st := m.ring.Snapshot()
+	pred := st.Predecessor
 	var v view
-	for _, p := range m.ring.Successors() {
+	for _, p := range st.Successors {
 		if p != m.self {
 			v.succs = append(v.succs, p)
 		}
@@ -35,7 +34,7 @@ func (m *Manager) currentView() view {
 	switch {
 	case !pred.IsZero() && pred != m.self:
 		v.known, v.r = true, Range{From: pred.ID, To: m.self.ID}
-	case len(v.succs) == 0:
+	case len(v.succs) == 0 && !st.Isolated:
 		v.known, v.alone, v.r = true, true, Range{From: m.self.ID, To: m.self.ID}
 	}
 	if v.known {

@@ -102,7 +102,11 @@ func TestNoChurnEveryLookupRight(t *testing.T) {
 // them crashing, the crawl still fetches every reachable page, rarely
 // twice, and loses nothing.
 func TestCrawlUnderChurn(t *testing.T) {
-	cfg := small(11)
+	// The seed drives every draw of the run, crawl and ring traffic
+	// included, so which departures are crashes shifts when the ring
+	// changes; seed 11 gave no crash once owner-local lookups made fewer
+	// calls. 13 gives 11 departures, 6 of them crashes.
+	cfg := small(13)
 	cfg.Churn = 0.05
 	rep := run(t, cfg)
 	c := rep.Crawl
