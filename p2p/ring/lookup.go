@@ -14,7 +14,9 @@ import (
 //
 // A key in the node's own arc, (predecessor, self], or in the arc of one
 // of its Config.Siblings, is answered at once (0 hops), as is a key
-// between the node and its first successor.
+// between the node and its first successor. Otherwise the walk starts
+// from whichever of the node and its siblings precedes the key most
+// closely, with that position's tables.
 //
 // When a hop fails, the peer is marked suspect and the lookup continues
 // from the last peer that answered, using that peer's successor list and
@@ -25,13 +27,28 @@ func (n *Node) Lookup(ctx context.Context, key ID) (owner Peer, hops int, err er
 	if n.holds(key) {
 		return n.self, 0, nil
 	}
+	start := n
 	if n.cfg.Siblings != nil {
 		for _, s := range n.cfg.Siblings() {
-			if s != nil && s != n && s.holds(key) {
+			if s == nil || s == n {
+				continue
+			}
+			if s.holds(key) {
 				return s.self, 0, nil
+			}
+			// The walk starts from the position of this process that
+			// precedes key most closely: its tables are the nearest.
+			if s.self.ID.Between(start.self.ID, key) && s.self.ID != key {
+				start = s
 			}
 		}
 	}
+	return start.lookupFrom(ctx, key)
+}
+
+// lookupFrom is Lookup from this node's own tables, its siblings left
+// aside.
+func (n *Node) lookupFrom(ctx context.Context, key ID) (owner Peer, hops int, err error) {
 	n.mu.Lock()
 	succs := slices.Clone(n.succs)
 	isolated := n.isolatedLocked()

@@ -81,7 +81,22 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, unsettled: map[uint64]struct{}{}}
 	v.progress = route.NewProgress(v)
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
-	v.rn = ring.NewNode(v.peer, rt, s.rcfg)
+	rcfg := s.rcfg
+	if s.cfg.VNodes > 1 {
+		// The positions of one machine answer each other's keys without
+		// the network and start a lookup from the nearest of them, as a
+		// peer's positions do (ring.Config.Siblings).
+		rcfg.Siblings = func() []*ring.Node {
+			out := make([]*ring.Node, 0, len(p.vnodes))
+			for _, o := range p.vnodes {
+				if o.alive && o.joined {
+					out = append(out, o.rn)
+				}
+			}
+			return out
+		}
+	}
+	v.rn = ring.NewNode(v.peer, rt, rcfg)
 	s.rnet.Register(v.peer, v.rn)
 	v.own = shard.NewOwnership(v.rn)
 	v.st = shard.NewMemStorage()
