@@ -68,9 +68,12 @@ type Page struct {
 	// Title and Text are the title and visible text of an HTML or plain
 	// text page (see ExtractText).
 	Title, Text string
-	// Simhash is the fingerprint of the page's main text: Text without the
-	// header, navigation, footer and asides a site repeats on every page (0
-	// when there is no text).
+	// MainText is the page's main content: Text without what a site
+	// repeats around it (navigation, header, footer, sidebars, comments,
+	// link lists, hidden dialogs; see mainScan), "" when there is no
+	// text. It is the text the archive keeps (WARCExchange).
+	MainText string
+	// Simhash is the fingerprint of MainText (0 when there is no text).
 	Simhash uint64
 	// NearDuplicateOf is the URL of an earlier page whose fingerprint is
 	// within Config.NearDupDistance of this one's, if any: an index may skip

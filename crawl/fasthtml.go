@@ -653,6 +653,19 @@ func (f *fastTokens) attrs() (a tagAttrs) {
 			field = &a.name
 		case equalASCIIFold(key, "content"):
 			field = &a.content
+		case equalASCIIFold(key, "class"):
+			field = &a.class
+		case equalASCIIFold(key, "id"):
+			field = &a.id
+		case equalASCIIFold(key, "role"):
+			field = &a.role
+		case equalASCIIFold(key, "style"):
+			field = &a.style
+		case equalASCIIFold(key, "aria-hidden"):
+			field = &a.ariaHidden
+		case equalASCIIFold(key, "hidden"):
+			a.has |= hasHidden
+			continue
 		default:
 			continue
 		}

@@ -144,15 +144,29 @@ func oracleContent(body []byte, contentType string) content {
 	}
 }
 
-// oracleHTML is extractHTML before the single pass.
+// oracleHTML is extractHTML before the single pass. The main text it
+// chooses with the same mainScan (it has no older form to compare with),
+// fed from this token loop: what it shows is that the single pass hands
+// mainScan the same tags, attributes and text offsets. What mainScan
+// chooses is held to the annotated set (TestMainTextAnnotatedSet) and to
+// TestMainText* cases.
 func oracleHTML(body io.Reader) (c content) {
 	textBuf := oracleTextBuilder{limit: MaxTextBytes}
 	titleBuf := oracleTextBuilder{limit: maxTitleBytes}
 	// The main text is kept as spans of the text: outside those outside
-	// boilerplate elements, inMain those also inside <main>.
+	// boilerplate elements, inMain those also inside <main>, for a page
+	// where mainScan finds no content.
 	var outside, inMain spans
+	m := mainBufs.Get().(*mainScan)
+	m.start()
 	result := func() content {
 		c := content{title: titleBuf.String(), text: textBuf.String()}
+		m.finish(len(c.text))
+		c.main = joinSpans(c.text, m.choose(c.text))
+		mainBufs.Put(m)
+		if c.main != "" {
+			return c
+		}
 		outside.close(len(textBuf.b))
 		inMain.close(len(textBuf.b))
 		c.main = oracleSpansText(&inMain, textBuf.b)
@@ -195,11 +209,16 @@ func oracleHTML(body io.Reader) (c content) {
 					titleBuf.write(tokenText(z), false)
 				}
 			default:
+				n := len(textBuf.b)
 				textBuf.write(tokenText(z), pre > 0)
+				m.wrote(len(textBuf.b) - n)
 			}
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
 			a := tagAtom(z.Raw())
 			start := tt != html.EndTagToken
+			if skipping == 0 && !inTitle {
+				m.tag(tt, a, len(textBuf.b), htmlTokens{z})
+			}
 			switch {
 			case skippedRaw(a):
 				// A raw element's contents run to its end tag even when

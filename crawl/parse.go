@@ -187,6 +187,7 @@ func (s *linkScan) link(a atom.Atom, attr tagAttrs) {
 // are present. The values are valid until the next token is read.
 type tagAttrs struct {
 	href, xlinkHref, src, rel, name, content []byte
+	class, id, role, style, ariaHidden       []byte // for the main text (see mainScan)
 	has                                      uint8
 }
 
@@ -195,6 +196,7 @@ const (
 	hasHref = 1 << iota
 	hasXlinkHref
 	hasSrc
+	hasHidden // the hidden attribute
 )
 
 // readAttrs reads the current tag's attributes. The tokeniser keeps only
@@ -216,6 +218,18 @@ func readAttrs(z *html.Tokenizer) (a tagAttrs) {
 			a.name = v
 		case "content":
 			a.content = v
+		case "class":
+			a.class = v
+		case "id":
+			a.id = v
+		case "role":
+			a.role = v
+		case "style":
+			a.style = v
+		case "aria-hidden":
+			a.ariaHidden = v
+		case "hidden":
+			a.has |= hasHidden
 		}
 	}
 	return a
@@ -334,6 +348,7 @@ func scanHTML(r io.Reader, text *textScan, links *linkScan) (err error) {
 // scan or both (either may be nil): to the end of the document when it
 // has a link scan, else until the text is full.
 func scanTokens(z tokenSource, text *textScan, links *linkScan) {
+	tag := &tagOnce{tokenSource: z}
 	for links != nil || !text.done() {
 		switch tt := z.next(); tt {
 		case html.ErrorToken:
@@ -344,14 +359,30 @@ func scanTokens(z tokenSource, text *textScan, links *linkScan) {
 			}
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
 			a := tagAtom(z.raw())
+			tag.read = false
 			if !text.done() {
-				text.tagToken(tt, a)
+				text.tagToken(tt, a, tag)
 			}
 			if links != nil && tt != html.EndTagToken {
-				links.tag(a, z)
+				links.tag(a, tag)
 			}
 		}
 	}
+}
+
+// tagOnce is a tokenSource that reads the attributes of the current tag
+// once for both scans: the tokeniser gives them only once.
+type tagOnce struct {
+	tokenSource
+	read bool // attr holds the current tag's attributes
+	attr tagAttrs
+}
+
+func (t *tagOnce) attrs() tagAttrs {
+	if !t.read {
+		t.attr, t.read = t.tokenSource.attrs(), true
+	}
+	return t.attr
 }
 
 // parsed is what parsePage finds in a response body.

@@ -210,7 +210,7 @@ func (c *Crawler) redirect(f *fetch, p *Page, now time.Time) (links []frontier.T
 	return links, hash, changed, dead
 }
 
-// content fills in the title, text and fingerprint of a 2xx page from
+// content fills in the title, text, main text and fingerprint of a 2xx page from
 // what parsePage found, and checks the fingerprint against the pages seen
 // before. The fingerprint is that of the page's main text (see
 // extractContent), so that pages that share only a site's header,
@@ -221,6 +221,7 @@ func (c *Crawler) content(f *fetch, p *Page, text content) {
 	if p.Text == "" {
 		return
 	}
+	p.MainText = text.main
 	p.Simhash = Simhash(text.main)
 	if p.Simhash == 0 || c.cfg.NearDupDistance < 0 || !hasWords(text.main, minNearDupWords) {
 		return

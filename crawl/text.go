@@ -58,11 +58,12 @@ type content struct {
 }
 
 // extractContent extracts a body's title, text and main text in one pass.
-// The main text of an HTML page is its text without the contents of the
-// elements sites repeat on every page (header, nav, footer, aside, see
-// boilerplate), taken from inside <main> when the page has one; a page
-// whose text is all boilerplate has its whole text as main text. Plain
-// text is all main text.
+// The main text of an HTML page is the part of its text that is its
+// content, without the navigation, headers, footers, sidebars, comments,
+// link lists and hidden dialogs around it (see mainScan); a page without
+// content blocks has its text inside <main>, else outside header, nav,
+// footer and aside, else its whole text as main text. Plain text is all
+// main text.
 func extractContent(body []byte, contentType string) content {
 	return contentOf(textKind(contentType, body), body, contentType, scanBody)
 }
@@ -248,21 +249,23 @@ type textScan struct {
 	pre             int     // open pre/listing/plaintext elements
 	inTitle         bool
 	titleDone       bool
-	boiler          int // open boilerplate elements
-	mains           int // open main elements
+	boiler          int       // open boilerplate elements
+	mains           int       // open main elements
+	m               *mainScan // the blocks and containers, from mainBufs
 }
 
 func newTextScan() *textScan {
 	buf := textBufs.Get().(*[]byte)
-	s := &textScan{buf: buf}
+	s := &textScan{buf: buf, m: mainBufs.Get().(*mainScan)}
 	s.start((*buf)[:0])
 	return s
 }
 
 // start sets the scan going, with nothing taken, writing the text into b.
 func (s *textScan) start(b []byte) {
-	*s = textScan{text: textBuilder{b: b, limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: s.buf}
+	*s = textScan{text: textBuilder{b: b, limit: MaxTextBytes}, title: textBuilder{limit: maxTitleBytes}, buf: s.buf, m: s.m}
 	s.outside.open(0)
+	s.m.start()
 }
 
 // reset forgets what the scan took, for a scan of the document again from
@@ -293,14 +296,20 @@ func (s *textScan) textToken(z tokenSource) {
 			s.title.write(z.text(), false)
 		}
 	default:
+		n := len(s.text.b)
 		s.text.write(z.text(), s.pre > 0)
+		s.m.wrote(len(s.text.b) - n)
 	}
 }
 
-// tagToken takes the current token, a start, self-closing or end tag
-// (tt) of element a.
-func (s *textScan) tagToken(tt html.TokenType, a atom.Atom) {
+// tagToken takes the current token of z, a start, self-closing or end
+// tag (tt) of element a. It reads the attributes of the start tags of
+// links and containers (see mainScan).
+func (s *textScan) tagToken(tt html.TokenType, a atom.Atom, z tokenSource) {
 	start := tt != html.EndTagToken
+	if s.skipping == 0 && !s.inTitle {
+		s.m.tag(tt, a, len(s.text.b), z)
+	}
 	switch {
 	case skippedRaw(a):
 		// A raw element's contents run to its end tag even when it is
@@ -365,6 +374,13 @@ func (s *textScan) result() content {
 	*s.buf = s.text.b[:0]
 	textBufs.Put(s.buf)
 	s.text.b, s.buf = nil, nil
+	s.m.finish(len(c.text))
+	c.main = joinSpans(c.text, s.m.choose(c.text))
+	mainBufs.Put(s.m)
+	s.m = nil
+	if c.main != "" {
+		return c
+	}
 	s.outside.close(len(c.text))
 	s.inMain.close(len(c.text))
 	c.main = s.inMain.text(c.text)

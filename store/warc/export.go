@@ -21,7 +21,8 @@ type TextRecord struct {
 	Date string `json:"date"`
 	// Title is the page title; omitted when the page had none.
 	Title string `json:"title,omitempty"`
-	// Text is the page's visible text.
+	// Text is the text the crawler extracted: the page's main text
+	// (crawl.Page.MainText).
 	Text string `json:"text"`
 }
 
