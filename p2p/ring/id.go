@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // idBits is the width of the identifier space, and so the finger table size.
@@ -48,6 +49,19 @@ func HashID(b []byte) ID {
 type Peer struct {
 	ID   ID
 	Addr string
+}
+
+// Machine returns the physical peer p runs on. A peer may hold several
+// ring positions (virtual nodes): a position's address is its machine's
+// address, followed, for every position but the first, by '/' and the
+// position's index. A peer with one position has its machine's address
+// (a libp2p peer ID has no '/'). Replicas go to other machines than the
+// owner's: a machine that fails takes all its positions with it.
+func (p Peer) Machine() string {
+	if i := strings.IndexByte(p.Addr, '/'); i >= 0 {
+		return p.Addr[:i]
+	}
+	return p.Addr
 }
 
 // IsZero reports whether p is the zero Peer, which stands for "unknown".

@@ -166,20 +166,27 @@ func (m *Manager) plausible(k knownPeers, from ring.Peer, r Range, now time.Time
 	// between: the open arc from r's start to the sender; with r.From ==
 	// from.ID (the whole ring) everything but the sender.
 	between := func(id ring.ID) bool { return id != from.ID && id.Between(r.From, from.ID) }
-	seen := map[string]bool{from.Addr: true}
+	// Machines are counted, not positions: the positions of one machine
+	// fail together, and its successor takes all of their arcs over.
+	seen := map[string]bool{from.Machine(): true}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	others := 0
 	for _, p := range k.peers {
-		if p.IsZero() || seen[p.Addr] || !between(p.ID) {
+		if p.IsZero() || p.Addr == from.Addr || !between(p.ID) {
 			continue
 		}
-		seen[p.Addr] = true
-		switch {
-		case p == m.self:
+		if p == m.self {
 			if replica {
 				return fmt.Errorf("range %s from %s covers this node: %w", r, from, errImplausible)
 			}
+			continue
+		}
+		if seen[p.Machine()] {
+			continue
+		}
+		seen[p.Machine()] = true
+		switch {
 		case k.suspect[p.Addr]:
 		case live && now.Sub(m.heard[p.Addr].at) < m.cfg.Lease:
 			return fmt.Errorf("range %s from %s passes over %s, which is alive: %w", r, from, p, errImplausible)

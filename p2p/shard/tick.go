@@ -19,16 +19,22 @@ type view struct {
 	alone bool
 	r     Range   // (pred, self], or the whole ring when alone
 	spans spanSet // r as linear intervals
+	// succs are the successors in replica order (replicaOrder); next is
+	// the ring's first successor but self, whichever machine it is on:
+	// the previous owner of this node's arc.
 	succs []ring.Peer
+	next  ring.Peer
 }
 
 func (m *Manager) currentView() view {
 	st := m.ring.Snapshot()
 	pred := st.Predecessor
 	var v view
+	v.succs = replicaOrder(m.self, st.Successors)
 	for _, p := range st.Successors {
 		if p != m.self {
-			v.succs = append(v.succs, p)
+			v.next = p
+			break
 		}
 	}
 	switch {
@@ -41,6 +47,31 @@ func (m *Manager) currentView() view {
 		v.spans = spansOf(v.r)
 	}
 	return v
+}
+
+// replicaOrder returns the successors that may hold this node's replicas,
+// nearest first: one position of each other machine (ring.Peer.Machine),
+// so that a machine that fails with all its positions leaves K copies of
+// each of its arcs; or, when every successor the list names is on this
+// node's machine (a swarm of one machine, or a list too short to reach
+// another), the successors but self.
+func replicaOrder(self ring.Peer, succs []ring.Peer) []ring.Peer {
+	var out, same []ring.Peer
+	machines := map[string]bool{self.Machine(): true}
+	for _, p := range succs {
+		switch mc := p.Machine(); {
+		case p == self:
+		case mc == self.Machine():
+			same = append(same, p)
+		case !machines[mc]:
+			machines[mc] = true
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return same
+	}
+	return out
 }
 
 // Tick runs one maintenance step: shed claims the ring moved away, hand
@@ -399,13 +430,13 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 	if len(promote) > 0 {
 		m.claim(ctx, normalize(promote), true)
 	}
-	if len(pull) == 0 || len(v.succs) == 0 {
+	if len(pull) == 0 || v.next.IsZero() {
 		return
 	}
 	for _, r := range normalize(pull).ranges() {
-		owner, err := m.pullFrom(ctx, v.succs[0], r, nil)
+		owner, err := m.pullFrom(ctx, v.next, r, nil)
 		if err != nil {
-			m.log.Debug("pull failed", "from", v.succs[0], "range", r, "err", err)
+			m.log.Debug("pull failed", "from", v.next, "range", r, "err", err)
 			continue
 		}
 		if owner {

@@ -109,14 +109,16 @@ func (m *Manager) feedsLocked(p, pred ring.Peer, now time.Time) bool {
 	if pred.IsZero() || !writes(pred) {
 		return false
 	}
+	// Writers are counted by machine, as owners choose their replicas
+	// (replicaOrder).
 	d := uint64(m.self.ID - p.ID)
-	closer := 0
+	closer := map[string]bool{}
 	for _, o := range m.heard {
-		if o.peer.Addr != p.Addr && o.peer.ID != m.self.ID && writes(o.peer) && uint64(m.self.ID-o.peer.ID) < d {
-			closer++
+		if mc := o.peer.Machine(); mc != p.Machine() && o.peer.ID != m.self.ID && writes(o.peer) && uint64(m.self.ID-o.peer.ID) < d {
+			closer[mc] = true
 		}
 	}
-	return closer < m.cfg.Replicas
+	return len(closer) < m.cfg.Replicas
 }
 
 // witnessTable maps each witnessed claim to when this node last saw it.

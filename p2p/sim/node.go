@@ -61,7 +61,7 @@ func (s *Sim) newPhys() *physNode {
 	for i := range s.cfg.VNodes {
 		addr := "n" + strconv.Itoa(p.idx)
 		if s.cfg.VNodes > 1 {
-			addr += "." + strconv.Itoa(i)
+			addr += "/" + strconv.Itoa(i) // a machine's positions: ring.Peer.Machine
 		}
 		p.vnodes = append(p.vnodes, s.newVnode(p, addr))
 	}
