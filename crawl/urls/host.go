@@ -296,7 +296,7 @@ func parseIPv6(s string, a *[8]uint16) error {
 		}
 		if s[i] == ':' {
 			if compress >= 0 {
-				return fmt.Errorf("an IPv6 address with two ::")
+				return fmt.Errorf("an IPv6 address with two :: compressions")
 			}
 			i++
 			piece++

@@ -45,14 +45,6 @@ type Rejection struct {
 	URL, Reason string
 }
 
-// add sums o into r.
-func (r *Result) add(o Result) {
-	r.Accepted += o.Accepted
-	r.Duplicates += o.Duplicates
-	r.NotOwned = append(r.NotOwned, o.NotOwned...)
-	r.Rejected = append(r.Rejected, o.Rejected...)
-}
-
 // Count returns the number of tasks r accounts for.
 func (r Result) Count() int {
 	return r.Accepted + r.Duplicates + len(r.NotOwned) + len(r.Rejected)
