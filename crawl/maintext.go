@@ -668,7 +668,7 @@ func isHeading(a atom.Atom) bool {
 
 // joinSpans joins the spans of t, trimmed, one line each. A single span
 // is a substring of t, not a copy.
-func joinSpans(t string, sp [][2]int32) string {
+func joinSpans[T int | int32](t string, sp [][2]T) string {
 	n, parts, one := 0, 0, ""
 	for _, s := range sp {
 		if part := strings.TrimSpace(t[s[0]:s[1]]); part != "" {

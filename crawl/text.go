@@ -430,32 +430,8 @@ func (s *spans) set(in bool, at int) {
 	}
 }
 
-// text joins the spans of t, trimmed, one line each. A single span is a
-// substring of t, not a copy.
-func (s *spans) text(t string) string {
-	n, parts, one := 0, 0, ""
-	for _, sp := range s.done {
-		if part := strings.TrimSpace(t[sp[0]:sp[1]]); part != "" {
-			n, parts, one = n+len(part)+1, parts+1, part
-		}
-	}
-	if parts <= 1 {
-		return one
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, sp := range s.done {
-		part := strings.TrimSpace(t[sp[0]:sp[1]])
-		if part == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(part)
-	}
-	return b.String()
-}
+// text joins the spans of t, trimmed, one line each (joinSpans).
+func (s *spans) text(t string) string { return joinSpans(t, s.done) }
 
 // tokenText returns the text of the current text token. The tokeniser's
 // Text allocates a copy for every token; most text has no character
