@@ -545,7 +545,7 @@ func (a *adversary) settle() {
 			}
 		}
 		// A link whose owner just left waits out its backoff (at most
-		// retryBackoffMax in router.go, 10 s) between attempts: give it
+		// route.Config.RetryMax, 10 s) between attempts: give it
 		// two more.
 		if hold := start.Add(30 * time.Second); t.Outbox > 0 && deadline.Before(hold) {
 			deadline = hold
