@@ -147,7 +147,7 @@ func TestStoreFailureStopsNode(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the failed node's successor does not own its range 20 s after it left")
+			t.Fatalf("the failed node's successor does not own its range 20 s after it left: %+v", other.Ring().State())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -105,13 +105,17 @@ type Node struct {
 	api      *http.Server
 	apiAddr  string
 
-	// Loops stop in three stages on Close: the crawler first (no fetch
+	// Loops stop in four stages on Close: the crawler first (no fetch
 	// after the node starts leaving), then the shard manager (no claim
-	// changes while handing ranges off), then everything else.
+	// changes while handing ranges off), then the ring's maintenance (no
+	// stabilize in flight notifies a peer after the leave notice), then
+	// everything else.
 	cancelCrawl context.CancelFunc
 	crawlWG     sync.WaitGroup
 	cancelShard context.CancelFunc
 	shardWG     sync.WaitGroup
+	cancelRing  context.CancelFunc
+	ringWG      sync.WaitGroup
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 
@@ -346,7 +350,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.helper != nil {
 		n.fetchTr.Serve(n.helper.serve)
 	}
-	n.goRun("ring", func() { _ = n.ring.Run(runCtx) })
+	ringCtx, cancelRing := context.WithCancel(runCtx)
+	n.cancelRing = cancelRing
+	goRunIn(&n.ringWG, n.log, "ring", func() { _ = n.ring.Run(ringCtx) })
 	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
 	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
@@ -618,9 +624,18 @@ func (n *Node) close(leave bool) error {
 			n.drainOutbox(outboxDrainTimeout)
 			n.progress.flushFinished()
 			leaveCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// A stabilize still under way could notify the successor
+			// after the leave notice and make it take this node back.
+			n.cancelRing()
+			n.ringWG.Wait()
 			if err := n.ring.Leave(leaveCtx); err != nil {
 				n.log.Warn("graceful ring leave incomplete", "err", err)
 			}
+			// Gone from the ring, the node answers no ring call: a peer
+			// it left alone must not join through it (discovery still
+			// finds it) only to lose it a moment later and find itself
+			// isolated instead of alone.
+			n.streams.Unhandle(protocol.RingID)
 			if err := n.shard.Leave(leaveCtx); err != nil {
 				n.log.Warn("graceful leave incomplete", "err", err)
 			}
@@ -637,6 +652,7 @@ func (n *Node) close(leave bool) error {
 		cancel()
 	}
 	n.wg.Wait()
+	n.ringWG.Wait()
 	if n.disc != nil {
 		if err := n.disc.Close(); err != nil {
 			errs = append(errs, err)
