@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,9 +38,11 @@ func chromiumPath(t *testing.T) string {
 // browser is a headless Chromium driven over the DevTools protocol: one
 // page, navigated and inspected with JavaScript.
 type browser struct {
-	cmd *exec.Cmd
-	ws  *websocket.Conn
-	id  int
+	cmd     *exec.Cmd
+	ws      *websocket.Conn
+	id      int
+	profile string // the browser's user data dir, removed by close
+	t       *testing.T
 }
 
 var devtoolsURL = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
@@ -48,9 +51,17 @@ var devtoolsURL = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 // first page. Stop it with close.
 func startBrowser(t *testing.T, bin string) *browser {
 	t.Helper()
+	// The profile is not a t.TempDir: Chromium's helper processes may
+	// still write to it as the test's cleanup removes it. close kills the
+	// whole process group first, then removes it.
+	profile, err := os.MkdirTemp("", "chromium-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-port=0", "--remote-allow-origins=*",
+		"--disable-dev-shm-usage", "--user-data-dir="+profile, "--remote-debugging-port=0", "--remote-allow-origins=*",
 		"--window-size=1400,900", "about:blank")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +69,7 @@ func startBrowser(t *testing.T, bin string) *browser {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	b := &browser{cmd: cmd}
+	b := &browser{cmd: cmd, profile: profile, t: t}
 	found := make(chan string, 1)
 	go func() { // owned: ends when chromium closes its stderr
 		sc := bufio.NewScanner(stderr)
@@ -109,8 +120,17 @@ func (b *browser) close() {
 	if b.ws != nil {
 		b.ws.Close()
 	}
-	b.cmd.Process.Kill()
-	b.cmd.Wait()
+	// The browser and its helpers are one process group.
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	_ = b.cmd.Wait()
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = os.RemoveAll(b.profile); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.t.Logf("chromium profile %s left behind: %v", b.profile, err)
 }
 
 // call sends one DevTools command and decodes its result into result (if
