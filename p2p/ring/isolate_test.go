@@ -228,16 +228,7 @@ func TestCreatedNodeAloneOwnsRing(t *testing.T) {
 // going on to others (as on the far side of a partition) leaves it cut
 // off, and it must not then claim the whole ring.
 func TestLeaveNoticeWrappingRoundIsNotAlone(t *testing.T) {
-	ctx := context.Background()
-	c := newCluster(t, 3, 71, nil)
-	a, b, d := c.nodes[0], c.nodes[1], c.nodes[2]
-	a.Create()
-	for _, n := range []*Node{b, d} {
-		if err := n.Join(ctx, a.Self()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.converge(ctx, 10, true)
+	_, a, b, d := threeNodeRing(t, 71)
 	// a has lost its predecessor and all successors but b, as a node
 	// whose other neighbours are on the far side of a partition has.
 	a.mu.Lock()
@@ -258,15 +249,7 @@ func TestLeaveNoticeWrappingRoundIsNotAlone(t *testing.T) {
 // stopped answering (suspects) show.
 func TestLeaveOfLastReachablePeerIsNotAlone(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 3, 73, nil)
-	a, b, d := c.nodes[0], c.nodes[1], c.nodes[2]
-	a.Create()
-	for _, n := range []*Node{b, d} {
-		if err := n.Join(ctx, a.Self()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.converge(ctx, 10, true)
+	c, a, b, d := threeNodeRing(t, 73)
 	c.net.Partition([]string{a.Self().Addr, b.Self().Addr}, []string{d.Self().Addr})
 	c.down[d.Self().Addr] = true
 	c.converge(ctx, 10, true) // a and b: a ring of two
@@ -347,4 +330,20 @@ func successorOf(nodes []*Node, key ID) Peer {
 		}
 	}
 	return best
+}
+
+// threeNodeRing builds a converged ring of three nodes, a first.
+func threeNodeRing(t *testing.T, seed int64) (c *cluster, a, b, d *Node) {
+	t.Helper()
+	ctx := context.Background()
+	c = newCluster(t, 3, seed, nil)
+	a, b, d = c.nodes[0], c.nodes[1], c.nodes[2]
+	a.Create()
+	for _, n := range []*Node{b, d} {
+		if err := n.Join(ctx, a.Self()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.converge(ctx, 10, true)
+	return c, a, b, d
 }

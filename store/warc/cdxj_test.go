@@ -16,8 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/swarmcrawl/swarmcrawl/internal/fuzzcorpus"
 )
 
 // indexExchanges are exchanges of every kind the crawler writes, with the
@@ -335,17 +333,7 @@ func TestIndexSorterRefusesBadLines(t *testing.T) {
 // inside the input, after the previous one, at a record that reads alone
 // from its offset, and make a line that parses back to the same entry.
 func FuzzIndexRecords(f *testing.F) {
-	seeds := readerSeeds(f)
-	for _, s := range seeds {
-		f.Add(s)
-	}
-	fuzzcorpus.Write(f, func() map[string][]any {
-		out := map[string][]any{}
-		for name, s := range seeds {
-			out[name] = []any{s}
-		}
-		return out
-	})
+	addReaderSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var entries []CDXJEntry
 		records := 0

@@ -87,17 +87,7 @@ func gzipMember(t testing.TB, b []byte) []byte {
 // one member per record (as the Writer writes them), read as the same
 // records, the offsets then those of the members, and end the same way.
 func FuzzReader(f *testing.F) {
-	seeds := readerSeeds(f)
-	for _, s := range seeds {
-		f.Add(s)
-	}
-	fuzzcorpus.Write(f, func() map[string][]any {
-		out := map[string][]any{}
-		for name, s := range seeds {
-			out[name] = []any{s}
-		}
-		return out
-	})
+	addReaderSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := readRecords(t, data)
 		if len(data) == 0 || len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b || len(recs) == maxFuzzRecords {
@@ -231,4 +221,21 @@ func readerSeeds(tb testing.TB) map[string][]byte {
 		"block-overruns":      []byte("WARC/1.1\r\nContent-Length: 3\r\n\r\nabcdef\r\n\r\n"),
 		"huge-claimed-length": []byte("WARC/1.1\r\nContent-Length: 999999999999\r\n\r\nabc"),
 	}
+}
+
+// addReaderSeeds gives a fuzz target of WARC bytes the reader's seeds:
+// real files the Writer wrote, cut and damaged (readerSeeds); they are
+// also its committed corpus (make fuzz-corpus).
+func addReaderSeeds(f *testing.F) {
+	seeds := readerSeeds(f)
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	fuzzcorpus.Write(f, func() map[string][]any {
+		out := map[string][]any{}
+		for name, s := range seeds {
+			out[name] = []any{s}
+		}
+		return out
+	})
 }
