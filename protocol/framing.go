@@ -58,10 +58,11 @@ func ReadMsg(r io.Reader, msg proto.Message, max int) error {
 }
 
 // ReadMsgBudget is ReadMsg that reserves from b each time it grows the
-// frame's buffer, and stops with b's error when b refuses. It returns the
-// bytes it reserved and still holds, also on error: the caller releases
-// them once it is done with msg (decoded fields may share the buffer's
-// size). A nil b reserves nothing.
+// frame's buffer (the old buffer and the new while it copies), then what
+// decoding the frame will allocate (DecodedBytes) before it decodes, and
+// stops with b's error when b refuses. It returns the bytes it reserved
+// and still holds, also on error: the caller releases them once it is
+// done with msg. A nil b reserves nothing.
 func ReadMsgBudget(r io.Reader, msg proto.Message, max int, b Budget) (reserved int, err error) {
 	br, ok := r.(io.ByteReader)
 	if !ok {
@@ -81,6 +82,18 @@ func ReadMsgBudget(r io.Reader, msg proto.Message, max int, b Budget) (reserved 
 	if err != nil {
 		return reserved, fmt.Errorf("read %T body: %w", msg, err)
 	}
+	if b != nil {
+		// What decoding will allocate is reserved before it does: a
+		// frame of many small messages decodes into many times its size.
+		decoded, err := DecodedBytes(body, msg.ProtoReflect().Descriptor())
+		if err != nil {
+			return reserved, fmt.Errorf("decode %T: %w", msg, err)
+		}
+		if err := b.Reserve(decoded); err != nil {
+			return reserved, fmt.Errorf("decode %T of %d bytes into %d: %w", msg, len(body), decoded, err)
+		}
+		reserved += decoded
+	}
 	if err := proto.Unmarshal(body, msg); err != nil {
 		return reserved, fmt.Errorf("decode %T: %w", msg, err)
 	}
@@ -88,20 +101,26 @@ func ReadMsgBudget(r io.Reader, msg proto.Message, max int, b Budget) (reserved 
 }
 
 // readBody reads n bytes from r into a buffer that starts at FirstBuffer
-// bytes and doubles (up to n) each time it is full, reserving each
-// growth from b first.
+// bytes and doubles (up to n) each time it is full, reserving each new
+// buffer from b first and releasing the old once copied.
 func readBody(r io.Reader, n int, b Budget) (body []byte, reserved int, err error) {
 	for len(body) < n {
 		if len(body) == cap(body) {
 			size := min(n, max(FirstBuffer, 2*cap(body)))
 			if b != nil {
-				if err := b.Reserve(size - cap(body)); err != nil {
+				// The old buffer and the new are both held while one is
+				// copied into the other.
+				if err := b.Reserve(size); err != nil {
 					return nil, reserved, fmt.Errorf("%d of %d bytes read: %w", len(body), n, err)
 				}
-				reserved += size - cap(body)
+				reserved += size
 			}
 			grown := make([]byte, len(body), size)
 			copy(grown, body)
+			if b != nil && cap(body) > 0 {
+				b.Release(cap(body))
+				reserved -= cap(body)
+			}
 			body = grown
 		}
 		m, err := io.ReadFull(r, body[len(body):cap(body)])

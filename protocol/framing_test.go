@@ -119,7 +119,8 @@ func TestTruncatedFrameAllocatesLittle(t *testing.T) {
 
 // Frames of every size around the buffer's growth steps round-trip over a
 // reader that returns short reads, and the reader reserves what it holds,
-// at most twice the frame (or the first buffer).
+// at most twice the frame (or the first buffer) and what decoding it
+// allocates.
 func TestReadMsgBudgetRoundTrip(t *testing.T) {
 	for _, size := range []int{0, 1, FirstBuffer - 8, FirstBuffer, FirstBuffer + 1, 3 * FirstBuffer, 1 << 20} {
 		msg := &pb.SeedRequest{}
@@ -140,7 +141,13 @@ func TestReadMsgBudgetRoundTrip(t *testing.T) {
 		if !proto.Equal(msg, got) {
 			t.Fatalf("size %d: message changed", size)
 		}
-		if reserved != b.held || reserved < body || reserved > max(2*body, FirstBuffer) {
+		var wire bytes.Buffer
+		_ = WriteMsg(&wire, msg, MaxSeedMsgBytes)
+		decoded, err := DecodedBytes(wire.Bytes()[wire.Len()-body:], msg.ProtoReflect().Descriptor())
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if reserved != b.held || reserved < body+decoded || reserved > max(2*body, FirstBuffer)+decoded {
 			t.Fatalf("size %d (body %d): reserved %d, budget holds %d", size, body, reserved, b.held)
 		}
 	}

@@ -77,7 +77,8 @@ func kindOf(tb testing.TB, types []protoreflect.MessageType, name protoreflect.N
 }
 
 // FuzzWireMessage decodes arbitrary bytes as each message of protocol/pb
-// (kind picks the type). What decodes must re-encode to bytes that decode
+// (kind picks the type). What decodes must have a decoded size
+// (DecodedBytes never refuses a frame decoding takes), must re-encode to bytes that decode
 // to an equal message, re-encode to the same bytes, and frame: WriteMsg
 // refuses it above a cap, before writing anything, and ReadMsg reads back
 // what WriteMsg wrote, exactly to the frame's end.
@@ -101,8 +102,12 @@ func FuzzWireMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		mt := types[int(kind)%len(types)]
 		m := mt.New().Interface()
+		_, boundErr := DecodedBytes(body, mt.Descriptor())
 		if err := proto.Unmarshal(body, m); err != nil {
 			return
+		}
+		if boundErr != nil {
+			t.Fatalf("%s decodes from %x, but its decoded size is refused: %v", mt.Descriptor().Name(), body, boundErr)
 		}
 		enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
