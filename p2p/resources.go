@@ -11,6 +11,8 @@ import (
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
 // What peers can make a node hold is bounded by the libp2p resource
@@ -68,7 +70,7 @@ func resourceLimits() rcmgr.ConcreteLimitConfig {
 	def := scaled.ToPartialLimitConfig()
 	var maxFrame int64
 	for _, l := range limits {
-		maxFrame = max(maxFrame, memoryLimit(int64(l.MaxBytes), priority(l)))
+		maxFrame = max(maxFrame, memoryLimit(protocol.FrameMemory(l.MaxBytes), priority(l)))
 	}
 	over := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{
@@ -89,8 +91,9 @@ func resourceLimits() rcmgr.ConcreteLimitConfig {
 			Streams:        peerStreamsInbound + def.PeerDefault.StreamsOutbound,
 			Memory:         peerMemory,
 		},
-		// A stream holds the frame being read on it, up to the largest a
-		// protocol allows.
+		// A stream holds the frame being read on it and what decoding it
+		// allocates, up to the most an honest frame of any protocol needs
+		// (protocol.FrameMemory).
 		Stream: rcmgr.ResourceLimits{Memory: rcmgr.LimitVal64(maxFrame)},
 	}
 	return over.Build(scaled)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,7 +261,7 @@ func TestResourceLimitsFitTogether(t *testing.T) {
 		protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID} {
 		l, _ := p2p.LimitsOf(pid)
 		sum += l.PeerStreams
-		if l.PeerStreams <= 0 || l.Streams < l.PeerStreams || l.PeerMemory < int64(l.MaxBytes) || l.Memory < l.PeerMemory {
+		if l.PeerStreams <= 0 || l.Streams < l.PeerStreams || l.PeerMemory < protocol.FrameMemory(l.MaxBytes) || l.Memory < l.PeerMemory {
 			t.Errorf("%s: limits %+v", pid, l)
 		}
 		// What the protocol's frames may reserve, at their priority.
@@ -274,8 +275,8 @@ func TestResourceLimitsFitTogether(t *testing.T) {
 			int(peer.StreamsInbound) != l.PeerStreams || usable(peer.Memory) != l.PeerMemory {
 			t.Errorf("%s: resource manager has %+v and per peer %+v, the table %+v", pid, proto, peer, l)
 		}
-		if usable(cfg.Stream.Memory) < int64(l.MaxBytes) {
-			t.Errorf("%s: a stream may reserve %d bytes, less than a frame of %d", pid, usable(cfg.Stream.Memory), l.MaxBytes)
+		if usable(cfg.Stream.Memory) < protocol.FrameMemory(l.MaxBytes) {
+			t.Errorf("%s: a stream may reserve %d bytes, less than a frame of %d and its decoding", pid, usable(cfg.Stream.Memory), l.MaxBytes)
 		}
 	}
 	if sum > p2p.PeerStreamsInbound-16 {
@@ -486,4 +487,147 @@ func TestProtectedFollowsItsSet(t *testing.T) {
 	if cm.IsProtected(b, "ring") || p.Len() != 0 {
 		t.Fatal("peers still protected after Set(nil)")
 	}
+}
+
+// What a node holds of a frame is what its resource manager accounts:
+// the frame's bytes and what decoding them allocates are reserved before
+// decoding, so that while a handler holds a decoded request the heap it
+// takes stays within 1.25x (and a little slack) of the protocol's
+// reserved memory. An honest frame of some 14 MiB is served; a frame of
+// 4 MB holding two million empty records, which would decode into some
+// 240 MB, is refused before it is decoded ("resource limit exceeded"), and
+// its handler never sees it. Before the decoded size was reserved, each
+// such frame reached its handler while 4 MiB were accounted (the issue's
+// measurement: 586 MiB of heap against 255 MiB accounted).
+func TestDecodedFramesWithinAccountedMemory(t *testing.T) {
+	victim := newTestHost(t, p2p.Config{})
+	s := p2p.NewStreams(victim, 0)
+	var served, mostRecords atomic.Int64
+	hold := make(chan struct{})
+	s.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },
+		func(ctx context.Context, _ p2p.Inbound, req proto.Message) proto.Message {
+			n := int64(len(req.(*pb.WriteRequest).Records))
+			served.Add(1)
+			for old := mostRecords.Load(); n > old && !mostRecords.CompareAndSwap(old, n); old = mostRecords.Load() {
+			}
+			select { // held while the test looks at the heap
+			case <-hold:
+			case <-ctx.Done():
+			}
+			runtime.KeepAlive(req)
+			return &pb.WriteReply{}
+		})
+	t.Cleanup(s.Close)
+	released := false
+	release := func() {
+		if !released {
+			close(hold)
+			released = true
+		}
+	}
+	t.Cleanup(release)
+
+	// watch samples the victim's live heap over base and the protocol's
+	// reserved memory until stop, and returns the peaks.
+	watch := func(base uint64, stop <-chan struct{}) (heap, reserved int64) {
+		for {
+			if h := heapInUse(); h > base {
+				heap = max(heap, int64(h-base))
+			}
+			reserved = max(reserved, protocolMemory(t, victim, protocol.ReplicateID))
+			select {
+			case <-stop:
+				return heap, reserved
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	send := func(a host.Host, frame []byte) error {
+		st, err := a.NewStream(context.Background(), victim.ID(), protocol.ReplicateID)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Reset() }()
+		_ = st.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := st.Write(frame); err != nil {
+			return err
+		}
+		_ = st.CloseWrite()
+		_, err = st.Read(make([]byte, 1))
+		return err
+	}
+
+	// An honest frame near the cap, held by its handler.
+	frame := honestWriteFrame(t)
+	a := attackers(t, victim, 5)
+	base := heapInUse()
+	errc := make(chan error, 1)
+	go func() { errc <- send(a[0], frame) }()
+	for i := 0; i < 1000 && served.Load() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if served.Load() == 0 {
+		release()
+		t.Fatalf("an honest frame of %d bytes was not served: %v", len(frame), <-errc)
+	}
+	stop := make(chan struct{})
+	time.AfterFunc(200*time.Millisecond, func() { close(stop) })
+	heap, reserved := watch(base, stop)
+	runtime.KeepAlive(frame) // in base: only what the victim holds counts
+	release()
+	if err := <-errc; err != nil {
+		t.Fatalf("honest frame: %v", err)
+	}
+	t.Logf("honest frame of %.1f MiB held: heap %.1f MiB, reserved %.1f MiB", float64(len(frame))/(1<<20), float64(heap)/(1<<20), float64(reserved)/(1<<20))
+	if float64(heap) > 1.25*float64(reserved)+4<<20 {
+		t.Errorf("an honest frame held %.1f MiB of heap, %.1f MiB accounted", float64(heap)/(1<<20), float64(reserved)/(1<<20))
+	}
+
+	// Decode bombs from four identities at once.
+	bomb := make([]byte, 0, 4<<20)
+	for len(bomb) < 4_000_000 {
+		bomb = append(bomb, 0x12, 0x00) // an empty record
+	}
+	bomb = append(binary.AppendUvarint(nil, uint64(len(bomb))), bomb...)
+	served.Store(0)
+	base = heapInUse()
+	stop = make(chan struct{})
+	var wg sync.WaitGroup
+	var limited atomic.Int64
+	for _, h := range a[1:] {
+		wg.Go(func() {
+			err := send(h, bomb)
+			if se, ok := errors.AsType[*network.StreamError](err); ok && se.Remote && se.ErrorCode == network.StreamResourceLimitExceeded {
+				limited.Add(1)
+			}
+		})
+	}
+	go func() { wg.Wait(); close(stop) }()
+	heap, reserved = watch(base, stop)
+	runtime.KeepAlive(bomb)
+	t.Logf("4 frames of %.1f MB of empty records: %d refused for the limit, %d served (most records %d), heap %.1f MiB, reserved %.1f MiB",
+		float64(len(bomb))/1e6, limited.Load(), served.Load(), mostRecords.Load(), float64(heap)/(1<<20), float64(reserved)/(1<<20))
+	if served.Load() > 0 || limited.Load() != 4 {
+		t.Errorf("decode bombs: %d served (up to %d records), %d of 4 refused for the resource limit", served.Load(), mostRecords.Load(), limited.Load())
+	}
+	if float64(heap) > 1.25*float64(reserved)+16<<20 {
+		t.Errorf("decode bombs held %.1f MiB of heap, %.1f MiB accounted", float64(heap)/(1<<20), float64(reserved)/(1<<20))
+	}
+}
+
+// honestWriteFrame is the frame of a replicate write near the protocol's
+// cap: as many records as one may carry, with long URLs and validators.
+func honestWriteFrame(t *testing.T) []byte {
+	t.Helper()
+	honest := &pb.WriteRequest{}
+	for i := range protocol.MaxShardRecords {
+		honest.Records = append(honest.Records, &pb.ShardRecord{Key: uint64(i), Hash: uint64(i),
+			Url: "http://example.com/" + strings.Repeat("p", 1800), Done: true,
+			Meta: &pb.UrlMeta{Etag: strings.Repeat("e", 5000)}})
+	}
+	body, err := proto.Marshal(honest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.AppendUvarint(nil, uint64(len(body))), body...)
 }

@@ -47,8 +47,9 @@ type Limits struct {
 	// from all peers together; PeerStreams from any one peer.
 	Streams, PeerStreams int
 	// Memory bounds the memory the protocol's frames may hold at once
-	// (requests read and responses being read), PeerMemory the part of it
-	// one peer's streams may hold.
+	// (requests read and responses being read, and what decoding them
+	// allocates), PeerMemory the part of it one peer's streams may hold:
+	// at least protocol.FrameMemory(MaxBytes), one honest frame's worth.
 	Memory, PeerMemory int64
 	// Critical protocols may take the last fifth of every memory limit;
 	// the others stop at four fifths, so that what is left is kept for
@@ -84,15 +85,15 @@ var limits = map[string]Limits{
 	protocol.TasksID: {MaxBytes: protocol.MaxTaskMsgBytes,
 		Streams: 512, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 16 << 20},
 	protocol.SeedID: {MaxBytes: protocol.MaxSeedMsgBytes,
-		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 8 << 20},
+		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 12 << 20},
 	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes,
 		Streams: 512, PeerStreams: 12, Memory: 256 << 20, PeerMemory: 48 << 20},
 	protocol.HandoffID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 32 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 48 << 20},
 	protocol.DigestID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 32 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20},
 	protocol.PullID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 32 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20},
 	// A helper reads a batch within 10s, works on it until the owner's
 	// wait (at most MaxFetchWait) and writes its reply within 5s. An
 	// owner with more batches for one helper than it takes at once gives

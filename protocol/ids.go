@@ -57,3 +57,12 @@ const (
 	// MaxFetchTasks bounds the tasks of one fetch batch.
 	MaxFetchTasks = 64
 )
+
+// FrameMemory is the most memory reading one honest frame of at most max
+// bytes holds at once: its bytes, and what decoding them allocates
+// (DecodedBytes), at most twice the frame's cap for a message whose lists
+// are within their caps. A stream's memory limit, and each peer's share of
+// a protocol's, admit at least this much, so that no honest frame is
+// refused, while a frame that would decode into more is (a frame of many
+// empty records decodes into some sixty times its size).
+func FrameMemory(max int) int64 { return 3 * int64(max) }
