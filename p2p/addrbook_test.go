@@ -23,7 +23,7 @@ func TestRingMessagesCannotFillPeerstore(t *testing.T) {
 	self := fuzzPeers(t, 1)[0]
 	h := &fuzzHost{id: self, ps: ps}
 	book := newLearnedAddrs(bound)
-	s := &Streams{host: h, learned: book}
+	s := &Streams{host: h, learned: book, work: NoRingWork}
 	tr := &RingTransport{host: h, streams: s}
 
 	var named []peer.ID

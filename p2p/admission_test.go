@@ -167,14 +167,14 @@ func TestAllowlistAdmitsListedPeersOnly(t *testing.T) {
 // An identity key file that group or others may read is refused.
 func TestIdentityKeyMustBePrivate(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := p2p.LoadOrCreateIdentity(dir); err != nil {
+	if _, err := p2p.LoadOrCreateIdentity(context.Background(), dir, p2p.NoRingWork); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "identity.key")
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p2p.LoadOrCreateIdentity(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := p2p.LoadOrCreateIdentity(context.Background(), dir, p2p.NoRingWork); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a world-readable identity key: %v, want a refusal", err)
 	}
 }

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -16,57 +17,99 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 )
 
-// identityFile is the private key of a node, inside its data dir. Keeping
+// IdentityFile is the private key of a node, inside its data dir. Keeping
 // it makes a restarted node come back with the same peer ID and therefore
 // the same ring position.
-const identityFile = "identity.key"
+const IdentityFile = "identity.key"
 
 // LoadOrCreateIdentity reads the node key from dir, creating an Ed25519
-// key (file mode 0600) on first start. It refuses a key file that group or
-// others may read: whoever holds the key can pose as the node.
-func LoadOrCreateIdentity(dir string) (crypto.PrivKey, error) {
+// key that carries the ring work w (file mode 0600) on first start. It
+// refuses a key file that group or others may read (whoever holds the key
+// can pose as the node), and a key without the work w asks for: its peers
+// would refuse it as a ring member.
+func LoadOrCreateIdentity(ctx context.Context, dir string, w RingWork) (crypto.PrivKey, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	return LoadOrCreateKey(filepath.Join(dir, identityFile))
+	path := filepath.Join(dir, IdentityFile)
+	key, err := loadKey(path)
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		if key, err = GenerateIdentity(ctx, w); err != nil {
+			return nil, err
+		}
+		if err := writeKey(path, key); err != nil {
+			return nil, err
+		}
+		return key, nil
+	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("read identity %s: %w", path, err)
+	}
+	if !w.Admits(id) {
+		return nil, fmt.Errorf("identity %s (%s) carries %d bits of ring work, the swarm asks %d: %w (start with a new data directory, or the same --ring-work as the swarm)",
+			path, ShortID(id), WorkOf(id), w.Bits(), ErrNoRingWork)
+	}
+	return key, nil
 }
 
 // LoadOrCreateKey reads a libp2p private key file, creating an Ed25519 key
 // there (mode 0600) when it does not exist. It refuses a key file that
-// group or others may read.
+// group or others may read. A client's key needs no ring work.
 func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
-	raw, err := os.ReadFile(path)
-	if err == nil {
-		if err := checkPrivate(path, "identity key"); err != nil {
-			return nil, err
-		}
-		key, err := crypto.UnmarshalPrivateKey(raw)
-		if err != nil {
-			return nil, fmt.Errorf("read identity %s: %w", path, err)
-		}
-		return key, nil
+	key, err := loadKey(path)
+	if err != nil || key != nil {
+		return key, err
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read identity: %w", err)
-	}
-	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	key, _, err = crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate identity: %w", err)
 	}
-	raw, err = crypto.MarshalPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode identity: %w", err)
-	}
-	// Write to a temporary file and rename so a crash never leaves a
-	// truncated key that would give the node a new identity.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return nil, fmt.Errorf("write identity: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("write identity: %w", err)
+	if err := writeKey(path, key); err != nil {
+		return nil, err
 	}
 	return key, nil
+}
+
+// loadKey reads the private key at path, or returns nil when there is no
+// file there.
+func loadKey(path string) (crypto.PrivKey, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read identity: %w", err)
+	}
+	if err := checkPrivate(path, "identity key"); err != nil {
+		return nil, err
+	}
+	key, err := crypto.UnmarshalPrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("read identity %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// writeKey writes key to path (mode 0600), through a temporary file and a
+// rename so that a crash never leaves a truncated key that would give the
+// node a new identity.
+func writeKey(path string, key crypto.PrivKey) error {
+	raw, err := crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return fmt.Errorf("write identity: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write identity: %w", err)
+	}
+	return nil
 }
 
 // RingID places a peer on the ring. It is derived from the peer ID, which is

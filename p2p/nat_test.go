@@ -82,7 +82,7 @@ func TestRelayedConnectionCarriesNoStreams(t *testing.T) {
 	defer cancel()
 
 	var served atomic.Int64
-	s := p2p.NewStreams(private, 0)
+	s := p2p.NewStreams(private, 0, p2p.NoRingWork)
 	s.Handle(protocol.RingID, func() proto.Message { return &pb.RingRequest{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message {
 			served.Add(1)
@@ -122,7 +122,7 @@ func TestRelayedConnectionCarriesNoStreams(t *testing.T) {
 	}
 	callCtx, callCancel := context.WithTimeout(ctx, time.Second)
 	defer callCancel()
-	err = p2p.NewStreams(other, 0).Call(callCtx, private.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, &pb.RingResponse{})
+	err = p2p.NewStreams(other, 0, p2p.NoRingWork).Call(callCtx, private.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, &pb.RingResponse{})
 	if err == nil || !errors.Is(err, p2p.ErrNotDelivered) {
 		t.Fatalf("a call over the relayed connection: %v, want not delivered", err)
 	}

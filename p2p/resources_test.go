@@ -71,7 +71,7 @@ func attackers(t *testing.T, victim host.Host, n int) []host.Host {
 // MiB: about 1 GiB).
 func TestStalledFramesCostNoMemory(t *testing.T) {
 	victim := newTestHost(t, p2p.Config{})
-	s := p2p.NewStreams(victim, 0)
+	s := p2p.NewStreams(victim, 0, p2p.NoRingWork)
 	s.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message { return &pb.WriteReply{} })
 	t.Cleanup(s.Close)
@@ -138,7 +138,7 @@ func TestRingServedUnderStreamFlood(t *testing.T) {
 		return &pb.RingResponse{Body: &pb.RingResponse_Ack{Ack: &pb.Ack{}}}
 	}
 	newReq := func() proto.Message { return &pb.RingRequest{} }
-	vs, hs := p2p.NewStreams(victim, 0), p2p.NewStreams(honest, 0)
+	vs, hs := p2p.NewStreams(victim, 0, p2p.NoRingWork), p2p.NewStreams(honest, 0, p2p.NoRingWork)
 	vs.Handle(protocol.RingID, newReq, ack)
 	hs.Handle(protocol.RingID, newReq, ack)
 	t.Cleanup(vs.Close)
@@ -304,7 +304,7 @@ func TestResourceLimitsFitTogether(t *testing.T) {
 // beyond it is reset with "resource limit exceeded".
 func TestFrameMemoryReservedInStreamScope(t *testing.T) {
 	victim := newTestHost(t, p2p.Config{})
-	s := p2p.NewStreams(victim, 0)
+	s := p2p.NewStreams(victim, 0, p2p.NoRingWork)
 	s.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message { return &pb.WriteReply{} })
 	t.Cleanup(s.Close)
@@ -368,7 +368,7 @@ func TestStreamRefusedForLimitNotDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entered atomic.Int64
-	s := p2p.NewStreams(server, 0)
+	s := p2p.NewStreams(server, 0, p2p.NoRingWork)
 	s.Handle(protocol.TasksID, func() proto.Message { return &pb.TaskBatch{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message {
 			entered.Add(1)
@@ -389,7 +389,7 @@ func TestStreamRefusedForLimitNotDelivered(t *testing.T) {
 	for i := 0; i < 500 && inboundStreams(t, server, protocol.TasksID) < l.PeerStreams; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	err := p2p.NewStreams(client, 0).Call(context.Background(), server.ID(), protocol.TasksID, &pb.TaskBatch{}, &pb.TaskBatchResult{})
+	err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), server.ID(), protocol.TasksID, &pb.TaskBatch{}, &pb.TaskBatchResult{})
 	if !errors.Is(err, p2p.ErrNotDelivered) || entered.Load() != 0 {
 		t.Fatalf("call beyond the per-peer limit: %v (handler ran %d times); want not delivered", err, entered.Load())
 	}
@@ -407,7 +407,7 @@ func TestCallsStayWithinPeerLimits(t *testing.T) {
 	release := make(chan struct{})
 	// running and most count the task handlers running, now and at most.
 	var running, most atomic.Int64
-	s := p2p.NewStreams(server, 0)
+	s := p2p.NewStreams(server, 0, p2p.NoRingWork)
 	s.Handle(protocol.TasksID, func() proto.Message { return &pb.TaskBatch{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message {
 			n := running.Add(1)
@@ -423,7 +423,7 @@ func TestCallsStayWithinPeerLimits(t *testing.T) {
 			return &pb.FetchBatchReply{}
 		})
 	t.Cleanup(s.Close)
-	c := p2p.NewStreams(client, 0)
+	c := p2p.NewStreams(client, 0, p2p.NoRingWork)
 
 	l, _ := p2p.LimitsOf(protocol.TasksID)
 	calls := l.PeerStreams + 3
@@ -501,7 +501,7 @@ func TestProtectedFollowsItsSet(t *testing.T) {
 // measurement: 586 MiB of heap against 255 MiB accounted).
 func TestDecodedFramesWithinAccountedMemory(t *testing.T) {
 	victim := newTestHost(t, p2p.Config{})
-	s := p2p.NewStreams(victim, 0)
+	s := p2p.NewStreams(victim, 0, p2p.NoRingWork)
 	var served, mostRecords atomic.Int64
 	hold := make(chan struct{})
 	s.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },

@@ -220,7 +220,9 @@ func (t *RingTransport) encodePeers(ps []ring.Peer) []*pb.Peer {
 // the Streams' book of learned addresses, not the peerstore). The
 // ring position must be the one derived from the peer ID: a message that
 // claims another position is refused, so no node can place itself (or
-// anyone else) at a chosen point of the ring.
+// anyone else) at a chosen point of the ring. A peer whose identity lacks
+// the swarm's ring work is no member: refused alone (ErrNoRingWork), left
+// out of a list (decodePeers).
 func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
 	if p == nil {
 		return ring.Peer{}, nil
@@ -232,6 +234,9 @@ func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
 	rp := RingPeer(id)
 	if uint64(rp.ID) != p.RingId {
 		return ring.Peer{}, fmt.Errorf("peer %s claims ring position %016x, its id gives %s", ShortID(id), p.RingId, rp.ID)
+	}
+	if !t.streams.work.Admits(id) {
+		return ring.Peer{}, fmt.Errorf("peer %s: %w (%d bits, the swarm asks %d)", ShortID(id), ErrNoRingWork, WorkOf(id), t.streams.work.Bits())
 	}
 	if id != t.host.ID() && len(p.Addrs) > 0 {
 		addrs := make([]ma.Multiaddr, 0, len(p.Addrs))
@@ -252,6 +257,9 @@ func (t *RingTransport) decodePeers(ps []*pb.Peer) ([]ring.Peer, error) {
 	out := make([]ring.Peer, 0, len(ps))
 	for _, p := range ps {
 		rp, err := t.decodePeer(p)
+		if errors.Is(err, ErrNoRingWork) {
+			continue // not a member: left out of the list
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -162,7 +162,7 @@ func FuzzRingMessages(f *testing.F) {
 		ps := &fuzzPeerstore{}
 		h := &fuzzHost{id: self, ps: ps}
 		book := newLearnedAddrs(maxLearnedPeers)
-		tr := &RingTransport{host: h, streams: &Streams{host: h, learned: book}}
+		tr := &RingTransport{host: h, streams: &Streams{host: h, learned: book, work: NoRingWork}}
 		if kind%2 == 0 {
 			var req pb.RingRequest
 			if proto.Unmarshal(body, &req) != nil {

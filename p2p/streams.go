@@ -55,6 +55,11 @@ type Limits struct {
 	// the others stop at four fifths, so that what is left is kept for
 	// ring maintenance.
 	Critical bool
+	// MembersOnly protocols are served only to peers whose identity
+	// carries the ring work the node asks of members (RingWork): a
+	// stream from any other peer is reset with NotMemberCode before a
+	// byte of it is read.
+	MembersOnly bool
 	// A node never has more than PeerStreams calls of a protocol open to
 	// one peer, so that an honest node stays within the limits it
 	// expects of others: a further call waits for one to end (within
@@ -83,24 +88,24 @@ var limits = map[string]Limits{
 	protocol.RingID: {MaxBytes: protocol.MaxRingMsgBytes,
 		Streams: 4096, PeerStreams: 16, Memory: 64 << 20, PeerMemory: 2 << 20, Critical: true},
 	protocol.TasksID: {MaxBytes: protocol.MaxTaskMsgBytes,
-		Streams: 512, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 16 << 20},
+		Streams: 512, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 16 << 20, MembersOnly: true},
 	protocol.SeedID: {MaxBytes: protocol.MaxSeedMsgBytes,
 		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 12 << 20},
 	protocol.ReplicateID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 512, PeerStreams: 12, Memory: 256 << 20, PeerMemory: 48 << 20},
+		Streams: 512, PeerStreams: 12, Memory: 256 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 	protocol.HandoffID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 48 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 	protocol.DigestID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 	protocol.PullID: {MaxBytes: protocol.MaxShardMsgBytes,
-		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20},
+		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 	// A helper reads a batch within 10s, works on it until the owner's
 	// wait (at most MaxFetchWait) and writes its reply within 5s. An
 	// owner with more batches for one helper than it takes at once gives
 	// them to others, or fetches them itself, rather than wait.
 	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second,
-		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true},
+		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true, MembersOnly: true},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol
@@ -119,6 +124,7 @@ func LimitsOf(pid string) (Limits, bool) {
 type Streams struct {
 	host    host.Host
 	timeout time.Duration
+	work    RingWork
 
 	mu       sync.Mutex
 	handlers map[string]*served
@@ -154,12 +160,15 @@ type served struct {
 }
 
 // NewStreams wraps h. timeout bounds every exchange of the protocols whose
-// limits set none (0 means DefaultExchangeTimeout).
-func NewStreams(h host.Host, timeout time.Duration) *Streams {
+// limits set none (0 means DefaultExchangeTimeout); work is the ring work
+// the node asks of members: a protocol for members only
+// (Limits.MembersOnly) serves no peer whose identity lacks it, and ring
+// messages name no such peer (RingTransport).
+func NewStreams(h host.Host, timeout time.Duration, work RingWork) *Streams {
 	if timeout <= 0 {
 		timeout = DefaultExchangeTimeout
 	}
-	return &Streams{host: h, timeout: timeout, handlers: map[string]*served{}, calls: map[callKey]*callSlots{},
+	return &Streams{host: h, timeout: timeout, work: work, handlers: map[string]*served{}, calls: map[callKey]*callSlots{},
 		learned: newLearnedAddrs(maxLearnedPeers)}
 }
 
@@ -282,6 +291,10 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		// before its handler ran: either way it never saw the request.
 		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
 		var reset *network.StreamError
+		if errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode {
+			return fmt.Errorf("%s from %s: refused as a ring member: %w (this node's identity carries %d bits, the peer asks more)",
+				pid, ShortID(to), ErrNoRingWork, WorkOf(s.host.ID()))
+		}
 		if errors.As(err, &notSupported) ||
 			errors.As(err, &reset) && reset.Remote && (reset.ErrorCode == network.StreamProtocolNegotiationFailed ||
 				reset.ErrorCode == network.StreamResourceLimitExceeded) {
@@ -396,6 +409,10 @@ func (s *Streams) enter(h *served) bool {
 }
 
 func (s *Streams) serveStream(base context.Context, st network.Stream, l Limits, newReq func() proto.Message, serve Handler) {
+	if l.MembersOnly && !s.work.Admits(st.Conn().RemotePeer()) {
+		_ = st.ResetWithError(NotMemberCode)
+		return
+	}
 	start := time.Now()
 	ctx, cancel := context.WithDeadline(base, start.Add(l.Timeout))
 	defer cancel()

@@ -61,7 +61,7 @@ func TestEveryProtocolHasLimits(t *testing.T) {
 // that stops serving can then release what its handlers use.
 func TestUnhandleWaitsForHandlers(t *testing.T) {
 	client, server := pair(t)
-	s := p2p.NewStreams(server, 0)
+	s := p2p.NewStreams(server, 0, p2p.NoRingWork)
 	started := make(chan struct{})
 	var returned atomic.Bool
 	s.Handle(protocol.RingID, func() proto.Message { return &pb.RingRequest{} },
@@ -72,7 +72,7 @@ func TestUnhandleWaitsForHandlers(t *testing.T) {
 			returned.Store(true)
 			return &pb.RingResponse{Error: "stopped"}
 		})
-	c := p2p.NewStreams(client, 0)
+	c := p2p.NewStreams(client, 0, p2p.NoRingWork)
 	ping := &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}
 	answered := make(chan error, 1)
 	go func() {
@@ -103,7 +103,7 @@ func TestUnhandleWaitsForHandlers(t *testing.T) {
 func TestOversizedRequestNotDelivered(t *testing.T) {
 	client, server := pair(t)
 	var served atomic.Int64
-	s := p2p.NewStreams(server, 0)
+	s := p2p.NewStreams(server, 0, p2p.NoRingWork)
 	s.Handle(protocol.SeedID, func() proto.Message { return &pb.SeedRequest{} },
 		func(context.Context, p2p.Inbound, proto.Message) proto.Message {
 			served.Add(1)
@@ -111,11 +111,11 @@ func TestOversizedRequestNotDelivered(t *testing.T) {
 		})
 	t.Cleanup(s.Close)
 	huge := &pb.SeedRequest{Urls: []string{"http://a.test/" + strings.Repeat("x", protocol.MaxSeedMsgBytes)}}
-	err := p2p.NewStreams(client, 0).Call(context.Background(), server.ID(), protocol.SeedID, huge, &pb.SeedResponse{})
+	err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), server.ID(), protocol.SeedID, huge, &pb.SeedResponse{})
 	if !errors.Is(err, protocol.ErrTooLarge) || !errors.Is(err, p2p.ErrNotDelivered) {
 		t.Fatalf("oversized request: %v, want ErrTooLarge and ErrNotDelivered", err)
 	}
-	if err := p2p.NewStreams(client, 0).Call(context.Background(), server.ID(), protocol.SeedID, &pb.SeedRequest{Urls: []string{"http://a.test/"}}, &pb.SeedResponse{}); err != nil {
+	if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), server.ID(), protocol.SeedID, &pb.SeedRequest{Urls: []string{"http://a.test/"}}, &pb.SeedResponse{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := served.Load(); n != 1 {

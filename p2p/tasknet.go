@@ -161,7 +161,7 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 	if err := h.Connect(ctx, infos[0]); err != nil {
 		return SeedResult{}, fmt.Errorf("submit seeds: %w: %s: %w", ErrNoConnection, addr, err)
 	}
-	s := NewStreams(h, 0)
+	s := NewStreams(h, 0, NoRingWork) // a client serves nothing
 	var total SeedResult
 	for len(urls) > 0 {
 		n := min(len(urls), protocol.MaxSeedURLs)

@@ -21,7 +21,7 @@ import (
 func TestTasksRefusedAcrossKeyModes(t *testing.T) {
 	client, server := pair(t)
 	var judged atomic.Int64
-	p2p.NewTaskTransport(p2p.NewStreams(server, 0), "host").ServeTasks(
+	p2p.NewTaskTransport(p2p.NewStreams(server, 0, p2p.NoRingWork), "host").ServeTasks(
 		func(_ context.Context, _ p2p.Inbound, tasks []*pb.Task) *pb.TaskBatchResult {
 			judged.Add(int64(len(tasks)))
 			return &pb.TaskBatchResult{Accepted: uint32(len(tasks))}
@@ -30,7 +30,7 @@ func TestTasksRefusedAcrossKeyModes(t *testing.T) {
 	tasks := []*pb.Task{{Url: "http://a.test/"}, {Url: "http://b.test/"}}
 	ctx := context.Background()
 
-	streams := p2p.NewStreams(client, 0)
+	streams := p2p.NewStreams(client, 0, p2p.NoRingWork)
 	_, err := p2p.NewTaskTransport(streams, "url").Send(ctx, owner, tasks)
 	kerr, ok := errors.AsType[*p2p.KeyModeError](err)
 	if !ok {

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -192,7 +193,7 @@ func TestNATTraversal(t *testing.T) {
 	// The relay's identity is made first, so that the NATed peers can be
 	// pointed at it before it runs.
 	relayData := t.TempDir()
-	relayKey, err := p2p.LoadOrCreateIdentity(relayData)
+	relayKey, err := p2p.LoadOrCreateIdentity(context.Background(), relayData, p2p.DefaultRingWork)
 	if err != nil {
 		t.Fatal(err)
 	}

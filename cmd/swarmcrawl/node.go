@@ -31,6 +31,7 @@ type nodeOptions struct {
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	failureTimeout, reservationTimeout              time.Duration
+	ringWork                                        int
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP, replicas, hotQueue               int
 	maxBody, warcMaxBytes                           int64
@@ -73,6 +74,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
+	fs.IntVar(&o.ringWork, "ring-work", nd.RingWork.Bits(), "bits of proof of work each member's identity carries, the same on every node of a swarm: the node creates its identity with it (about 2^bits key generations, once per data dir) and refuses as members peers without it (0 = none)")
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key, the same on every node: host (one owner per host), domain (one owner per registrable domain; needed by --scope seed-domains) or url (one owner per URL)")
 	fs.StringVar(&o.scope, "scope", def.Scope.Mode.String(), "which hosts the crawl may reach: any, seed-hosts (the hosts seeds named) or seed-domains (their registrable domains; needs --key domain); judged by each URL's owner")
 	fs.Var(&o.scopeInclude, "scope-include", "`regexp` (Go syntax) a URL must match to be crawled, besides --scope; repeat for more (a URL matching any is in)")
@@ -182,6 +184,13 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	}
 	if o.failureTimeout < 100*time.Millisecond {
 		return node.Config{}, usageErr("--failure-timeout must be at least 100ms")
+	}
+	if o.ringWork < 0 || o.ringWork > 32 {
+		return node.Config{}, usageErr("--ring-work must be between 0 (none) and 32 bits")
+	}
+	cfg.RingWork = p2p.RingWork(o.ringWork)
+	if o.ringWork == 0 {
+		cfg.RingWork = p2p.NoRingWork
 	}
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas

@@ -42,6 +42,11 @@ type Options struct {
 	// Shard tunes replication and failover. Default: the node's defaults
 	// with a 2s failure timeout.
 	Shard *shard.Config
+	// RingWork is the ring work every node asks of members
+	// (node.Config.RingWork). Default p2p.NoRingWork, not the node's
+	// default: the swarm is the test's or the demo's own, on loopback,
+	// and each node's identity is made anew.
+	RingWork p2p.RingWork
 	// Configure, if set, adjusts node i's configuration last, e.g. to
 	// give each node its own User-Agent.
 	Configure func(i int, cfg *node.Config)
@@ -86,6 +91,10 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 		cfg := node.DefaultConfig()
 		cfg.DataDir = filepath.Join(opts.Dir, fmt.Sprintf("node-%02d", i))
 		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+		cfg.RingWork = opts.RingWork
+		if cfg.RingWork == 0 {
+			cfg.RingWork = p2p.NoRingWork
+		}
 		cfg.DisableDiscovery = !opts.Discovery
 		cfg.Crawl = opts.Crawl
 		cfg.Crawl.Proxy = opts.Proxy

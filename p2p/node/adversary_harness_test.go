@@ -360,7 +360,7 @@ func (a *adversary) send(h host.Host, to *node.Node, pid string, req, resp proto
 			return err
 		}
 	}
-	return p2p.NewStreams(h, 0).Call(a.ctx, to.ID(), pid, req, resp)
+	return p2p.NewStreams(h, 0, p2p.NoRingWork).Call(a.ctx, to.ID(), pid, req, resp)
 }
 
 // sendRaw opens a stream of protocol pid from h to n, writes data as is
@@ -429,7 +429,7 @@ func (a *adversary) pingRing() []string {
 	defer cancel()
 	var failed []string
 	for _, from := range a.honest {
-		s := p2p.NewStreams(from.Host(), 0)
+		s := p2p.NewStreams(from.Host(), 0, p2p.NoRingWork)
 		for _, to := range a.honest {
 			if from == to {
 				continue

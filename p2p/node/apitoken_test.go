@@ -44,6 +44,7 @@ func startAPINode(t *testing.T, dir, apiAddr string) (*apiNode, error) {
 	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+	cfg.RingWork = p2p.NoRingWork
 	cfg.DisableDiscovery = true
 	cfg.APIAddr = apiAddr
 	cfg.Crawl = noWeb()

@@ -37,6 +37,15 @@ type Config struct {
 	// node's address cannot aim the swarm at a host.
 	SeedFrom       []peer.ID
 	SeedFromAnyone bool
+	// RingWork is the proof of work the swarm asks of its members'
+	// identities (p2p.RingWork): the node creates its identity with it,
+	// refuses to start with a stored identity that lacks it, names no
+	// peer without it in ring messages, and serves the members'
+	// protocols (tasks, replication, handoff, digests, pulls, fetch
+	// batches) only to peers whose identity carries it. Every member of
+	// a swarm uses the same value. Zero means p2p.DefaultRingWork;
+	// p2p.NoRingWork asks none.
+	RingWork p2p.RingWork
 	// DisableDiscovery turns off the Kademlia DHT that finds swarm members
 	// beyond the bootstrap list (on by default).
 	DisableDiscovery bool
@@ -129,6 +138,9 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	c.TaskQuota = c.TaskQuota.orDefault(d.TaskQuota)
 	c.SeedQuota = c.SeedQuota.orDefault(d.SeedQuota)
+	if err := c.RingWork.Validate(); err != nil {
+		return c, shard.Config{}, err
+	}
 	if c.OutboxMemory <= 0 {
 		c.OutboxMemory = d.OutboxMemory
 	}

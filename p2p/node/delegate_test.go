@@ -257,7 +257,7 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 	th := &testHelper{h: newTestHost(t), links: &fakeLinks{pages: map[string][]uint64{}}}
 	th.vouch.Store(true)
 	log := slog.New(slog.DiscardHandler)
-	th.streams = p2p.NewStreams(th.h, 0)
+	th.streams = p2p.NewStreams(th.h, 0, p2p.NoRingWork)
 	th.srv = &helper{log: log,
 		vouch: func(uint64, string) bool { return th.vouch.Load() },
 		fetch: func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
@@ -292,7 +292,7 @@ func newTestOwner(t *testing.T, helpers ...*testHelper) testOwner {
 		succs = append(succs, p2p.RingPeer(th.h.ID()))
 	}
 	log := slog.New(slog.DiscardHandler)
-	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), log), h}
+	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0, p2p.NoRingWork), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), log), h}
 }
 
 // fetchAll answers every task of a batch with a retry.

@@ -60,7 +60,7 @@ func TestLowDiskRefusesNewURLs(t *testing.T) {
 			batch.Tasks = append(batch.Tasks, &pb.Task{Url: u})
 		}
 		resp := &pb.TaskBatchResult{}
-		if err := p2p.NewStreams(client, 0).Call(ctx, id, protocol.TasksID, batch, resp); err != nil {
+		if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(ctx, id, protocol.TasksID, batch, resp); err != nil {
 			t.Fatal(err)
 		}
 		return resp

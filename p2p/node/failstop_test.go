@@ -104,7 +104,7 @@ func TestStoreFailureStopsNode(t *testing.T) {
 	fillDisk(t, disk)
 	client := newClient(t)
 	id := connect(t, client, target)
-	streams := p2p.NewStreams(client, 0)
+	streams := p2p.NewStreams(client, 0, p2p.NoRingWork)
 	var failure error
 	var refused bool
 	deadline := time.Now().Add(20 * time.Second)

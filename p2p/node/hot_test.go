@@ -46,7 +46,7 @@ func startTaggedSwarm(ctx context.Context, t *testing.T, opts localswarm.Options
 // batches to its successors. Every page is fetched, requests to a hot host
 // come from more than one node, yet each host sees one request at a time
 // with the delay between them, and nothing is fetched twice but for a
-// handful of batches cut short.
+// handful of batches cut short. The swarm asks for ring work.
 func TestHotHostsDelegated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crawls a synthetic web of large hosts")
@@ -78,7 +78,9 @@ func TestHotHostsDelegated(t *testing.T) {
 	cc.Delay = delay
 	cc.MaxDepth = 1000
 	cc.HotQueue = 10
-	swarm := startTaggedSwarm(ctx, t, localswarm.Options{Nodes: nodes, Crawl: cc, Proxy: web.Proxy()})
+	// The members ask each other for ring work, as an open swarm's do:
+	// tasks, replication and fetch batches all pass its check.
+	swarm := startTaggedSwarm(ctx, t, localswarm.Options{Nodes: nodes, Crawl: cc, Proxy: web.Proxy(), RingWork: 8})
 	start := time.Now()
 	swarm.Nodes[1].Seed(ctx, web.Seeds())
 	for len(web.Missing(token)) > 0 {

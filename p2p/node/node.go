@@ -152,7 +152,10 @@ func (n *Node) openStorage() error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
-	key, err := p2p.LoadOrCreateIdentity(cfg.DataDir)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, p2p.IdentityFile)); errors.Is(err, os.ErrNotExist) && cfg.RingWork.Bits() > 0 {
+		cfg.Logger.Info("creating the node's identity with the swarm's ring work", "bits", cfg.RingWork.Bits())
+	}
+	key, err := p2p.LoadOrCreateIdentity(context.Background(), cfg.DataDir, cfg.RingWork)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
@@ -209,7 +212,7 @@ func (n *Node) closeStorage() {
 func (n *Node) build() error {
 	cfg := n.cfg
 	h := n.host
-	n.streams = p2p.NewStreams(h, 0)
+	n.streams = p2p.NewStreams(h, 0, n.cfg.RingWork)
 	n.ringTr = p2p.NewRingTransport(h, n.streams)
 	n.ring = ring.NewNode(p2p.RingPeer(h.ID()), n.ringTr, cfg.Ring)
 	n.own = shard.NewOwnership(n.ring)

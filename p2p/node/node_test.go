@@ -77,6 +77,7 @@ func TestIdentitySurvivesRestart(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+	cfg.RingWork = p2p.NoRingWork
 	cfg.Crawl = noWeb()
 	first, err := node.New(cfg)
 	if err != nil {
@@ -114,6 +115,7 @@ func TestCorruptIdentityIsAnError(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+	cfg.RingWork = p2p.NoRingWork
 	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "identity") {
 		t.Fatalf("corrupt identity: got %v, want an identity error (a silent new key would move the node on the ring)", err)
 	}
@@ -154,7 +156,7 @@ func TestForgedRingPositionRefused(t *testing.T) {
 	before := target.Ring().Predecessor()
 	forged := &pb.Peer{RingId: uint64(target.Ring().Self().ID - 1), PeerId: []byte(client.ID())}
 	resp := &pb.RingResponse{}
-	err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
+	err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), id, protocol.RingID,
 		&pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: forged}}}, resp)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +201,7 @@ func TestHostileStreamsDoNotHurtNode(t *testing.T) {
 	}
 	// Still alive and serving.
 	resp := &pb.RingResponse{}
-	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.RingID,
+	if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), id, protocol.RingID,
 		&pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}}, resp); err != nil || resp.GetAck() == nil {
 		t.Fatalf("node stopped serving after hostile streams: %v %v", err, resp)
 	}
@@ -234,7 +236,7 @@ func TestTaskBatchAccounting(t *testing.T) {
 	client := newClient(t)
 	id := connect(t, client, target)
 	resp := &pb.TaskBatchResult{}
-	if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.TasksID, batch, resp); err != nil {
+	if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), id, protocol.TasksID, batch, resp); err != nil {
 		t.Fatal(err)
 	}
 	if resp.Error != "" || resp.Accepted != 3 || resp.Duplicates != 1 || len(resp.NotOwned) != 3 || len(resp.Rejected) != 2 {
@@ -268,6 +270,7 @@ func TestDiscoveryMergesLoneNodes(t *testing.T) {
 		cfg := node.DefaultConfig()
 		cfg.DataDir = t.TempDir()
 		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+		cfg.RingWork = p2p.NoRingWork
 		cfg.Crawl = noWeb()
 		cfg.Logger = slog.New(slog.DiscardHandler)
 		n, err := node.New(cfg)
@@ -306,6 +309,7 @@ func TestNodeServesFetchWhateverItsHotQueue(t *testing.T) {
 		cfg := node.DefaultConfig()
 		cfg.DataDir = t.TempDir()
 		cfg.Host = p2p.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableNAT: true}
+		cfg.RingWork = p2p.NoRingWork
 		cfg.DisableDiscovery = true
 		cfg.Logger = slog.New(slog.DiscardHandler)
 		cfg.Crawl = noWeb()
@@ -359,7 +363,7 @@ func TestMergeFromStrangerCannotInjectURLs(t *testing.T) {
 	for _, rec := range append(forged, good) {
 		req := &pb.HandoffRequest{Range: &pb.ShardRange{From: rec.Key - 1, To: rec.Key}, Epoch: &pb.Epoch{N: 1, Owner: client.ID().String()},
 			Records: []*pb.ShardRecord{rec}, Merge: true, Final: true}
-		if err := p2p.NewStreams(client, 0).Call(context.Background(), id, protocol.HandoffID, req, &pb.HandoffReply{}); err != nil {
+		if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), id, protocol.HandoffID, req, &pb.HandoffReply{}); err != nil {
 			t.Fatal(err)
 		}
 	}

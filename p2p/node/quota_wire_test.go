@@ -46,7 +46,7 @@ func TestPeerQuotas(t *testing.T) {
 
 	// Seeds: 20 requests of a full burst each, back to back. 19 bursts
 	// refill in 19 s, far longer than the flood takes.
-	fs := p2p.NewStreams(flooder, 0)
+	fs := p2p.NewStreams(flooder, 0, p2p.NoRingWork)
 	accepted, refused := 0, -1
 	for i := range 20 {
 		resp := &pb.SeedResponse{}
@@ -113,7 +113,7 @@ func TestPeerQuotas(t *testing.T) {
 		batch.Tasks = append(batch.Tasks, &pb.Task{Url: u})
 	}
 	resp := &pb.TaskBatchResult{}
-	if err := p2p.NewStreams(other, 0).Call(ctx, id, protocol.TasksID, batch, resp); err != nil || resp.Error != "" || int(resp.Accepted) != quota.Burst {
+	if err := p2p.NewStreams(other, 0, p2p.NoRingWork).Call(ctx, id, protocol.TasksID, batch, resp); err != nil || resp.Error != "" || int(resp.Accepted) != quota.Burst {
 		t.Fatalf("another peer's tasks during the flood: %v, %v", resp, err)
 	}
 	accepted += quota.Burst
