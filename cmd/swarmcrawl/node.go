@@ -72,7 +72,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	o.minFreeDisk = sizeFlag(nd.Store.MinFreeBytes)
 	fs.Var(&o.minFreeDisk, "min-free-disk", "`size` of the free space on the data dir's disk below which the node accepts no new URLs (e.g. 500MiB, 2GB; 0 = no check)")
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
-	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its replicas (0 = never; host keys only)")
+	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its first successor (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
 	fs.IntVar(&o.ringWork, "ring-work", nd.RingWork.Bits(), "bits of proof of work each member's identity carries, the same on every node of a swarm: the node creates its identity with it (about 2^bits key generations, once per data dir) and refuses as members peers without it (0 = none)")
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key, the same on every node: host (one owner per host), domain (one owner per registrable domain; needed by --scope seed-domains) or url (one owner per URL)")

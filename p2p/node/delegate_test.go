@@ -214,6 +214,7 @@ type testHelper struct {
 	srv     *helper
 	links   *fakeLinks
 	vouch   atomic.Bool
+	pred    atomic.Value // string: the Addr of the ring predecessor
 	calls   atomic.Int64
 	lastMu  sync.Mutex
 	last    *crawl.Batch
@@ -256,10 +257,12 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 	t.Helper()
 	th := &testHelper{h: newTestHost(t), links: &fakeLinks{pages: map[string][]uint64{}}}
 	th.vouch.Store(true)
+	th.pred.Store("")
 	log := slog.New(slog.DiscardHandler)
 	th.streams = p2p.NewStreams(th.h, 0, p2p.NoRingWork)
 	th.srv = &helper{log: log,
-		vouch: func(uint64, string) bool { return th.vouch.Load() },
+		predecessor: func() ring.Peer { return ring.Peer{Addr: th.pred.Load().(string)} },
+		vouch:       func(uint64, string) bool { return th.vouch.Load() },
 		fetch: func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 			th.calls.Add(1)
 			th.lastMu.Lock()
@@ -280,7 +283,7 @@ type testOwner struct {
 }
 
 // newTestOwner returns a delegator on a fresh host connected to helpers,
-// which are its successors in order.
+// which are its successors in order; the first has it for predecessor.
 func newTestOwner(t *testing.T, helpers ...*testHelper) testOwner {
 	t.Helper()
 	h := newTestHost(t)
@@ -291,8 +294,11 @@ func newTestOwner(t *testing.T, helpers ...*testHelper) testOwner {
 		}
 		succs = append(succs, p2p.RingPeer(th.h.ID()))
 	}
+	if len(helpers) > 0 {
+		helpers[0].pred.Store(h.ID().String())
+	}
 	log := slog.New(slog.DiscardHandler)
-	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0, p2p.NoRingWork), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, len(helpers), log), h}
+	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0, p2p.NoRingWork), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, log), h}
 }
 
 // fetchAll answers every task of a batch with a retry.
@@ -306,17 +312,17 @@ func fetchAll(_ context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	return res, nil
 }
 
-// The owner's delegator and a helper's server over real libp2p streams: a
-// busy helper and a refusing one pass the batch on to the next successor,
-// which fetches it; with nobody willing the owner hears ErrNoHelper.
+// The owner's delegator and a helper's server over real libp2p streams:
+// the owner's first successor fetches its batches with what the owner
+// gives of its budget; a first successor that is busy or does not vouch
+// for the owner fetched nothing, and the owner hears ErrNoHelper (it
+// fetches the batch itself), as it does alone on the ring. The other
+// successors are never asked.
 func TestFetchDelegation(t *testing.T) {
-	busy := newTestHelper(t, func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) { return nil, crawl.ErrBusy })
-	refusing := newTestHelper(t, fetchAll)
-	refusing.vouch.Store(false)
 	good := newTestHelper(t, fetchAll)
-	d := newTestOwner(t, busy, refusing, good)
+	second := newTestHelper(t, fetchAll)
+	d := newTestOwner(t, good, second)
 	ctx := context.Background()
-
 	for i := range 3 {
 		b := testBatch(4)
 		res, err := d.Delegate(ctx, b)
@@ -327,36 +333,82 @@ func TestFetchDelegation(t *testing.T) {
 			t.Fatalf("batch %d: result %+v", i, res)
 		}
 	}
-	if n := good.calls.Load(); n != 3 {
-		t.Fatalf("the willing helper fetched %d batches, want 3", n)
+	if n, other := good.calls.Load(), second.calls.Load(); n != 3 || other != 0 {
+		t.Fatalf("the first successor fetched %d batches and the second %d, want 3 and 0", n, other)
 	}
-	if n := refusing.calls.Load(); n != 0 {
-		t.Fatalf("a helper that does not vouch for the owner fetched %d batches", n)
-	}
-	if busy.srv.busy.Load() == 0 || refusing.srv.refused.Load() == 0 {
-		t.Fatalf("round robin never reached the busy (%d) or the refusing (%d) helper", busy.srv.busy.Load(), refusing.srv.refused.Load())
-	}
-	// A later helper gets what is left of the budget, never more.
 	good.lastMu.Lock()
 	last := good.last
 	good.lastMu.Unlock()
-	if last.Budget > 2*time.Second || last.Wait > 3*time.Second || last.Wait-last.Budget != time.Second {
-		t.Fatalf("helper got budget %v, wait %v; want at most the owner's, with the same gap between them", last.Budget, last.Wait)
+	if last.Budget != 2*time.Second || last.Wait != 3*time.Second {
+		t.Fatalf("helper got budget %v, wait %v; want the owner's", last.Budget, last.Wait)
 	}
 
-	good.vouch.Store(false)
-	_, err := d.Delegate(ctx, testBatch(2))
-	if !errors.Is(err, crawl.ErrNoHelper) {
-		t.Fatalf("nobody willing: %v, want ErrNoHelper", err)
+	busy := newTestHelper(t, func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) { return nil, crawl.ErrBusy })
+	refusing := newTestHelper(t, fetchAll)
+	refusing.vouch.Store(false)
+	for name, first := range map[string]*testHelper{"busy": busy, "refusing": refusing} {
+		d := newTestOwner(t, first, newTestHelper(t, fetchAll))
+		if _, err := d.Delegate(ctx, testBatch(2)); !errors.Is(err, crawl.ErrNoHelper) {
+			t.Fatalf("%s first successor: %v, want ErrNoHelper", name, err)
+		}
+		if d.sent.Load() != 0 || d.noHelper.Load() != 1 || d.sendFails.Load() != 0 {
+			t.Fatalf("%s: delegator counters sent %d, no helper %d, fails %d", name, d.sent.Load(), d.noHelper.Load(), d.sendFails.Load())
+		}
 	}
-	if d.sent.Load() != 3 || d.noHelper.Load() != 1 || d.sendFails.Load() != 0 {
-		t.Fatalf("delegator counters sent %d, no helper %d, fails %d", d.sent.Load(), d.noHelper.Load(), d.sendFails.Load())
+	if refusing.calls.Load() != 0 || busy.srv.busy.Load() != 1 || refusing.srv.refused.Load() != 1 {
+		t.Fatalf("refusing helper fetched %d batches; busy answers %d, refusals %d", refusing.calls.Load(), busy.srv.busy.Load(), refusing.srv.refused.Load())
 	}
 
 	// No successor at all (alone on the ring).
-	alone := newDelegator(d.fetch, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, 2, d.log)
+	alone := newDelegator(d.fetch, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, d.log)
 	if _, err := alone.Delegate(ctx, testBatch(1)); !errors.Is(err, crawl.ErrNoHelper) {
 		t.Fatalf("alone: %v, want ErrNoHelper", err)
+	}
+}
+
+// Issue 29, politeness amplification through helpers: an owner (here a
+// hostile one every helper vouches for) sends the same batch of a host to
+// three replicas at once. Only the helper whose ring predecessor it is
+// fetches; the others refuse before any request, so the host sees one
+// batch at a time whatever the owner asks. Without the predecessor check
+// all three fetched side by side.
+func TestFetchOneHelperPerOwner(t *testing.T) {
+	var running, most atomic.Int64
+	slow := func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		n := running.Add(1)
+		for old := most.Load(); n > old && !most.CompareAndSwap(old, n); old = most.Load() {
+		}
+		time.Sleep(200 * time.Millisecond)
+		running.Add(-1)
+		return fetchAll(ctx, b)
+	}
+	helpers := []*testHelper{newTestHelper(t, slow), newTestHelper(t, slow), newTestHelper(t, slow)}
+	owner := newTestOwner(t, helpers...)
+	for _, th := range helpers[1:] {
+		// Their predecessors are other nodes: a successor of the owner's
+		// first successor, and a node elsewhere on the ring.
+		th.pred.Store(helpers[0].h.ID().String())
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(helpers))
+	for i, th := range helpers {
+		wg.Go(func() {
+			b := testBatch(3)
+			_, errs[i] = owner.send(context.Background(), p2p.RingPeer(th.h.ID()), b, encodeBatch(b))
+		})
+	}
+	wg.Wait()
+	fetched := 0
+	for _, th := range helpers {
+		fetched += int(th.calls.Load())
+	}
+	if fetched != 1 || most.Load() != 1 || errs[0] != nil {
+		t.Fatalf("the same batch sent to 3 helpers at once: %d fetched it, at most %d side by side (first: %v)", fetched, most.Load(), errs[0])
+	}
+	for i, err := range errs[1:] {
+		if !errors.Is(err, crawl.ErrNoHelper) || helpers[i+1].srv.refused.Load() != 1 {
+			t.Fatalf("helper %d: %v, refusals %d; want a refusal before any request", i+1, err, helpers[i+1].srv.refused.Load())
+		}
 	}
 }
 
@@ -450,7 +502,6 @@ func TestFetchBadHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.successors = func() []ring.Peer { return []ring.Peer{p2p.RingPeer(mute.ID())} }
-	d.replicas = 1
 	b := testBatch(1)
 	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
 	start := time.Now()

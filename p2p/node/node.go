@@ -227,7 +227,7 @@ func (n *Node) build() error {
 	// Hot hosts are delegated only with host keys: with URL keys a host's
 	// URLs are spread over the ring already.
 	if keyMode == urls.KeyHost && crawlCfg.HotQueue > 0 {
-		n.delegator = newDelegator(n.fetchTr, n.ring.Self(), n.ring.Successors, n.shardCfg.Replicas, n.log)
+		n.delegator = newDelegator(n.fetchTr, n.ring.Self(), n.ring.Successors, n.log)
 	}
 
 	// The crawler fetches only what the node owns right now, reports every
@@ -282,7 +282,7 @@ func (n *Node) build() error {
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
-		n.helper = &helper{log: n.log, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
+		n.helper = &helper{log: n.log, predecessor: n.ring.Predecessor, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
 	}
 	return nil
 }
