@@ -8,7 +8,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -36,7 +35,7 @@ func NewFetchTransport(h host.Host, s *Streams, log *slog.Logger) *FetchTranspor
 // Connected reports whether the host has a connection to p: an owner only
 // offers a batch to a helper it is connected to.
 func (t *FetchTransport) Connected(p ring.Peer) bool {
-	id, err := peer.Decode(p.Addr)
+	id, _, err := PositionOf(p)
 	return err == nil && t.host.Network().Connectedness(id) == network.Connected
 }
 
@@ -45,7 +44,7 @@ func (t *FetchTransport) Connected(p ring.Peer) bool {
 // batch; any other error means it may have acted on it. A batch above the
 // protocol's cap is refused before any helper is contacted.
 func (t *FetchTransport) Fetch(ctx context.Context, to ring.Peer, req *pb.FetchBatchRequest, wait time.Duration) (*pb.FetchBatchReply, error) {
-	id, err := peer.Decode(to.Addr)
+	id, _, err := PositionOf(to)
 	if err != nil {
 		return nil, fmt.Errorf("helper %q: %w: %w", to.Addr, err, ErrNotDelivered)
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -121,7 +122,53 @@ func RingID(id peer.ID) ring.ID {
 	return ring.ID(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// RingPeer is the ring member for a libp2p peer.
+// RingPeer is the ring member for a libp2p peer: its first position.
 func RingPeer(id peer.ID) ring.Peer {
 	return ring.Peer{ID: RingID(id), Addr: id.String()}
+}
+
+// MaxPositions bounds the ring positions (virtual nodes) of one peer.
+const MaxPositions = 256
+
+// PositionID places a peer's position i on the ring: RingID for the first
+// (i = 0), and for the others the SHA-256 of the peer ID and i, so that
+// every peer can check a position from the peer ID and its index, and no
+// peer chooses one.
+func PositionID(id peer.ID, i int) ring.ID {
+	if i == 0 {
+		return RingID(id)
+	}
+	h := sha256.New()
+	h.Write([]byte(id))
+	h.Write(binary.AppendUvarint([]byte{'/'}, uint64(i)))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return ring.ID(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// RingPeerAt is position i of a peer as a ring member: its address is the
+// peer ID, followed, for every position but the first, by '/' and i
+// (ring.Peer.Machine gives the peer ID back).
+func RingPeerAt(id peer.ID, i int) ring.Peer {
+	if i == 0 {
+		return RingPeer(id)
+	}
+	return ring.Peer{ID: PositionID(id, i), Addr: id.String() + "/" + strconv.Itoa(i)}
+}
+
+// PositionOf splits a ring member into its peer ID and position index,
+// refusing an address RingPeerAt does not make.
+func PositionOf(p ring.Peer) (peer.ID, int, error) {
+	id, err := peer.Decode(p.Machine())
+	if err != nil {
+		return "", 0, fmt.Errorf("ring peer %q: %w", p.Addr, err)
+	}
+	if len(p.Addr) == len(p.Machine()) {
+		return id, 0, nil
+	}
+	i, err := strconv.Atoi(p.Addr[len(p.Machine())+1:])
+	if err != nil || i <= 0 || i >= MaxPositions || RingPeerAt(id, i).Addr != p.Addr {
+		return "", 0, fmt.Errorf("ring peer %q: no position index below %d", p.Addr, MaxPositions)
+	}
+	return id, i, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -22,6 +23,10 @@ import (
 type RingTransport struct {
 	host    host.Host
 	streams *Streams
+	// local holds the handlers of this node's positions once Serve ran:
+	// a call from one of its positions to another is served in process
+	// (a libp2p host cannot dial itself).
+	local atomic.Pointer[[]ring.Handler]
 }
 
 var _ ring.Transport = (*RingTransport)(nil)
@@ -31,18 +36,35 @@ func NewRingTransport(h host.Host, s *Streams) *RingTransport {
 	return &RingTransport{host: h, streams: s}
 }
 
-// Serve answers ring RPCs for node h.
-func (t *RingTransport) Serve(h ring.Handler) {
+// Serve answers ring RPCs for the node's ring positions: hs[i] is
+// position i (RingPeerAt), hs[0] the position its peer ID gives. A request
+// goes to the position it names (RingRequest.to_position); one naming a
+// position the node does not have is refused.
+func (t *RingTransport) Serve(hs ...ring.Handler) {
+	if len(hs) == 0 || len(hs) > MaxPositions {
+		panic(fmt.Sprintf("ring transport: %d positions, want 1 to %d", len(hs), MaxPositions))
+	}
+	t.local.Store(&hs)
 	t.streams.Handle(protocol.RingID,
 		func() proto.Message { return &pb.RingRequest{} },
 		func(_ context.Context, in Inbound, m proto.Message) proto.Message {
-			return t.serve(h, in.From.String(), m.(*pb.RingRequest))
+			return t.serve(hs, in.From, m.(*pb.RingRequest))
 		})
 }
 
-func (t *RingTransport) serve(h ring.Handler, from string, req *pb.RingRequest) *pb.RingResponse {
+func (t *RingTransport) serve(hs []ring.Handler, sender peer.ID, req *pb.RingRequest) *pb.RingResponse {
 	fail := func(err error) *pb.RingResponse { return &pb.RingResponse{Error: err.Error()} }
 	ack := &pb.RingResponse{Body: &pb.RingResponse_Ack{Ack: &pb.Ack{}}}
+	if req.ToPosition >= uint32(len(hs)) {
+		return fail(fmt.Errorf("no ring position %d here (%d positions)", req.ToPosition, len(hs)))
+	}
+	if req.FromPosition >= MaxPositions {
+		return fail(fmt.Errorf("sender position %d: at most %d", req.FromPosition, MaxPositions-1))
+	}
+	h := hs[req.ToPosition]
+	// The sender speaks for one of its own positions: a notify or a leave
+	// names that position, never another peer's.
+	from := RingPeerAt(sender, int(req.FromPosition)).Addr
 	switch b := req.Body.(type) {
 	case *pb.RingRequest_FindSuccessorStep:
 		if b.FindSuccessorStep == nil {
@@ -84,9 +106,26 @@ func (t *RingTransport) serve(h ring.Handler, from string, req *pb.RingRequest) 
 }
 
 func (t *RingTransport) call(ctx context.Context, to ring.Peer, req *pb.RingRequest) (*pb.RingResponse, error) {
-	id, err := peer.Decode(to.Addr)
+	id, i, err := PositionOf(to)
 	if err != nil {
-		return nil, fmt.Errorf("ring peer %q: %w", to.Addr, err)
+		return nil, err
+	}
+	req.ToPosition = uint32(i)
+	if id == t.host.ID() {
+		// One of this node's positions calls another: served here, with
+		// the checks a remote call gets, but no stream.
+		hs := t.local.Load()
+		if hs == nil {
+			return nil, fmt.Errorf("ring position %s: %w", to, ErrNotDelivered)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		resp := t.serve(*hs, id, req)
+		if resp.Error != "" {
+			return nil, fmt.Errorf("ring position %s: %s", to, resp.Error)
+		}
+		return resp, nil
 	}
 	resp := &pb.RingResponse{}
 	if err := t.streams.Call(ctx, id, protocol.RingID, req, resp); err != nil {
@@ -141,10 +180,22 @@ func (t *RingTransport) Neighbours(ctx context.Context, to ring.Peer) (ring.Neig
 	return ring.Neighbours{Predecessor: pred, Successors: succs}, nil
 }
 
-// Notify implements ring.Transport.
+// Notify implements ring.Transport: candidate is one of this node's
+// positions, and the request says which.
 func (t *RingTransport) Notify(ctx context.Context, to ring.Peer, candidate ring.Peer) error {
-	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: t.encodePeer(candidate)}}})
+	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: t.encodePeer(candidate)}},
+		FromPosition: positionIndex(candidate)})
 	return err
+}
+
+// positionIndex is the index of one of this node's positions, 0 if p is
+// not one.
+func positionIndex(p ring.Peer) uint32 {
+	_, i, err := PositionOf(p)
+	if err != nil {
+		return 0
+	}
+	return uint32(i)
 }
 
 // Ping implements ring.Transport.
@@ -157,7 +208,7 @@ func (t *RingTransport) Ping(ctx context.Context, to ring.Peer) error {
 func (t *RingTransport) Leave(ctx context.Context, to ring.Peer, n ring.LeaveNotice) error {
 	_, err := t.call(ctx, to, &pb.RingRequest{Body: &pb.RingRequest_Leave{Leave: &pb.Leave{
 		Leaving: t.encodePeer(n.Leaving), Predecessor: t.encodePeer(n.Predecessor), Successors: t.encodePeers(n.Successors),
-	}}})
+	}}, FromPosition: positionIndex(n.Leaving)})
 	return err
 }
 
@@ -186,7 +237,7 @@ func (t *RingTransport) encodePeer(p ring.Peer) *pb.Peer {
 	if p.IsZero() {
 		return nil
 	}
-	id, err := peer.Decode(p.Addr)
+	id, i, err := PositionOf(p)
 	if err != nil {
 		return nil
 	}
@@ -196,7 +247,7 @@ func (t *RingTransport) encodePeer(p ring.Peer) *pb.Peer {
 	} else {
 		addrs = t.streams.addrsOf(id)
 	}
-	out := &pb.Peer{RingId: uint64(p.ID), PeerId: []byte(id)}
+	out := &pb.Peer{RingId: uint64(p.ID), PeerId: []byte(id), Position: uint32(i)}
 	for i, a := range addrs {
 		if i == maxAddrsPerPeer {
 			break
@@ -231,7 +282,10 @@ func (t *RingTransport) decodePeer(p *pb.Peer) (ring.Peer, error) {
 	if err != nil {
 		return ring.Peer{}, fmt.Errorf("peer id: %w", err)
 	}
-	rp := RingPeer(id)
+	if p.Position >= MaxPositions {
+		return ring.Peer{}, fmt.Errorf("peer %s: position %d, at most %d", ShortID(id), p.Position, MaxPositions-1)
+	}
+	rp := RingPeerAt(id, int(p.Position))
 	if uint64(rp.ID) != p.RingId {
 		return ring.Peer{}, fmt.Errorf("peer %s claims ring position %016x, its id gives %s", ShortID(id), p.RingId, rp.ID)
 	}

@@ -153,9 +153,9 @@ func FuzzRingMessages(f *testing.F) {
 
 	valid := func(t *testing.T, p ring.Peer) {
 		t.Helper()
-		id, err := peer.Decode(p.Addr)
-		if err != nil || p.ID != RingID(id) || p.Addr != id.String() {
-			t.Fatalf("peer %v reached the ring: %v (id gives %s)", p, err, RingID(id))
+		id, i, err := PositionOf(p)
+		if err != nil || p != RingPeerAt(id, i) {
+			t.Fatalf("peer %v reached the ring: %v (id gives %s)", p, err, PositionID(id, i))
 		}
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
@@ -169,7 +169,7 @@ func FuzzRingMessages(f *testing.F) {
 				return
 			}
 			h := &fuzzRingHandler{peers: []ring.Peer{RingPeer(ids[0]), RingPeer(ids[1])}}
-			resp := tr.serve(h, ids[0].String(), &req)
+			resp := tr.serve([]ring.Handler{h}, ids[0], &req)
 			want := map[string]string{"step": "step", "neighbours": "neighbours", "notify": "ack", "ping": "ack", "leave": "ack"}[h.method]
 			switch got := resp.ProtoReflect().WhichOneof(resp.ProtoReflect().Descriptor().Oneofs().Get(0)); {
 			case (resp.Error == "") == (got == nil):

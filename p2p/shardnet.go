@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -29,7 +28,7 @@ var _ shard.Transport = (*ShardTransport)(nil)
 func NewShardTransport(s *Streams) *ShardTransport { return &ShardTransport{streams: s} }
 
 func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req, resp proto.Message) error {
-	id, err := peer.Decode(to.Addr)
+	id, _, err := PositionOf(to)
 	if err != nil {
 		return fmt.Errorf("%s: peer %q: %w", pid, to.Addr, err)
 	}

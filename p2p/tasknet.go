@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -51,7 +50,7 @@ func (e *KeyModeError) Error() string {
 // or rejected. An answer that loses count is an error, as if the batch
 // never arrived, so that nothing silently disappears.
 func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task) (*pb.TaskBatchResult, error) {
-	id, err := peer.Decode(to.Addr)
+	id, _, err := PositionOf(to)
 	if err != nil {
 		return nil, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
 	}

@@ -31,10 +31,15 @@ const (
 // multiaddrs it can be dialled on, so a node can reach peers it learns of
 // from others.
 type Peer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RingId        uint64                 `protobuf:"fixed64,1,opt,name=ring_id,json=ringId,proto3" json:"ring_id,omitempty"`
-	PeerId        []byte                 `protobuf:"bytes,2,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
-	Addrs         [][]byte               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RingId uint64                 `protobuf:"fixed64,1,opt,name=ring_id,json=ringId,proto3" json:"ring_id,omitempty"`
+	PeerId []byte                 `protobuf:"bytes,2,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	Addrs  [][]byte               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	// position is the index of the ring position named, among the peer's
+	// virtual nodes: 0 for the position the peer ID gives (the only one of
+	// a peer with one position), i > 0 for the one the peer ID and i give
+	// (docs/protocol.md, "Ring positions"). Below 256.
+	Position      uint32 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,7 +95,16 @@ func (x *Peer) GetAddrs() [][]byte {
 	return nil
 }
 
-// RingRequest is one Chord RPC on /swarmcrawl/ring/1.0.0.
+func (x *Peer) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+// RingRequest is one Chord RPC on /swarmcrawl/ring/1.0.0, to the
+// receiver's ring position to_position (0: the position its peer ID
+// gives).
 type RingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Body:
@@ -100,7 +114,10 @@ type RingRequest struct {
 	//	*RingRequest_Notify
 	//	*RingRequest_Ping
 	//	*RingRequest_Leave
-	Body          isRingRequest_Body `protobuf_oneof:"body"`
+	Body       isRingRequest_Body `protobuf_oneof:"body"`
+	ToPosition uint32             `protobuf:"varint,6,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	// from_position is the sender's position a notify or a leave speaks for.
+	FromPosition  uint32 `protobuf:"varint,7,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +202,20 @@ func (x *RingRequest) GetLeave() *Leave {
 		}
 	}
 	return nil
+}
+
+func (x *RingRequest) GetToPosition() uint32 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *RingRequest) GetFromPosition() uint32 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
 }
 
 type isRingRequest_Body interface {
@@ -2873,17 +2904,21 @@ var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
-	"\x13pb/swarmcrawl.proto\x12\rswarmcrawl.v1\"N\n" +
+	"\x13pb/swarmcrawl.proto\x12\rswarmcrawl.v1\"j\n" +
 	"\x04Peer\x12\x17\n" +
 	"\aring_id\x18\x01 \x01(\x06R\x06ringId\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x14\n" +
-	"\x05addrs\x18\x03 \x03(\fR\x05addrs\"\xba\x02\n" +
+	"\x05addrs\x18\x03 \x03(\fR\x05addrs\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\rR\bposition\"\x80\x03\n" +
 	"\vRingRequest\x12R\n" +
 	"\x13find_successor_step\x18\x01 \x01(\v2 .swarmcrawl.v1.FindSuccessorStepH\x00R\x11findSuccessorStep\x12E\n" +
 	"\x0eget_neighbours\x18\x02 \x01(\v2\x1c.swarmcrawl.v1.GetNeighboursH\x00R\rgetNeighbours\x12/\n" +
 	"\x06notify\x18\x03 \x01(\v2\x15.swarmcrawl.v1.NotifyH\x00R\x06notify\x12)\n" +
 	"\x04ping\x18\x04 \x01(\v2\x13.swarmcrawl.v1.PingH\x00R\x04ping\x12,\n" +
-	"\x05leave\x18\x05 \x01(\v2\x14.swarmcrawl.v1.LeaveH\x00R\x05leaveB\x06\n" +
+	"\x05leave\x18\x05 \x01(\v2\x14.swarmcrawl.v1.LeaveH\x00R\x05leave\x12\x1f\n" +
+	"\vto_position\x18\x06 \x01(\rR\n" +
+	"toPosition\x12#\n" +
+	"\rfrom_position\x18\a \x01(\rR\ffromPositionB\x06\n" +
 	"\x04body\"%\n" +
 	"\x11FindSuccessorStep\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\"\x0f\n" +
