@@ -45,6 +45,11 @@ func decodeCases() map[string]proto.Message {
 // m keeps live, measured across garbage collections.
 func liveAfterDecode(t *testing.T, body []byte, m proto.Message) int {
 	t.Helper()
+	// Once first: the protobuf runtime builds its tables for a message
+	// type on its first decode, and they stay.
+	if err := proto.Unmarshal(body, m.ProtoReflect().Type().New().Interface()); err != nil {
+		t.Fatal(err)
+	}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -77,7 +82,9 @@ func TestDecodedBytesBoundsTheHeap(t *testing.T) {
 		}
 		live := liveAfterDecode(t, body, m)
 		t.Logf("%s: %d bytes on the wire, %d live after decoding, bound %d (%.2fx)", name, len(body), live, est, float64(est)/float64(max(live, 1)))
-		if est < live {
+		// A few KiB of the runtime's own come and go between two
+		// measurements.
+		if est+8<<10 < live {
 			t.Errorf("%s: bound %d below the %d bytes decoding keeps", name, est, live)
 		}
 		if est > 2*live+4<<10 {
