@@ -98,7 +98,7 @@ func TestNodeTokenFile(t *testing.T) {
 	if err := os.Chmod(loose, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false", "--discovery=false", "--log-level", "error")
+	cmd := exec.Command(bin, "node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false", "--discovery=false", "--log-level", "error", "--ring-work", testRingWork)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("node started with a group-readable token file:\n%s", out)

@@ -68,10 +68,16 @@ func startNode(t *testing.T, bin string, env []string, args ...string) *proc {
 	return startNodeIn(t, bin, t.TempDir(), env, args...)
 }
 
+// testRingWork is the ring work of the tests' swarms (--ring-work): each
+// node makes its identity in milliseconds, where the default's 16 bits
+// take a second or more of a loaded machine (measured in p2p,
+// BenchmarkGenerateIdentity). Every node of a test's swarm uses it.
+const testRingWork = "8"
+
 // startNodeIn runs `swarmcrawl node` on data and waits for its listening lines.
 func startNodeIn(t *testing.T, bin, data string, env []string, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false"}, args...)
+	args = append([]string{"node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false", "--ring-work", testRingWork}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	return startProc(t, cmd, data)

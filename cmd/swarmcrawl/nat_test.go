@@ -46,12 +46,15 @@ type natSwarm struct {
 	nodes  []*natMember
 }
 
+// natRingWork is the ring work of the NAT test's swarm (testRingWork).
+const natRingWork p2p.RingWork = 8
+
 // natDelay is the politeness delay of the NAT test's nodes.
 const natDelay = 50 * time.Millisecond
 
 // nodeArgs returns the flags of a node named name listening on listen.
 func (s *natSwarm) nodeArgs(name, data, listen string, extra ...string) []string {
-	args := []string{"node", "--data", data, "--listen", listen, "--api", "127.0.0.1:0", "--user-agent", userAgent(name)}
+	args := []string{"node", "--data", data, "--listen", listen, "--api", "127.0.0.1:0", "--user-agent", userAgent(name), "--ring-work", testRingWork}
 	return append(append(args, s.common...), extra...)
 }
 
@@ -193,7 +196,7 @@ func TestNATTraversal(t *testing.T) {
 	// The relay's identity is made first, so that the NATed peers can be
 	// pointed at it before it runs.
 	relayData := t.TempDir()
-	relayKey, err := p2p.LoadOrCreateIdentity(context.Background(), relayData, p2p.DefaultRingWork)
+	relayKey, err := p2p.LoadOrCreateIdentity(context.Background(), relayData, natRingWork)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +492,7 @@ func (s *natSwarm) symmetricPeer(natFlags []string, keyFile string) *natMember {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if at = uint64(p2p.RingID(id)); at-from < size/4 || at-from > 3*(size/4) {
+		if at = uint64(p2p.RingID(id)); at-from < size/4 || at-from > 3*(size/4) || !natRingWork.Admits(id) {
 			continue
 		}
 		raw, err := crypto.MarshalPrivateKey(key)

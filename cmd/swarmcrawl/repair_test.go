@@ -93,7 +93,7 @@ func TestCorruptStoreRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nodeArgs := append([]string{"node", "--data", running.data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false"}, args...)
+	nodeArgs := append([]string{"node", "--data", running.data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false", "--ring-work", testRingWork}, args...)
 	line := runFails(t, bin, env, 1, nodeArgs...)
 	if !strings.Contains(line, "swarmcrawl repair --data "+running.data) {
 		t.Fatalf("a node on a damaged store: %q, want one line naming `swarmcrawl repair --data %s`", line, running.data)
