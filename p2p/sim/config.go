@@ -47,6 +47,12 @@ type Config struct {
 	PartitionAt time.Duration
 	// PartitionFor is how long the partition lasts. Default 30s.
 	PartitionFor time.Duration
+	// Dishonest is the fraction of physical nodes (each chosen at random,
+	// as it is created) that follow the protocols but keep what they own
+	// from the crawl: each acknowledges every URL routed to it and drops
+	// it (its crawler fetches nothing), and refuses its predecessors'
+	// replicate writes, withholding their leases. 0 means none.
+	Dishonest float64
 	// Loss is the probability that a message (request or reply) is lost.
 	// Default 0.
 	Loss float64
@@ -190,7 +196,7 @@ func (c Config) effective() (Config, error) {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"churn", c.Churn}, {"burst", c.Burst}, {"partition", c.Partition}, {"loss", c.Loss}} {
+	}{{"churn", c.Churn}, {"burst", c.Burst}, {"partition", c.Partition}, {"loss", c.Loss}, {"dishonest", c.Dishonest}} {
 		if f.v < 0 || f.v >= 1 {
 			errs = append(errs, fmt.Errorf("%s %v: want a fraction in [0, 1)", f.name, f.v))
 		}

@@ -190,6 +190,12 @@ func (a *app) enqueue(p, d int32) {
 	if _, ok := a.queued[p]; ok || a.fetched[p] {
 		return
 	}
+	if a.v.phys.dishonest {
+		// Acknowledged (the owner accepted it, its replicas hold it) and
+		// dropped.
+		a.v.s.droppedByDishonest++
+		return
+	}
 	s := a.v.s
 	h := s.g.host[p]
 	q := a.hosts[h]

@@ -160,6 +160,12 @@ func (t *shardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard
 	var out *shard.WriteReply
 	n := len(req.Claims)*claimBytes + recordsBytes(req.Records) + hostsBytes(req.Hosts)
 	err := t.call(to, n, func() (int, error) {
+		if r := t.s.byAddr[to.Addr]; r != nil && r.alive && r.phys.dishonest {
+			// A dishonest replica withholds the lease: it answers, and
+			// refuses every write.
+			out = &shard.WriteReply{Refused: "withheld by a dishonest replica"}
+			return len(out.Refused), nil
+		}
 		var err error
 		out, err = t.in.Replicate(ctx, to, req)
 		if err != nil {

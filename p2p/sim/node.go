@@ -20,6 +20,9 @@ type physNode struct {
 	liveIdx int   // index in Sim.live while alive
 	work    int64 // pages fetched
 	group   int   // partition side (1 or 2) while partitioned
+	// dishonest: acknowledges and drops what it owns, and withholds its
+	// predecessors' leases (Config.Dishonest).
+	dishonest bool
 }
 
 // vnode is one ring position: a ring.Node and its shard.Manager, built as
@@ -54,6 +57,12 @@ type vnode struct {
 // the network but not joined.
 func (s *Sim) newPhys() *physNode {
 	p := &physNode{idx: len(s.phys), alive: true}
+	if s.cfg.Dishonest > 0 {
+		p.dishonest = s.rng.Float64() < s.cfg.Dishonest
+		if p.dishonest {
+			s.dishonest++
+		}
+	}
 	p.lat = minNodeLatency + time.Duration(s.rng.Int64N(int64(maxNodeLatency-minNodeLatency)+1))
 	s.phys = append(s.phys, p)
 	p.liveIdx = len(s.live)

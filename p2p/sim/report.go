@@ -171,6 +171,11 @@ type CrawlReport struct {
 	RefusedStale    int64 `json:"refused_stale"`
 	RefusedOther    int64 `json:"refused_other"`
 	Undelivered     int   `json:"undelivered_tasks"`
+	// Dishonest is how many physical nodes were dishonest
+	// (Config.Dishonest), and DroppedByDishonest how many URLs they
+	// acknowledged and dropped (a URL may be dropped more than once).
+	Dishonest          int   `json:"dishonest_nodes,omitempty"`
+	DroppedByDishonest int64 `json:"dropped_by_dishonest,omitempty"`
 }
 
 // ChurnReport counts membership events.
@@ -339,6 +344,7 @@ func (s *Sim) crawlReport(r *Report) {
 		Seeds: r.seeds, Reachable: s.reachN, Fetched: s.fetchedReach, Coverage: s.coverage(),
 		CoverageAtDuration: r.coverageAtDuration, Fetches: s.fetches, DupFetches: s.dupFetches, DupTasks: s.dupTasks,
 		RefusedNotOwned: s.refusedNotOwned, RefusedStale: s.refusedStale, RefusedOther: s.refusedOther,
+		Dishonest: s.dishonest, DroppedByDishonest: s.droppedByDishonest,
 	}
 	for _, v := range s.members {
 		c.Undelivered += len(v.outbox)
@@ -467,6 +473,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.Pages, c.Hosts, c.Links, cr.Seeds, 100*cr.Coverage, cr.Reachable, 100*cr.CoverageAtDuration)
 		fmt.Fprintf(&b, "fetches %d, duplicate fetches %d (%.3f%%); accepted %d, never fetched but held %d, lost %d (%d in arcs whose owner and K successors crashed)\n",
 			cr.Fetches, cr.DupFetches, 100*cr.DupShare, cr.Accepted, cr.PendingHeld, cr.Lost, cr.LostExplained)
+		if cr.Dishonest > 0 {
+			fmt.Fprintf(&b, "dishonest: %d nodes acknowledged and dropped %d URLs and withheld their predecessors' leases\n", cr.Dishonest, cr.DroppedByDishonest)
+		}
 		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}

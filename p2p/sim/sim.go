@@ -108,7 +108,11 @@ type Sim struct {
 	// task batches an owner refused: not owned (no claim, no lease), a
 	// replica fenced the claim off (shard.ErrStale), anything else.
 	refusedNotOwned, refusedStale, refusedOther int64
-	rejectedTasks                               int64
+	// dishonest counts the dishonest physical nodes created, and
+	// droppedByDishonest the URLs they acknowledged and dropped.
+	dishonest          int
+	droppedByDishonest int64
+	rejectedTasks      int64
 	// records sent as tasks by Managers that gave a range up without a
 	// handoff (shard.App.Reroute)
 	rerouted int64
