@@ -155,7 +155,7 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 		s.refused.Add(1)
 		return &pb.FetchBatchReply{Error: err.Error()}
 	}
-	if pred := s.predecessor(); pred.Addr != from {
+	if pred := s.predecessor(); pred.Machine() != from {
 		s.refused.Add(1)
 		s.log.Debug("fetch batch refused: sender not this node's predecessor", "from", p2p.ShortID(in.From), "host", b.Host)
 		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s is not this node's ring predecessor, the only owner it helps", p2p.ShortID(in.From))}
@@ -222,7 +222,7 @@ func (s *helper) watchOwner(ctx context.Context, cancel context.CancelFunc, key 
 				return
 			case <-tick.C:
 			}
-			if !s.vouch(key, owner) || s.predecessor().Addr != owner {
+			if !s.vouch(key, owner) || s.predecessor().Machine() != owner {
 				s.log.Info("fetch batch cut short: sender no longer owns the host, or is no longer this node's predecessor", "owner", owner)
 				cancel()
 				return
