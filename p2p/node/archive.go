@@ -226,4 +226,3 @@ func (a *archiveServer) read(ctx context.Context, _ p2p.Inbound, name string, of
 	}
 	return buf, nil
 }
-
