@@ -173,8 +173,8 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 	if *format == "folder" {
 		where = *out
 	}
-	fmt.Fprintf(stdout, "exported %d WARC files (%d bytes) from %d members, %d index entries and %d pages: %s\n",
-		st.files, st.bytes, len(members)-len(failures)+len(unreachable), st.entries, st.pages, where)
+	fmt.Fprintf(stdout, "exported %d WARC files (%d bytes, %d fetched now) from %d members, %d index entries and %d pages: %s\n",
+		st.files, st.bytes, ex.fetched.Load(), len(members)-len(failures)+len(unreachable), st.entries, st.pages, where)
 	if len(failures) > 0 {
 		ids := make([]string, 0, len(failures))
 		for id := range failures {

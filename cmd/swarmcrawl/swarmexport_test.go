@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -125,11 +126,40 @@ func TestSwarmExport(t *testing.T) {
 		fi, _ := os.Stat(p)
 		partSizes[strings.TrimSuffix(filepath.Base(p), partSuffix)] = fi.Size()
 	}
+	var kept int64 // what the stopped export left on disk
+	left, _ := filepath.Glob(filepath.Join(resumed, exportArchiveDir, "*"))
+	for _, p := range left {
+		fi, _ := os.Stat(p)
+		kept += fi.Size()
+	}
+	// A byte of a partial file damaged (a disk's, or a hostile member's):
+	// the digest finds it and the file is fetched again whole.
+	damaged := strings.TrimSuffix(filepath.Base(parts[0]), partSuffix)
+	if partSizes[damaged] > 0 {
+		f, err := os.OpenFile(parts[0], os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{'#'}, partSizes[damaged]/2); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
 	code, stdout, stderr := runExportCmd(t, bin, nil, args...)
 	if code != 0 {
 		t.Fatalf("resumed export: exit %d\n%s%s", code, stdout, tail(stderr, 3000))
 	}
 	t.Logf("resumed export: %s", strings.TrimSpace(stdout))
+	var nFiles, total, fetchedNow int64
+	if _, err := fmt.Sscanf(stdout, "exported %d WARC files (%d bytes, %d fetched now)", &nFiles, &total, &fetchedNow); err != nil {
+		t.Fatalf("resumed export's output %q: %v", stdout, err)
+	}
+	// The rerun fetched what was missing, and then the damaged file
+	// again, whole: the damage shows only in the digest of the whole.
+	damagedSize := int64(len(mustReadFile(t, filepath.Join(resumed, exportArchiveDir, damaged))))
+	if want := total - kept + damagedSize; fetchedNow != want {
+		t.Errorf("the rerun fetched %d bytes; %d of %d were on disk, the damaged file has %d: want %d", fetchedNow, kept, total, damagedSize, want)
+	}
 
 	// The same in one go, as a folder.
 	whole := t.TempDir()
