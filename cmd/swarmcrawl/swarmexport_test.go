@@ -409,4 +409,3 @@ func warcioIndex(t *testing.T, paths []string) ([]warc.CDXJEntry, bool) {
 	}
 	return parseIndex(t, out), true
 }
-
