@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/internal/replaytest"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
@@ -241,8 +242,11 @@ func TestSwarmExport(t *testing.T) {
 	}
 
 	// The WACZ: its WARC files are the exported ones, its index the
-	// merged one but for the conversion records, its manifest right.
+	// merged one but for the conversion records, its manifest right; and
+	// it replays in ReplayWeb.page: a ground-truth page shows its text.
 	checkWACZ(t, wacz, filepath.Join(resumed, exportArchiveDir), files, index)
+	target, ts, want := replayTarget(t, pages)
+	replaytest.Replay(t, filepath.Join(resumed, exportWACZFile), target, ts, want, "swarm-export-replay.png")
 
 	// npm warcio's cdx-index over the same files agrees record for record.
 	paths := make([]string, len(files))
@@ -408,4 +412,30 @@ func warcioIndex(t *testing.T, paths []string) ([]warc.CDXJEntry, bool) {
 		t.Fatalf("warcio cdx-index: %v\n%s", err, stderr.String())
 	}
 	return parseIndex(t, out), true
+}
+
+// replayTarget picks a page of a pages list to replay: its URL, its
+// capture time as 14 digits, and a line of its text to look for.
+func replayTarget(t *testing.T, pages []byte) (target, ts, want string) {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(pages))
+	sc.Buffer(nil, 16<<20)
+	sc.Scan() // the header
+	for sc.Scan() {
+		var p struct{ URL, TS, Text string }
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339, p.TS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(p.Text, "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 30 {
+				return p.URL, at.UTC().Format("20060102150405"), line[:30]
+			}
+		}
+	}
+	t.Fatal("no page with text to replay")
+	return "", "", ""
 }
