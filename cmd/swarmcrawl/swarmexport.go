@@ -194,7 +194,7 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 // has visited max members. A successor that does not answer is passed
 // over for the next one in its predecessor's list and returned in
 // unreachable. Each call is bounded by timeout.
-func walkRing(ctx context.Context, rt *p2p.RingTransport, entry ring.Peer, timeout time.Duration, max int) (members, unreachable []ring.Peer, err error) {
+func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout time.Duration, max int) (members, unreachable []ring.Peer, err error) {
 	visited := map[ring.Peer]bool{}
 	failed := map[ring.Peer]bool{}
 	var cands []ring.Peer // the successors of the last member that answered
@@ -229,6 +229,12 @@ func walkRing(ctx context.Context, rt *p2p.RingTransport, entry ring.Peer, timeo
 		cur = next
 	}
 	return members, unreachable, nil
+}
+
+// neighbourAsker asks a ring member for its neighbours
+// (p2p.RingTransport).
+type neighbourAsker interface {
+	Neighbours(ctx context.Context, to ring.Peer) (ring.Neighbours, error)
 }
 
 // swarmExport fetches the members' WARC files into dir.
