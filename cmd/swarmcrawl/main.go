@@ -83,6 +83,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(strings.TrimSuffix(err.Error(), ": "+errUsage.Error())))
 		return 2
+	case errors.Is(err, errIncomplete):
+		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
+		return exitIncomplete
 	default:
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
 		return 1

@@ -43,6 +43,13 @@ const (
 	partSuffix       = ".part"
 )
 
+// errIncomplete marks a swarm export that lacks some member's files; the
+// command then exits with exitIncomplete, and a rerun resumes.
+var errIncomplete = errors.New("export incomplete")
+
+// exitIncomplete is the exit code of an incomplete swarm export.
+const exitIncomplete = 3
+
 // maxRingWalk bounds the members a swarm export's ring walk visits.
 const maxRingWalk = 10000
 
@@ -184,7 +191,7 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 		for _, id := range ids {
 			fmt.Fprintf(stderr, "member %s: %s\n", id, oneLine(failures[id]))
 		}
-		return fmt.Errorf("export incomplete: %d of %d members not exported (run the same command again to resume)", len(failures), len(members)+len(unreachable))
+		return fmt.Errorf("%w: %d of %d members not exported (run the same command again to resume)", errIncomplete, len(failures), len(members)+len(unreachable))
 	}
 	return nil
 }

@@ -241,6 +241,36 @@ func TestSwarmExport(t *testing.T) {
 		}
 	}
 
+	// A member whose files cannot be had (its WARC directory is gone for
+	// now): the export says it is incomplete, names the member, and exits
+	// 3; once the files are back, a rerun completes it.
+	var holder *proc
+	for _, n := range nodes {
+		if fs, _ := warc.Files(filepath.Join(n.data, "warc"), true); len(fs) > 0 {
+			holder = n
+		}
+	}
+	hidden := filepath.Join(holder.data, "warc-hidden")
+	if err := os.Rename(filepath.Join(holder.data, "warc"), hidden); err != nil {
+		t.Fatal(err)
+	}
+	partial := t.TempDir()
+	partialArgs := []string{"--swarm", "--peer", nodes[1].addrs[0], "--swarm-key", keyFile, "--format", "folder", "--out", partial}
+	code, stdout, stderr = runExportCmd(t, bin, nil, partialArgs...)
+	if err := os.Rename(hidden, filepath.Join(holder.data, "warc")); err != nil {
+		t.Fatal(err)
+	}
+	holderID := holder.addrs[0][strings.LastIndex(holder.addrs[0], "/")+1:]
+	if code != exitIncomplete || !strings.Contains(stderr, "export incomplete: 1 of 5 members") || !strings.Contains(stderr, "member "+holderID) {
+		t.Errorf("export with a member's files missing: exit %d, want %d, naming %s\n%s", code, exitIncomplete, holderID, tail(stderr, 2000))
+	}
+	if code, stdout, stderr = runExportCmd(t, bin, nil, partialArgs...); code != 0 {
+		t.Fatalf("rerun of the incomplete export: exit %d\n%s%s", code, stdout, tail(stderr, 2000))
+	}
+	if !bytes.Equal(mustReadFile(t, filepath.Join(partial, exportIndexFile)), index) {
+		t.Errorf("the completed rerun's index differs from the one-go export's")
+	}
+
 	// The WACZ: its WARC files are the exported ones, its index the
 	// merged one but for the conversion records, its manifest right; and
 	// it replays in ReplayWeb.page: a ground-truth page shows its text.
