@@ -252,8 +252,10 @@ type swarmExport struct {
 	chunk     int
 	timeout   time.Duration
 	stopAfter int64
-	progress  *progressLine
 	stderr    io.Writer
+
+	progressMu sync.Mutex // the member goroutines share the line
+	progress   *progressLine
 
 	fetched       atomic.Int64 // bytes fetched this run
 	filesDone     atomic.Int64
@@ -270,6 +272,8 @@ func (ex *swarmExport) show() {
 	if total > 0 {
 		pct = 100 * float64(have) / float64(total)
 	}
+	ex.progressMu.Lock()
+	defer ex.progressMu.Unlock()
 	ex.progress.show(false, "exporting: %.1f of %.1f MiB (%.0f%%), %d of %d files, %d members listed",
 		float64(have)/(1<<20), float64(total)/(1<<20), pct, ex.filesDone.Load(), ex.filesListed.Load(), ex.membersListed.Load())
 }
