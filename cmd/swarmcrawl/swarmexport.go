@@ -470,8 +470,9 @@ func fileDigest(path string) (string, int64, error) {
 // local name, with its member, its name there, its size and digest, and
 // whether the copy is complete. It is saved after every complete file.
 type exportState struct {
-	mu    sync.Mutex
-	Files map[string]*exportFile `json:"files"`
+	mu     sync.Mutex             // guards Files
+	saveMu sync.Mutex             // one save at a time: they share the temporary file
+	Files  map[string]*exportFile `json:"files"`
 }
 
 // exportFile is one WARC file of an export's state.
@@ -523,6 +524,8 @@ func (s *exportState) set(name string, f *exportFile) {
 
 // save writes the state to dir, atomically.
 func (s *exportState) save(dir string) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	s.mu.Lock()
 	data, err := json.MarshalIndent(s, "", " ")
 	s.mu.Unlock()
