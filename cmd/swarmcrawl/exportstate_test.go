@@ -41,3 +41,21 @@ func TestExportStateConcurrentSaves(t *testing.T) {
 		t.Errorf("state read back has %d files, want %d", len(back.Files), 8*50)
 	}
 }
+
+// Two swarm exports into one directory at once: the second is refused.
+func TestExportDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	release, err := lockExportDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockExportDir(dir); err == nil {
+		t.Fatal("a second export took the directory")
+	}
+	release()
+	again, err := lockExportDir(dir)
+	if err != nil {
+		t.Fatalf("after the first ended: %v", err)
+	}
+	again()
+}

@@ -113,6 +113,11 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Join(*out, exportArchiveDir), 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
+	unlock, err := lockExportDir(*out)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	state, err := loadExportState(*out)
 	if err != nil {
 		return err

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package replaytest opens a WACZ package in ReplayWeb.page (npm
 // replaywebpage, served on loopback) in headless Chromium driven over the
 // DevTools protocol, and checks that an archived page replays with its
