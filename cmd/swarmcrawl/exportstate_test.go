@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -58,4 +60,26 @@ func TestExportDirLocked(t *testing.T) {
 		t.Fatalf("after the first ended: %v", err)
 	}
 	again()
+}
+
+// Wrong invocations of a swarm export fail with one line saying what to
+// do, before anything is contacted.
+func TestSwarmExportUsage(t *testing.T) {
+	const peer = "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWAwMGQWY2SRk76j3abLGVQs16i9mhgfjVe2jWQQV1gz2n"
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", "--swarm", "--out", dir}, "--peer is required"},
+		{[]string{"export", "--swarm", "--peer", peer}, "--out DIR is required"},
+		{[]string{"export", "--swarm", "--peer", peer, "--out", dir, "--format", "cdxj"}, `--format "cdxj": want wacz or folder`},
+		{[]string{"export", "--swarm", "--peer", peer, "--out", dir, "--chunk", "10"}, "--chunk 10"},
+		{[]string{"export", "--swarm", "--peer", "/ip4/127.0.0.1/tcp/1", "--out", dir}, "--peer: need one full multiaddr"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(c.args, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying %q", c.args[1:], code, stderr.String(), c.want)
+		}
+	}
 }
