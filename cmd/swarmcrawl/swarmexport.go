@@ -146,7 +146,7 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 
 	ex := &swarmExport{
 		dir: *out, streams: streams, state: state, chunk: *chunk, timeout: *timeout,
-		stopAfter: stopAfter, progress: newProgressLine(stderr), stderr: stderr,
+		stopAfter: stopAfter, progress: newProgressLine(stderr), stderr: stderr, retryWait: time.Second,
 	}
 	failures := map[string]string{}
 	for _, m := range unreachable {
@@ -258,6 +258,9 @@ type swarmExport struct {
 	timeout   time.Duration
 	stopAfter int64
 	stderr    io.Writer
+	// retryWait is the wait before the first retry of a failed call;
+	// each further retry waits twice as long.
+	retryWait time.Duration
 
 	progressMu sync.Mutex // the member goroutines share the line
 	progress   *progressLine
@@ -429,16 +432,27 @@ func (ex *swarmExport) fetchPart(id peer.ID, f p2p.ArchiveFile, part string) err
 	}
 	ex.bytesPresent.Add(have)
 	quiet := time.Now() // when the member last sent anything
+	failed := 0         // calls failed in a row
 	for have < f.Size {
 		n := int(min(int64(ex.chunk), f.Size-have))
 		data, err := p2p.FetchArchiveRange(context.Background(), ex.streams, id, f.Name, have, n)
 		if err != nil {
+			// A busy member is asked again soon; any other failure (a
+			// reset stream, a member restarting) up to 3 times, after
+			// 1, 2 and 4 s; then the member is reported and a rerun
+			// resumes from here.
 			if time.Since(quiet) < ex.timeout && strings.Contains(err.Error(), "ask again") {
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
+			if failed < 3 && time.Since(quiet) < ex.timeout {
+				time.Sleep(ex.retryWait << failed)
+				failed++
+				continue
+			}
 			return err
 		}
+		failed = 0
 		if len(data) == 0 {
 			return fmt.Errorf("the member sent nothing at offset %d of %d", have, f.Size)
 		}
