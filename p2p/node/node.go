@@ -74,25 +74,25 @@ type Node struct {
 	// delegator hands hot hosts' fetch batches to helpers (nil with URL
 	// keys or Crawl.HotQueue None); helper fetches batches for other
 	// owners (nil with URL keys), whatever this node's own HotQueue.
-	delegator  *delegator
-	helper     *helper
-	finished   *finishedURLs
-	progressQ  *route.Progress // finished URLs waiting for their links
-	crawler    *crawl.Crawler
-	queue      *crawlQueue // where admitted URLs go
-	admit      *route.Intake
-	intake     *intake
-	shardTr    *p2p.ShardTransport
-	peerState  peerState // checks the state peers hand over
-	shard      *shard.Manager
-	scope      *ownerScope
-	owner      *route.Owner
-	tasks      *p2p.TaskTransport
-	fetchTr    *p2p.FetchTransport
-	archiveSrv *archiveServer // serves the WARC files to export clients
-	router     *route.Router
-	links      *linkRouter // delivers the outbox through router
-	progress   *progress
+	delegator *delegator
+	helper    *helper
+	finished  *finishedURLs
+	progressQ *route.Progress // finished URLs waiting for their links
+	crawler   *crawl.Crawler
+	queue     *crawlQueue // where admitted URLs go
+	admit     *route.Intake
+	intake    *intake
+	shardTr   *p2p.ShardTransport
+	peerState peerState // checks the state peers hand over
+	shard     *shard.Manager
+	scope     *ownerScope
+	owner     *route.Owner
+	tasks     *p2p.TaskTransport
+	fetchTr   *p2p.FetchTransport
+	warcSrv   *archiveServer // serves the WARC files to export clients
+	router    *route.Router
+	links     *linkRouter // delivers the outbox through router
+	progress  *progress
 
 	// taskQuota and seedQuota bound what one peer may send.
 	taskQuota, seedQuota *quota
@@ -219,7 +219,7 @@ func (n *Node) build() error {
 	n.progressQ = route.NewProgress(n.outbox)
 	n.finished = &finishedURLs{links: n.outbox, progress: n.progressQ, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
-	n.archiveSrv = newArchiveServer(filepath.Join(cfg.DataDir, WARCDir))
+	n.warcSrv = newArchiveServer(filepath.Join(cfg.DataDir, WARCDir))
 	// The crawler, the owner and the router must agree on what a key is.
 	crawlCfg := cfg.Crawl.WithDefaults()
 	keyMode := crawlCfg.KeyMode
@@ -316,7 +316,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.log.Info("resuming undelivered links", "tasks", loaded)
 	}
 	n.ringTr.Serve(n.ring)
-	p2p.ServeArchive(n.streams, n.archiveSrv.list, n.archiveSrv.read)
+	p2p.ServeArchive(n.streams, n.warcSrv.list, n.warcSrv.read)
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
