@@ -106,6 +106,11 @@ var limits = map[string]Limits{
 	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second,
 		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true, MembersOnly: true},
+	// An export client reads a member's archive a chunk (at most
+	// MaxArchiveChunk) a call, at most 2 calls at once from one peer; the
+	// node paces the bytes it serves (see node/archive.go).
+	protocol.ArchiveID: {MaxBytes: protocol.MaxArchiveMsgBytes, Timeout: 30 * time.Second,
+		Streams: 32, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 8 << 20},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol

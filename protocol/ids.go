@@ -24,6 +24,9 @@ const (
 	// FetchID hands a hot host's fetch batch from its owner to a helper
 	// (FetchBatchRequest/FetchBatchReply).
 	FetchID = "/swarmcrawl/fetch/1.0.0"
+	// ArchiveID lets a client list a member's WARC files and fetch byte
+	// ranges of them (ArchiveRequest/ArchiveResponse): the swarm export.
+	ArchiveID = "/swarmcrawl/archive/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -56,6 +59,16 @@ const (
 	MaxFetchMsgBytes = 4 << 20
 	// MaxFetchTasks bounds the tasks of one fetch batch.
 	MaxFetchTasks = 64
+	// MaxArchiveChunk bounds the bytes of one archive range.
+	MaxArchiveChunk = 1 << 20
+	// MaxArchiveFiles bounds the files of one archive list.
+	MaxArchiveFiles = 10000
+	// MaxArchiveMsgBytes bounds archive requests and responses: a chunk,
+	// or a list of MaxArchiveFiles files with names up to
+	// MaxArchiveNameBytes, with room for framing.
+	MaxArchiveMsgBytes = 2 << 20
+	// MaxArchiveNameBytes bounds a WARC file name in an archive message.
+	MaxArchiveNameBytes = 128
 )
 
 // FrameMemory is the most memory reading one honest frame of at most max

@@ -19,7 +19,11 @@ import (
 // a stopped node and on a running one (the file still being written is
 // left out unless --include-open).
 func runExport(args []string, stdout, stderr io.Writer) error {
+	if isSwarmExport(args) {
+		return runSwarmExport(args, stdout, stderr)
+	}
 	fs := newFlagSet("export", stderr)
+	fs.Bool("swarm", false, "export the whole swarm's crawl from --peer MULTIADDR into --out DIR (see swarmcrawl export --swarm -h)")
 	data := fs.String("data", "", "data directory of a node (required)")
 	format := fs.String("format", "jsonl", "warc (the archived exchanges), jsonl (extracted text, one JSON object a line), cdxj (a sorted index of the WARC files) or wacz (a WACZ package: WARC files, index, pages)")
 	out := fs.String("out", "-", "output file, - for stdout")

@@ -23,6 +23,7 @@ Usage:
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc|cdxj|wacz] [--out FILE]
+  swarmcrawl export --swarm --peer MULTIADDR --out DIR [--format wacz|folder] [--swarm-key FILE]   the whole swarm's crawl; reruns resume
   swarmcrawl repair --data DIR    recover a stopped node's damaged store and report what was lost
   swarmcrawl demo   [--nodes N] [--hosts N] [--delay D]
   swarmcrawl simulate [--nodes N] [--vnodes V] [--churn F] [--burst F] [--replicas K] [--graph FILE [--hosts FILE]]
@@ -82,6 +83,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(strings.TrimSuffix(err.Error(), ": "+errUsage.Error())))
 		return 2
+	case errors.Is(err, errIncomplete):
+		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
+		return exitIncomplete
 	default:
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
 		return 1

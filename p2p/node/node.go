@@ -89,6 +89,7 @@ type Node struct {
 	owner     *route.Owner
 	tasks     *p2p.TaskTransport
 	fetchTr   *p2p.FetchTransport
+	warcSrv   *archiveServer // serves the WARC files to export clients
 	router    *route.Router
 	links     *linkRouter // delivers the outbox through router
 	progress  *progress
@@ -221,6 +222,7 @@ func (n *Node) build() error {
 	n.progressQ = route.NewProgress(n.outbox)
 	n.finished = &finishedURLs{links: n.outbox, progress: n.progressQ, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
+	n.warcSrv = newArchiveServer(filepath.Join(cfg.DataDir, WARCDir))
 	// The crawler, the owner and the router must agree on what a key is.
 	crawlCfg := cfg.Crawl.WithDefaults()
 	keyMode := crawlCfg.KeyMode
@@ -317,6 +319,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.log.Info("resuming undelivered links", "tasks", loaded)
 	}
 	n.ringTr.Serve(n.ring)
+	p2p.ServeArchive(n.streams, n.warcSrv.list, n.warcSrv.read)
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)

@@ -2900,6 +2900,335 @@ func (x *DeadLetter) GetAtNs() int64 {
 	return 0
 }
 
+// ArchiveRequest is one call on /swarmcrawl/archive/1.0.0: list the WARC
+// files a member holds, or fetch a byte range of one of them.
+type ArchiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*ArchiveRequest_List
+	//	*ArchiveRequest_Range
+	Body          isArchiveRequest_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveRequest) Reset() {
+	*x = ArchiveRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveRequest) ProtoMessage() {}
+
+func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
+func (*ArchiveRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *ArchiveRequest) GetList() *ArchiveList {
+	if x != nil {
+		if x, ok := x.Body.(*ArchiveRequest_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *ArchiveRequest) GetRange() *ArchiveRange {
+	if x != nil {
+		if x, ok := x.Body.(*ArchiveRequest_Range); ok {
+			return x.Range
+		}
+	}
+	return nil
+}
+
+type isArchiveRequest_Body interface {
+	isArchiveRequest_Body()
+}
+
+type ArchiveRequest_List struct {
+	List *ArchiveList `protobuf:"bytes,1,opt,name=list,proto3,oneof"`
+}
+
+type ArchiveRequest_Range struct {
+	Range *ArchiveRange `protobuf:"bytes,2,opt,name=range,proto3,oneof"`
+}
+
+func (*ArchiveRequest_List) isArchiveRequest_Body() {}
+
+func (*ArchiveRequest_Range) isArchiveRequest_Body() {}
+
+// ArchiveList asks for the member's WARC files (ArchiveResponse.files).
+type ArchiveList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveList) Reset() {
+	*x = ArchiveList{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveList) ProtoMessage() {}
+
+func (x *ArchiveList) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
+func (*ArchiveList) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+}
+
+// ArchiveRange asks for length bytes of the WARC file name (a name from
+// the member's list) from offset on; length is at most
+// protocol.MaxArchiveChunk, and the range must lie within the size the
+// list gave.
+type ArchiveRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint32                 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveRange) Reset() {
+	*x = ArchiveRange{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveRange) ProtoMessage() {}
+
+func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
+func (*ArchiveRange) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ArchiveRange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ArchiveRange) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ArchiveRange) GetLength() uint32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// ArchiveResponse answers an ArchiveRequest. error is set when the
+// request could not be served; the rest is then empty. A list fills
+// files (more_files when the member holds more than one list carries); a
+// range fills data.
+type ArchiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Files         []*ArchiveFile         `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	MoreFiles     bool                   `protobuf:"varint,4,opt,name=more_files,json=moreFiles,proto3" json:"more_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveResponse) Reset() {
+	*x = ArchiveResponse{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveResponse) ProtoMessage() {}
+
+func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
+func (*ArchiveResponse) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ArchiveResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ArchiveResponse) GetFiles() []*ArchiveFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ArchiveResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ArchiveResponse) GetMoreFiles() bool {
+	if x != nil {
+		return x.MoreFiles
+	}
+	return false
+}
+
+// ArchiveFile is one WARC file of a member: its name (final, without
+// .open), the size to fetch and the SHA-256 of those bytes. A file still
+// being written (open) is offered up to its last complete record: size
+// and sha256 are those of that prefix, which only grows.
+type ArchiveFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Size          uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Open          bool                   `protobuf:"varint,4,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveFile) Reset() {
+	*x = ArchiveFile{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveFile) ProtoMessage() {}
+
+func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
+func (*ArchiveFile) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ArchiveFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ArchiveFile) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ArchiveFile) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *ArchiveFile) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
@@ -3130,7 +3459,27 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x12\x13\n" +
 	"\x05at_ns\x18\n" +
-	" \x01(\x03R\x04atNsB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	" \x01(\x03R\x04atNs\"\x7f\n" +
+	"\x0eArchiveRequest\x120\n" +
+	"\x04list\x18\x01 \x01(\v2\x1a.swarmcrawl.v1.ArchiveListH\x00R\x04list\x123\n" +
+	"\x05range\x18\x02 \x01(\v2\x1b.swarmcrawl.v1.ArchiveRangeH\x00R\x05rangeB\x06\n" +
+	"\x04body\"\r\n" +
+	"\vArchiveList\"R\n" +
+	"\fArchiveRange\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\rR\x06length\"\x8c\x01\n" +
+	"\x0fArchiveResponse\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
+	"\x05files\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ArchiveFileR\x05files\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"more_files\x18\x04 \x01(\bR\tmoreFiles\"a\n" +
+	"\vArchiveFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\fR\x06sha256\x12\x12\n" +
+	"\x04open\x18\x04 \x01(\bR\x04openB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -3144,7 +3493,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3184,6 +3533,11 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*FetchBatchReply)(nil),   // 35: swarmcrawl.v1.FetchBatchReply
 	(*FetchResult)(nil),       // 36: swarmcrawl.v1.FetchResult
 	(*DeadLetter)(nil),        // 37: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 38: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 39: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 40: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 41: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 42: swarmcrawl.v1.ArchiveFile
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3233,11 +3587,14 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	32, // 44: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
 	37, // 45: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
 	33, // 46: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	39, // 47: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	40, // 48: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	42, // 49: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3257,13 +3614,17 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
+	file_pb_swarmcrawl_proto_msgTypes[38].OneofWrappers = []any{
+		(*ArchiveRequest_List)(nil),
+		(*ArchiveRequest_Range)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

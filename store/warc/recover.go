@@ -77,13 +77,26 @@ func writeIndexFile(path string) error {
 // completeLength returns the length of the prefix of a WARC file that
 // holds only complete, readable records, each ending a gzip member.
 func completeLength(path string) (int64, error) {
+	return CompleteLength(path, 0)
+}
+
+// CompleteLength returns the length of the prefix of the gzip-compressed
+// WARC file at path that holds only complete, readable records, each
+// ending a gzip member, reading from offset from on: from must be the end
+// of a record (0, or a length CompleteLength returned before for the same
+// file, which only grows while it is written). It is how much of a file
+// still being written can be handed out whole.
+func CompleteLength(path string, from int64) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return 0, err
+	}
 	r := NewReader(f)
-	var good int64
+	good := from
 	for {
 		_, err := r.Next()
 		if err == io.EOF {
@@ -99,7 +112,7 @@ func completeLength(path string) (int64, error) {
 			return 0, errors.New("not a gzip-compressed WARC file")
 		}
 		if !r.inMember {
-			good = r.end
+			good = from + r.end
 		}
 	}
 }

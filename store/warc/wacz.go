@@ -38,6 +38,11 @@ type PackageInfo struct {
 	// NoText leaves the pages' text out of pages/pages.jsonl (it feeds
 	// ReplayWeb.page's full-text search, and is most of the list's size).
 	NoText bool
+	// LatestPages lists each URL once in pages/pages.jsonl, its latest
+	// capture, when the files hold more than one (a page fetched again
+	// after its holder left the swarm). The WARC files and the index keep
+	// every capture.
+	LatestPages bool
 }
 
 // PackageStats counts what WriteWACZ packaged.
@@ -117,13 +122,12 @@ func WriteWACZ(w io.Writer, paths []string, info PackageInfo) (PackageStats, err
 	var resources []waczResource
 	seen := map[string]bool{}
 	for _, path := range paths {
-		res, pages, err := packWARC(zw, path, sorter, pagesEnc, info.NoText, seen)
+		res, _, err := packWARC(zw, path, sorter, pagesEnc, info.NoText, seen)
 		if err != nil {
 			return st, err
 		}
 		resources = append(resources, res)
 		st.Files++
-		st.Pages += pages
 		st.WARCBytes += res.Bytes
 	}
 	if err := pagesBuf.Flush(); err != nil {
@@ -142,14 +146,9 @@ func WriteWACZ(w io.Writer, paths []string, info PackageInfo) (PackageStats, err
 	resources = append(resources, res)
 
 	// The pages.
-	if _, err := pagesTmp.Seek(0, io.SeekStart); err != nil {
-		return st, fmt.Errorf("warc: wacz: pages: %w", err)
-	}
 	res, err = addEntry(zw, "pages/pages.jsonl", zip.Deflate, info.Created, func(out io.Writer) error {
-		if _, err := io.WriteString(out, `{"format":"json-pages-1.0","id":"pages","title":"All Pages"}`+"\n"); err != nil {
-			return err
-		}
-		_, err := io.Copy(out, pagesTmp)
+		var err error
+		st.Pages, err = copyPages(pagesTmp, out, info.LatestPages)
 		return err
 	})
 	if err != nil {
@@ -262,56 +261,8 @@ func packWARC(zw *zip.Writer, path string, sorter *IndexSorter, enc *json.Encode
 			in = io.LimitReader(f, size)
 		}
 		src := io.TeeReader(in, out)
-		var pending *waczPage // the last 200 HTML response, waiting for its text
-		var pendingID string
-		emit := func() error {
-			if pending == nil {
-				return nil
-			}
-			p := pending
-			pending = nil
-			if noText {
-				p.Text = ""
-			}
-			pages++
-			return enc.Encode(p)
-		}
-		// Conversion records stay out of the index: ReplayWeb.page keeps
-		// one capture per URL and time, and would replay the text of the
-		// page in its place. pages.jsonl carries the text.
-		conversions := map[int64]bool{}
-		addEntry := func(e CDXJEntry) error {
-			if conversions[e.Offset] {
-				delete(conversions, e.Offset)
-				return nil
-			}
-			return sorter.AddEntry(e)
-		}
-		_, err := IndexRecords(src, name, addEntry, func(rec *Record) error {
-			if rec.Type == "conversion" {
-				conversions[rec.Offset] = true
-			}
-			if pending != nil && rec.Type == "conversion" && rec.RefersTo == pendingID {
-				pending.Title, pending.Text = rec.Header.Get(HeaderTitle), string(rec.Content)
-				return emit()
-			}
-			if rec.Type != "response" {
-				return nil
-			}
-			if err := emit(); err != nil {
-				return err
-			}
-			if status, mime := httpHead(rec.Content); status == "200" && (strings.EqualFold(mime, "text/html") || strings.EqualFold(mime, "application/xhtml+xml")) && !rec.Date.IsZero() {
-				ts := rec.Date.UTC().Format(time.RFC3339)
-				sum := sha256.Sum256([]byte(ts + " " + rec.TargetURI))
-				pending, pendingID = &waczPage{ID: hex.EncodeToString(sum[:8]), URL: rec.TargetURI, TS: ts}, rec.ID
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read %s: %w", name, err)
-		}
-		if err := emit(); err != nil {
+		var err error
+		if pages, err = scanPages(src, name, sorter.AddEntry, enc, noText); err != nil {
 			return err
 		}
 		// What the reader left unread (nothing but padding, normally)
@@ -320,4 +271,169 @@ func packWARC(zw *zip.Writer, path string, sorter *IndexSorter, enc *json.Encode
 		return err
 	})
 	return res, pages, err
+}
+
+// scanPages reads the WARC file src (named name), hands each index entry
+// of a record a replay tool serves to onEntry (nil: none) and lists its
+// pages with enc, and returns how many it listed.
+func scanPages(src io.Reader, name string, onEntry func(CDXJEntry) error, enc *json.Encoder, noText bool) (int, error) {
+	pages := 0
+	var pending *waczPage // the last 200 HTML response, waiting for its text
+	var pendingID string
+	emit := func() error {
+		if pending == nil {
+			return nil
+		}
+		p := pending
+		pending = nil
+		if noText {
+			p.Text = ""
+		}
+		pages++
+		return enc.Encode(p)
+	}
+	// Conversion records stay out of the index: ReplayWeb.page keeps
+	// one capture per URL and time, and would replay the text of the
+	// page in its place. pages.jsonl carries the text.
+	conversions := map[int64]bool{}
+	addEntry := func(e CDXJEntry) error {
+		if conversions[e.Offset] {
+			delete(conversions, e.Offset)
+			return nil
+		}
+		if onEntry == nil {
+			return nil
+		}
+		return onEntry(e)
+	}
+	_, err := IndexRecords(src, name, addEntry, func(rec *Record) error {
+		if rec.Type == "conversion" {
+			conversions[rec.Offset] = true
+		}
+		if pending != nil && rec.Type == "conversion" && rec.RefersTo == pendingID {
+			pending.Title, pending.Text = rec.Header.Get(HeaderTitle), string(rec.Content)
+			return emit()
+		}
+		if rec.Type != "response" {
+			return nil
+		}
+		if err := emit(); err != nil {
+			return err
+		}
+		if status, mime := httpHead(rec.Content); status == "200" && (strings.EqualFold(mime, "text/html") || strings.EqualFold(mime, "application/xhtml+xml")) && !rec.Date.IsZero() {
+			ts := rec.Date.UTC().Format(time.RFC3339)
+			sum := sha256.Sum256([]byte(ts + " " + rec.TargetURI))
+			pending, pendingID = &waczPage{ID: hex.EncodeToString(sum[:8]), URL: rec.TargetURI, TS: ts}, rec.ID
+		}
+		return nil
+	})
+	if err != nil {
+		return pages, fmt.Errorf("read %s: %w", name, err)
+	}
+	if err := emit(); err != nil {
+		return pages, err
+	}
+	return pages, nil
+}
+
+// pagesHeader is the first line of a pages.jsonl.
+const pagesHeader = `{"format":"json-pages-1.0","id":"pages","title":"All Pages"}` + "\n"
+
+// copyPages writes the pages list held in tmp (one page a line, from the
+// start) to out, and returns how many pages it wrote: all of them, or,
+// with latest, one per URL, the latest capture (the first of equal
+// times). The latest capture of each URL is found in a first pass, which
+// holds every URL in memory once.
+func copyPages(tmp *os.File, out io.Writer, latest bool) (int, error) {
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	if _, err := io.WriteString(out, pagesHeader); err != nil {
+		return 0, err
+	}
+	if !latest {
+		n := 0
+		sc := bufio.NewScanner(tmp)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		for sc.Scan() {
+			if _, err := out.Write(append(sc.Bytes(), '\n')); err != nil {
+				return n, err
+			}
+			n++
+		}
+		return n, sc.Err()
+	}
+	keep := map[string]string{} // URL → latest ts
+	sc := bufio.NewScanner(tmp)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var p waczPage
+	for sc.Scan() {
+		p = waczPage{}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return 0, err
+		}
+		if ts, ok := keep[p.URL]; !ok || p.TS > ts {
+			keep[p.URL] = p.TS
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	n := 0
+	sc = bufio.NewScanner(tmp)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		p = waczPage{}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return n, err
+		}
+		if ts, ok := keep[p.URL]; !ok || ts != p.TS {
+			continue
+		}
+		delete(keep, p.URL)
+		if _, err := out.Write(append(sc.Bytes(), '\n')); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// WritePages writes to w the pages list of the WARC files at paths, as
+// pages/pages.jsonl of a WACZ package (see WriteWACZ) holds it: the HTML
+// pages fetched with status 200, with their text unless info.NoText, one
+// per URL with info.LatestPages. It returns how many pages it wrote.
+// info.TempDir holds the list while it is written.
+func WritePages(w io.Writer, paths []string, info PackageInfo) (int, error) {
+	tmp, err := os.CreateTemp(info.TempDir, "pages-*")
+	if err != nil {
+		return 0, fmt.Errorf("warc: pages: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	buf := bufio.NewWriterSize(tmp, 64<<10)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, fmt.Errorf("warc: pages: %w", err)
+		}
+		_, err = scanPages(bufio.NewReaderSize(f, 256<<10), filepath.Base(path), nil, enc, info.NoText)
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("warc: pages: %w", err)
+		}
+	}
+	if err := buf.Flush(); err != nil {
+		return 0, fmt.Errorf("warc: pages: %w", err)
+	}
+	n, err := copyPages(tmp, w, info.LatestPages)
+	if err != nil {
+		return n, fmt.Errorf("warc: pages: %w", err)
+	}
+	return n, nil
 }

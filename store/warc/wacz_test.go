@@ -1,26 +1,22 @@
 package warc
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bufio"
 	"bytes"
-	"compress/gzip"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/internal/replaytest"
 )
 
 // replayExchanges are two small sites' pages, with words the replay test
@@ -211,106 +207,6 @@ func TestWriteWACZOpenFile(t *testing.T) {
 	}
 }
 
-// replayWebPageVersion is the version of the npm package replaywebpage
-// (ReplayWeb.page, https://github.com/webrecorder/replayweb.page) the
-// replay test serves. Its dependencies are bundled into ui.js and sw.js,
-// so the package is fetched alone with npm pack, which .ci/run does:
-//
-//	npm pack --pack-destination .cache/npm replaywebpage@2.5.3
-const replayWebPageVersion = "2.5.3"
-
-// replayWebPageDir returns the directory of the replaywebpage package,
-// unpacked under .cache/npm (or $SWARMCRAWL_NPM_DIR), fetching it with npm
-// pack when it is not there. Without npm the test skips, or fails under
-// CI.
-func replayWebPageDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("SWARMCRAWL_NPM_DIR")
-	if dir == "" {
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, ".cache", "npm")
-	}
-	pkg := filepath.Join(dir, "replaywebpage-"+replayWebPageVersion)
-	if _, err := os.Stat(filepath.Join(pkg, "sw.js")); err == nil {
-		return pkg
-	}
-	tgz := filepath.Join(dir, "replaywebpage-"+replayWebPageVersion+".tgz")
-	if _, err := os.Stat(tgz); err != nil {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("the replay test needs npm on PATH in CI: %v", err)
-			}
-			t.Skip("skipping the replay test: npm is not on PATH (with CI set this is a failure)")
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "pack", "--pack-destination", dir, "replaywebpage@"+replayWebPageVersion)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
-		}
-	}
-	if err := untarPackage(tgz, pkg); err != nil {
-		t.Fatalf("unpack %s: %v", tgz, err)
-	}
-	return pkg
-}
-
-// untarPackage unpacks the files under package/ of an npm tarball into
-// dst, through a temporary directory renamed into place.
-func untarPackage(tgz, dst string) error {
-	f, err := os.Open(tgz)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".unpack-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		rel, ok := strings.CutPrefix(path.Clean(h.Name), "package/")
-		if h.Typeflag != tar.TypeReg || !ok || !filepath.IsLocal(rel) {
-			continue
-		}
-		p := filepath.Join(tmp, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		out, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(out, io.LimitReader(tr, 64<<20))
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return os.Rename(tmp, dst)
-}
-
 // TestWACZReplaysInReplayWebPage packages a small crawl as a WACZ and
 // opens it in ReplayWeb.page, served with the package from a loopback
 // HTTP server, in headless Chromium: the archived page must replay with
@@ -318,9 +214,6 @@ func untarPackage(tgz, dst string) error {
 // test's artifacts (go test -artifacts; make test keeps them in
 // bin/artifacts).
 func TestWACZReplaysInReplayWebPage(t *testing.T) {
-	bin := chromiumPath(t)
-	rwp := replayWebPageDir(t)
-
 	dir := t.TempDir()
 	paths := writeIndexed(t, dir, 0, replayExchanges())
 	wacz := filepath.Join(t.TempDir(), "crawl.wacz")
@@ -336,41 +229,5 @@ func TestWACZReplaysInReplayWebPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("/crawl.wacz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/wacz")
-		http.ServeFile(w, r, wacz) // answers range requests
-	})
-	mux.Handle("/", http.FileServer(http.Dir(rwp)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	defer srv.Close()
-
-	b := startBrowser(t, bin)
-	defer b.close()
-	base := "http://" + ln.Addr().String()
-	target := "http://replay.example/page.html"
-	page := base + "/?source=" + url.QueryEscape(base+"/crawl.wacz") + "#view=replay&url=" + url.QueryEscape(target) + "&ts=20250314150926"
-	if err := b.navigate(page); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	text, ok := b.waitForText(ctx, "The quick swarm replays the archived page.")
-	shot := filepath.Join(t.ArtifactDir(), "replaywebpage.png")
-	if err := b.screenshot(shot); err != nil {
-		t.Errorf("screenshot: %v", err)
-	}
-	if !ok {
-		t.Fatalf("the archived page's text did not appear in ReplayWeb.page in 90 s; the page shows:\n%.3000s", text)
-	}
-	if st, err := os.Stat(shot); err != nil || st.Size() < 10_000 {
-		t.Errorf("screenshot %s: %v", shot, err)
-	}
-	t.Logf("ReplayWeb.page %s replayed %s from the WACZ; screenshot %s", replayWebPageVersion, target, shot)
+	replaytest.Replay(t, wacz, "http://replay.example/page.html", "20250314150926", "The quick swarm replays the archived page.", "replaywebpage.png")
 }

@@ -1,14 +1,28 @@
-package warc
+//go:build unix
+
+// Package replaytest opens a WACZ package in ReplayWeb.page (npm
+// replaywebpage, served on loopback) in headless Chromium driven over the
+// DevTools protocol, and checks that an archived page replays with its
+// text. It is for tests only: store/warc's replay test and the swarm
+// export's.
+package replaytest
 
 import (
+	"archive/tar"
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -17,6 +31,169 @@ import (
 
 	"golang.org/x/net/websocket"
 )
+
+// Replay serves ReplayWeb.page and the WACZ package at wacz from a
+// loopback HTTP server, opens the capture of target nearest ts
+// (yyyyMMddHHmmss) in headless Chromium, and fails t unless want appears
+// in the replayed page's text within 90 s. A screenshot is kept in the
+// test's artifacts as shot (go test -artifacts). Without Chromium or npm
+// the test skips, or fails under CI, where .ci/run installs them.
+func Replay(t *testing.T, wacz, target, ts, want, shot string) {
+	t.Helper()
+	bin := chromiumPath(t)
+	rwp := replayWebPageDir(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/crawl.wacz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/wacz")
+		http.ServeFile(w, r, wacz) // answers range requests
+	})
+	mux.Handle("/", http.FileServer(http.Dir(rwp)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln) // owned: ends with srv.Close
+	defer srv.Close()
+
+	b := startBrowser(t, bin)
+	defer b.close()
+	base := "http://" + ln.Addr().String()
+	page := base + "/?source=" + url.QueryEscape(base+"/crawl.wacz") + "#view=replay&url=" + url.QueryEscape(target) + "&ts=" + ts
+	if err := b.navigate(page); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	text, ok := b.waitForText(ctx, want)
+	shotPath := filepath.Join(t.ArtifactDir(), shot)
+	if err := b.screenshot(shotPath); err != nil {
+		t.Errorf("screenshot: %v", err)
+	}
+	if !ok {
+		t.Fatalf("the archived page's text did not appear in ReplayWeb.page in 90 s; the page shows:\n%.3000s", text)
+	}
+	if st, err := os.Stat(shotPath); err != nil || st.Size() < 10_000 {
+		t.Errorf("screenshot %s: %v", shotPath, err)
+	}
+	t.Logf("ReplayWeb.page %s replayed %s from the WACZ; screenshot %s", ReplayWebPageVersion, target, shotPath)
+}
+
+// repoRoot returns the repository's root: the nearest directory up from
+// the test's that holds go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("repository root (go.mod) not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// ReplayWebPageVersion is the version of the npm package replaywebpage
+// (ReplayWeb.page, https://github.com/webrecorder/replayweb.page) the
+// replay test serves. Its dependencies are bundled into ui.js and sw.js,
+// so the package is fetched alone with npm pack, which .ci/run does:
+//
+//	npm pack --pack-destination .cache/npm replaywebpage@2.5.3
+const ReplayWebPageVersion = "2.5.3"
+
+// replayWebPageDir returns the directory of the replaywebpage package,
+// unpacked under .cache/npm (or $SWARMCRAWL_NPM_DIR), fetching it with npm
+// pack when it is not there. Without npm the test skips, or fails under
+// CI.
+func replayWebPageDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SWARMCRAWL_NPM_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(t), ".cache", "npm")
+	}
+	pkg := filepath.Join(dir, "replaywebpage-"+ReplayWebPageVersion)
+	if _, err := os.Stat(filepath.Join(pkg, "sw.js")); err == nil {
+		return pkg
+	}
+	tgz := filepath.Join(dir, "replaywebpage-"+ReplayWebPageVersion+".tgz")
+	if _, err := os.Stat(tgz); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("the replay test needs npm on PATH in CI: %v", err)
+			}
+			t.Skip("skipping the replay test: npm is not on PATH (with CI set this is a failure)")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "pack", "--pack-destination", dir, "replaywebpage@"+ReplayWebPageVersion)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+		}
+	}
+	if err := untarPackage(tgz, pkg); err != nil {
+		t.Fatalf("unpack %s: %v", tgz, err)
+	}
+	return pkg
+}
+
+// untarPackage unpacks the files under package/ of an npm tarball into
+// dst, through a temporary directory renamed into place.
+func untarPackage(tgz, dst string) error {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".unpack-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		rel, ok := strings.CutPrefix(path.Clean(h.Name), "package/")
+		if h.Typeflag != tar.TypeReg || !ok || !filepath.IsLocal(rel) {
+			continue
+		}
+		p := filepath.Join(tmp, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		out, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, io.LimitReader(tr, 64<<20))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return os.Rename(tmp, dst)
+}
 
 // chromiumPath finds a headless-capable Chromium (Debian's chromium);
 // without one the test skips, or fails under CI, where .ci/run installs
