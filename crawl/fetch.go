@@ -161,7 +161,7 @@ func errorKind(err error) string {
 }
 
 // errNotOwned is get's error when its gate closed before the request was
-// written: nothing reached the server.
+// written, at every attempt: nothing reached the server.
 var errNotOwned = errors.New("crawl: task no longer owned; request not sent")
 
 // get performs one GET of rawURL, with the extra request headers given
@@ -176,7 +176,11 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	r := &response{}
-	var gated atomic.Bool
+	// gated: the gate refused a write; opened: it allowed one. The HTTP
+	// transport retries a request on a new connection when a reused one
+	// failed before anything was written, as a refused write does: so
+	// one request may be refused and then sent.
+	var gated, opened atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if a := info.Conn.RemoteAddr(); a != nil {
@@ -187,6 +191,7 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 			}
 			check := func() bool {
 				if gate() {
+					opened.Store(true)
 					return true
 				}
 				gated.Store(true)
@@ -215,10 +220,13 @@ func (c *Crawler) get(ctx context.Context, rawURL string, limit int64, extra htt
 	start := time.Now()
 	c.requests.Add(1)
 	resp, err := c.client.Do(req)
-	if gated.Load() {
-		if err == nil {
-			resp.Body.Close()
-		}
+	if err != nil && gated.Load() && !opened.Load() {
+		// Refused at every attempt: nothing reached the server. A
+		// request the gate let through once was sent, whatever became of
+		// a later attempt, and an answer is an answer: before, a refusal
+		// followed by the transport's retry on a fresh connection was
+		// taken for "not sent", and the page fetched again later (one
+		// page in a few hundred under load, issue 31 item 4).
 		c.requests.Add(-1) // not sent after all
 		return nil, fmt.Errorf("get %s: %w", urls.Truncate(rawURL, 80), errNotOwned)
 	}
