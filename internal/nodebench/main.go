@@ -551,6 +551,9 @@ func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, resul
 		}
 		for i, l := range levels {
 			b := boundAt(w, truth, d, l).Seconds()
+			if b == 0 {
+				continue // no delay and no Crawl-delay bounds this level: no ratio
+			}
 			row(fmt.Sprintf("  %g%% / its politeness bound", 100*l), d, func(r result) float64 { return r.reached[i] / b })
 		}
 		row("  largest host: first request s", d, func(r result) float64 { return r.hot.first.Seconds() })
