@@ -519,6 +519,27 @@ func TestFrontierPriority(t *testing.T) {
 	mustNext(t, f, "http://b.test/deep")
 }
 
+// TestFrontierSeedFirstPageAfterRobots: a seeded host whose first lease
+// went to robots.txt is, once its gap has passed, served before seeded
+// hosts that arrived after it and have not been contacted yet: its first
+// page follows its robots.txt instead of queueing behind every other
+// seeded host's robots.txt.
+func TestFrontierSeedFirstPageAfterRobots(t *testing.T) {
+	clk := newFakeClock()
+	f := newTestFrontier(t, time.Second, time.Minute, clk.Now)
+	push(t, f, Task{URL: "http://a.test/"}, Task{URL: "http://b.test/"}, Task{URL: "http://c.test/"}, Task{URL: "http://d.test/"})
+	// Two workers: a and b get robots.txt first, c and d wait for a worker.
+	for _, u := range []string{"http://a.test/", "http://b.test/"} {
+		l := mustNext(t, f, u)
+		l.Contacted(clk.Now()) // robots.txt; the seed page waits for the next turn
+		l.End()
+	}
+	clk.Advance(time.Second)
+	for _, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/"} {
+		defer mustNext(t, f, u).End() // held: a host is leased once at a time
+	}
+}
+
 // TestFrontierBacklogFirst: when a worker frees up and many hosts are
 // ready, a host with a backlog (more queued than its in-memory head) goes
 // before hosts with a few shallow pages, though its head is deeper: it is

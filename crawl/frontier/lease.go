@@ -319,6 +319,9 @@ func (l *Lease) End() {
 		} // else written with the host's next completion
 	}
 	q.lease = nil
+	if !l.last.IsZero() {
+		q.contacted = true
+	}
 	until, persist := l.nextAllowed()
 	f.freeLocked(q, until, persist)
 }

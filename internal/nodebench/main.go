@@ -461,17 +461,34 @@ func stop(cmd *exec.Cmd, grace time.Duration) error {
 // bound is the politeness bound of a crawl at delay d: the largest, over
 // hosts, of their reachable pages times their effective delay.
 func bound(w *synthweb.Web, truth []string, d time.Duration) time.Duration {
+	return boundAt(w, truth, d, 1)
+}
+
+// boundAt is the politeness bound for coverage level: the least time by
+// which, every host fetched once per its effective delay from the start
+// (its k-th page done at k delays), at most 1-level of the pages are left.
+// boundAt(..., 1) is bound.
+func boundAt(w *synthweb.Web, truth []string, d time.Duration, level float64) time.Duration {
 	perHost := map[string]int{}
 	for _, u := range truth {
 		h, _, _ := strings.Cut(strings.TrimPrefix(u, "http://"), "/")
 		perHost[h]++
 	}
 	maxCD := crawl.DefaultConfig().MaxCrawlDelay
-	var b time.Duration
+	done := make([]time.Duration, 0, len(truth)) // when each page is done at the latest
 	for h, n := range perHost {
-		b = max(b, time.Duration(n)*max(d, min(w.CrawlDelay(h), maxCD)))
+		gap := max(d, min(w.CrawlDelay(h), maxCD))
+		for k := 1; k <= n; k++ {
+			done = append(done, time.Duration(k)*gap)
+		}
 	}
-	return b
+	if len(done) == 0 {
+		return 0
+	}
+	slices.Sort(done)
+	// The least count of pages that leaves at most 1-level of them.
+	need := len(done) - int(math.Floor((1-level)*float64(len(done))+1e-9))
+	return done[max(need, 1)-1]
 }
 
 func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, results map[string][]result, runs int) {
@@ -517,7 +534,11 @@ func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, resul
 		cells++
 	}
 	for _, d := range delays {
-		fmt.Fprintf(tw, "delay %v (politeness bound %.1fs)\t%s\n", d, bound(w, truth, d).Seconds(), strings.Repeat("\t", cells))
+		var bounds []string
+		for _, l := range levels {
+			bounds = append(bounds, fmt.Sprintf("%g%% %.1fs", 100*l, boundAt(w, truth, d, l).Seconds()))
+		}
+		fmt.Fprintf(tw, "delay %v (politeness bounds %s)\t%s\n", d, strings.Join(bounds, ", "), strings.Repeat("\t", cells))
 		if d == 0 {
 			row("  new pages/s to 90%", d, func(r result) float64 { return 0.9 * float64(len(truth)) / r.reached[0] })
 		}
@@ -528,7 +549,13 @@ func report(out io.Writer, w *synthweb.Web, truth []string, bins []string, resul
 		for i, l := range levels {
 			row(fmt.Sprintf("  s to %g%% coverage", 100*l), d, func(r result) float64 { return r.reached[i] })
 		}
-		row("  100% / politeness bound", d, func(r result) float64 { return r.reached[2] / bound(w, truth, d).Seconds() })
+		for i, l := range levels {
+			b := boundAt(w, truth, d, l).Seconds()
+			if b == 0 {
+				continue // no delay and no Crawl-delay bounds this level: no ratio
+			}
+			row(fmt.Sprintf("  %g%% / its politeness bound", 100*l), d, func(r result) float64 { return r.reached[i] / b })
+		}
 		row("  largest host: first request s", d, func(r result) float64 { return r.hot.first.Seconds() })
 		row("  largest host: median interval ms", d, func(r result) float64 { return float64(r.hot.median) / 1e6 })
 		row("  largest host: s stalled", d, func(r result) float64 { return r.hot.stalled.Seconds() })

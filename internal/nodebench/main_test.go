@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -42,6 +43,35 @@ func TestBound(t *testing.T) {
 	}
 	if got := bound(w, truth, time.Second); got != max(largest, slowest) {
 		t.Errorf("1 s delay: bound %v, want %v", got, max(largest, slowest))
+	}
+}
+
+// TestBoundAt: the bound for a coverage level is the least time by which,
+// every host fetched once per delay, at most the rest of the pages are
+// left; for 100% it is bound.
+func TestBoundAt(t *testing.T) {
+	w, err := synthweb.New(synthweb.Config{Seed: 1, Hosts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Host a has 10 pages, b one, on hosts without a Crawl-delay: at 1 s,
+	// pages are done at 1 s (two), 2 s, ..., 10 s.
+	var truth []string
+	for i := range 10 {
+		truth = append(truth, fmt.Sprintf("http://a.example/%d", i))
+	}
+	truth = append(truth, "http://b.example/")
+	for _, c := range []struct {
+		level float64
+		want  time.Duration
+	}{{0.5, 5 * time.Second}, {0.9, 9 * time.Second}, {0.99, 10 * time.Second}, {1, 10 * time.Second}} {
+		if got := boundAt(w, truth, time.Second, c.level); got != c.want {
+			t.Errorf("%g%%: bound %v, want %v", 100*c.level, got, c.want)
+		}
+	}
+	if got := bound(w, truth, time.Second); got != 10*time.Second {
+		t.Errorf("bound %v, want 10s", got)
 	}
 }
 
