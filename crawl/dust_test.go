@@ -1,9 +1,11 @@
 package crawl
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 )
 
@@ -104,5 +106,46 @@ func BenchmarkCrawlDustWeb(b *testing.B) {
 			b.ReportMetric(float64(lost)/runs, "lost")
 			b.ReportMetric(float64(look)/runs, "lookalikes-missed")
 		})
+	}
+}
+
+// TestDustRuleContradicted: a rule learned from two agreeing pairs
+// rewrites the host's links; a later pair that differs drops it, links
+// are then left as they are, and the rule is not learned again; another
+// host's links are never touched; and a host that serves ever new URLs
+// keeps at most dustMaxURLs digests.
+func TestDustRuleContradicted(t *testing.T) {
+	cfg := DefaultConfig()
+	d := newDustRules(&cfg)
+	d.page("http://a.test/p/1", 11)
+	d.page("http://a.test/p/1?ref=x", 11)
+	d.page("http://a.test/p/2?ref=y", 22)
+	d.page("http://a.test/p/2", 22)
+	links := []frontier.Task{{URL: "http://a.test/p/3?ref=z"}, {URL: "http://b.test/p/3?ref=z"}, {URL: "http://a.test/p/3"}}
+	got := d.rewrite(append([]frontier.Task(nil), links...))
+	if len(got) != 2 || got[0].URL != "http://a.test/p/3" || got[1].URL != "http://b.test/p/3?ref=z" {
+		t.Fatalf("rewrite with the rule: %+v", got)
+	}
+	if active, _, _, rules := d.stats(); active != 1 || len(rules) != 1 || len(rules[0].Evidence) != 2 {
+		t.Fatalf("stats: %d active, %+v", active, rules)
+	}
+	d.page("http://a.test/p/4", 44)
+	d.page("http://a.test/p/4?ref=w", 45) // a look-alike
+	got = d.rewrite(append([]frontier.Task(nil), links...))
+	if len(got) != 3 || got[0].URL != links[0].URL {
+		t.Fatalf("rewrite after a contradiction: %+v", got)
+	}
+	d.page("http://a.test/p/5", 55)
+	d.page("http://a.test/p/5?ref=v", 55)
+	d.page("http://a.test/p/6", 66)
+	d.page("http://a.test/p/6?ref=u", 66)
+	if active, _, dropped, _ := d.stats(); active != 0 || dropped != 1 {
+		t.Fatalf("after more agreeing pairs: %d active, %d dropped; want 0 and 1", active, dropped)
+	}
+	for i := range 2 * dustMaxURLs {
+		d.page("http://c.test/x/"+strconv.Itoa(i), uint64(i+1))
+	}
+	if n := len(d.hosts["c.test"].digests); n > dustMaxURLs {
+		t.Errorf("%d digests kept for one host, want at most %d", n, dustMaxURLs)
 	}
 }
