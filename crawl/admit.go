@@ -142,6 +142,10 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 		c.countError("trap")
 		c.drop(l, t)
 		return dropped
+	case c.dustCopy(t):
+		c.countError("dust")
+		c.drop(l, t)
+		return dropped
 	case l.Reserve(t):
 		return fetchFirst
 	}

@@ -78,7 +78,9 @@ type Config struct {
 	// of a host (a URL with its dates blanked out: /events/{date}) may link
 	// among themselves before the pattern is judged a trap, a calendar,
 	// and links from one of its pages to another are no longer followed
-	// (default 10). None: dates are not watched. See trapDetector.
+	// (default 5: a calendar then costs about 5 fetches, and links into
+	// the pattern from elsewhere, such as an archive index, are still
+	// followed). None: dates are not watched. See trapDetector.
 	TrapDates int
 	// TrapGrowth is how many levels (path segments plus query
 	// parameters) a URL may have when its page links it by adding to its
@@ -88,7 +90,7 @@ type Config struct {
 	// TrapRun is how many pages in a row of one URL shape of a host (the
 	// URL with its numbers blanked out) with nearly the same main content
 	// judge the shape a trap, after which links from one of its pages to
-	// another are no longer followed (default 10). None: runs are not
+	// another are no longer followed (default 5). None: runs are not
 	// watched.
 	TrapRun int
 	// TrapSessions is how many fetched pages with the same content, whose
@@ -230,9 +232,9 @@ func DefaultConfig() Config {
 		MaxLinksPerPage:     5000,
 		MaxRedirects:        5,
 		MaxRepeatedSegments: 3,
-		TrapDates:           10,
+		TrapDates:           5,
 		TrapGrowth:          10,
-		TrapRun:             10,
+		TrapRun:             5,
 		TrapSessions:        2,
 		MaxPagesPerHost:     f.MaxPagesPerHost,
 		MinRecrawl:          time.Hour,

@@ -133,6 +133,10 @@ type Stats struct {
 	TrapPatterns    int64               `json:"trap_patterns"`    // URL patterns judged spider traps (see Config.TrapDates)
 	TrapLinks       int64               `json:"trap_links"`       // links not followed, or stripped of a session id, because of them
 	Traps           []TrapReport        `json:"traps"`            // the newest of them (at most 100), by host, each with its reason
+	DustRules       int64               `json:"dust_rules"`       // URL equivalence rules active (see dust.go)
+	DustRewrites    int64               `json:"dust_rewrites"`    // links rewritten to a twin by them
+	DustDropped     int64               `json:"dust_dropped"`     // rules dropped because a fetched pair contradicted them
+	Dust            []DustRule          `json:"dust"`             // the newest rules (at most 100), by host, each with its evidence
 	BudgetDropped   int64               `json:"budget_dropped"`   // tasks dropped because their host's page budget was spent
 	Queued          int64               `json:"queued"`           // tasks waiting in the frontier
 	Scheduled       int64               `json:"scheduled"`        // tasks waiting for a time: retries and recrawls
@@ -203,6 +207,7 @@ type Crawler struct {
 	fpMu sync.Mutex // serialises near-duplicate lookups with their additions
 
 	traps *trapDetector
+	dust  *dustRules
 
 	mu       sync.Mutex
 	errors   map[string]int64
@@ -263,6 +268,7 @@ func New(cfg Config, db *store.DB, pages PageSink, links LinkSink) (*Crawler, er
 		robotsRetry: robotsRetryTTL,
 		helpSlots:   make(chan struct{}, cfg.Workers),
 		traps:       newTrapDetector(&cfg),
+		dust:        newDustRules(&cfg),
 	}
 	if c.client, c.dialer, err = newClient(&cfg); err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
@@ -421,6 +427,7 @@ func (c *Crawler) Stats() Stats {
 		ErrorsByKind:    make(map[string]int64),
 	}
 	s.TrapPatterns, s.TrapLinks, s.Traps = c.traps.stats()
+	s.DustRules, s.DustRewrites, s.DustDropped, s.Dust = c.dust.stats()
 	if c.dialer != nil {
 		s.Dial = c.dialer.Stats()
 	}

@@ -292,6 +292,8 @@ func (c *Crawler) pageLinks(f *fetch, p *Page, doc *parsed, hash uint64) ([]fron
 		c.traps.page(host, t.URL, p.Simhash)
 	}
 	tasks = c.traps.filter(t.URL, tasks)
+	c.dust.page(t.URL, hash)
+	tasks = c.dust.rewrite(tasks)
 	if len(tasks) > 0 {
 		out.Links = make([]string, len(tasks))
 		for i, l := range tasks {

@@ -35,8 +35,9 @@ func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
 // TestTrapHostDetected crawls an 80-host web with one trap host, an
 // endless calendar, with no depth limit to speak of: every reachable page
 // is fetched once, the calendar is judged a trap with its reason, no
-// other host's pattern is, and the calendar costs at most 5% of the
-// crawl's page fetches.
+// other host's pattern is, and the calendar costs at most 1.5% of the
+// crawl's page fetches (issue 31 asks 2%; 10 of 555, 1.8%, with TrapDates
+// and TrapRun at 10; 5 of 550 at 5).
 func TestTrapHostDetected(t *testing.T) {
 	w, c := crawlTrapWeb(t, synthweb.Config{Seed: 1, Hosts: 80, TrapHosts: 1})
 	token := ProductToken(DefaultConfig().UserAgent)
@@ -44,8 +45,8 @@ func TestTrapHostDetected(t *testing.T) {
 	reportAll(t, "duplicate", w.Duplicates())
 	reportAll(t, "unexpected", w.Unexpected(token))
 	trap, pages := w.TrapRequests()
-	if trap*20 > pages {
-		t.Errorf("%d trap fetches of %d page fetches, over 5%%", trap, pages)
+	if trap*1000 > 15*pages {
+		t.Errorf("%d trap fetches of %d page fetches, over 1.5%% (the issue asks at most 2%%)", trap, pages)
 	}
 	s := c.Stats()
 	var calendar string
@@ -57,10 +58,15 @@ func TestTrapHostDetected(t *testing.T) {
 	if len(s.Traps) == 0 {
 		t.Fatalf("no trap judged; stats %+v", s)
 	}
+	var cut int64
 	for _, r := range s.Traps {
-		if r.Host != calendar || r.Reason == "" || r.Links == 0 {
-			t.Errorf("trap %+v, want only the calendar host %s, with a reason and links cut", r, calendar)
+		if r.Host != calendar || r.Reason == "" {
+			t.Errorf("trap %+v, want only the calendar host %s, with a reason", r, calendar)
 		}
+		cut += r.Links
+	}
+	if cut == 0 {
+		t.Errorf("traps %+v cut no link", s.Traps)
 	}
 	t.Logf("%d trap fetches of %d page fetches; traps %+v", trap, pages, s.Traps)
 }
@@ -110,7 +116,8 @@ func TestTrapKindsDetected(t *testing.T) {
 			t.Errorf("%s (%s): judged %v, %d trap fetches; want one of %v within 15", h, kind, signals[h], trapsOf[h], want[kind])
 		}
 	}
-	t.Logf("trap fetches by host %v; traps %+v", trapsOf, c.Stats().Traps)
+	trap, pages := w.TrapRequests()
+	t.Logf("%d trap fetches of %d page fetches; by host %v; traps %+v", trap, pages, trapsOf, c.Stats().Traps)
 }
 
 // TestSessionParameterStripped: a site that puts a session id of a name

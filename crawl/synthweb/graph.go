@@ -85,12 +85,16 @@ type graph struct {
 	cfg   Config
 	hot   map[int]bool     // host index -> hot (Config.HotHosts)
 	traps map[int]TrapKind // host index -> its trap section (Config.TrapHosts)
-	hosts []*host
-	pages []*page
-	byURL map[string]int // canonical URL -> page id (broken pages included)
-	seeds []int
-	index map[string]int           // host name -> host index
-	pngs  []atomic.Pointer[[]byte] // page id -> its PNG body once made
+	dust  map[int]dustMode // host index -> DUST or look-alike (Config.DustHosts, LookalikeHosts)
+	// variants maps a variant URL linked on the web to its page id.
+	variants    map[string]int
+	variantFrom map[string][]int // variant URL -> the pages linking it, followably
+	hosts       []*host
+	pages       []*page
+	byURL       map[string]int // canonical URL -> page id (broken pages included)
+	seeds       []int
+	index       map[string]int           // host name -> host index
+	pngs        []atomic.Pointer[[]byte] // page id -> its PNG body once made
 }
 
 // externalHrefs are links leading out of the synthetic web.
@@ -113,6 +117,7 @@ func buildGraph(cfg Config) (*graph, error) {
 	gen := &generator{g: g, r: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5917e7eb))}
 	gen.hostsAndRobots()
 	g.chooseHotAndTrapHosts()
+	g.chooseDustHosts()
 	for h := range g.hosts {
 		gen.hostPages(h)
 	}
@@ -145,6 +150,7 @@ func buildGraph(cfg Config) (*graph, error) {
 		}
 	}
 	g.linkTraps()
+	g.decorateDust()
 	g.pngs = make([]atomic.Pointer[[]byte], len(g.pages))
 	for _, h := range g.hosts {
 		if !h.robots.notFound {

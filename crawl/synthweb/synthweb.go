@@ -95,6 +95,19 @@ type Config struct {
 	// ordinary pages are in it. With HotHosts and TrapHosts zero the web is
 	// exactly what it was before they existed.
 	TrapHosts int
+	// DustHosts is the number of generated hosts, chosen among those after
+	// the seeds that are neither hot nor trap hosts, about half of whose
+	// links come in a variant form that serves the page's very body: a
+	// default document (/index.html, /index.php, /default.aspx), a
+	// trailing slash, or a parameter that changes nothing (?ref=nav,
+	// ?sort=asc). See DustRequests and VariantOf. Default 0.
+	DustHosts int
+	// LookalikeHosts is the number of hosts, chosen like DustHosts, whose
+	// links take the same variant forms but where each variant is a page
+	// of its own with another body, which a crawler must fetch (see
+	// Lookalikes). Default 0. With DustHosts and LookalikeHosts zero the
+	// web is exactly what it was before they existed.
+	LookalikeHosts int
 	// Cases adds special hosts, one per behaviour a production crawler must
 	// get right, all served by the same server (so they share one IP). With
 	// Cases false (the default) nothing below exists and the web is exactly
@@ -881,6 +894,11 @@ func (w *Web) respond(r *http.Request, host, pq string) response {
 	}
 	if kind := w.g.traps[hi]; kind != TrapNone && inTrapSection(kind, pq) {
 		return w.respondTrap(hi, kind, pq)
+	}
+	if w.g.dust[hi] != dustNone {
+		if resp, ok := w.respondDust(host, pq); ok {
+			return resp
+		}
 	}
 	// Page URLs are canonical (buildGraph checks), so a URL found as it is
 	// is its own canonical form.
