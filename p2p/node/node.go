@@ -232,6 +232,7 @@ func (n *Node) build() error {
 	// to the delegator.
 	crawlCfg.Owns = n.own.Owns
 	crawlCfg.OnFinished = n.finished.Add
+	crawlCfg.CaptureHolder = n.host.ID().String()
 	crawlCfg.Delegate = nil
 	if n.delegator != nil {
 		crawlCfg.Delegate = n.delegator

@@ -2366,7 +2366,13 @@ type UrlMeta struct {
 	// outlinks are the page's followable links as the fetching node found
 	// them, so that whoever owns the page next follows them from a shorter
 	// path without fetching it again. Absent: the links are not known.
-	Outlinks      *Outlinks `protobuf:"bytes,12,opt,name=outlinks,proto3" json:"outlinks,omitempty"`
+	Outlinks *Outlinks `protobuf:"bytes,12,opt,name=outlinks,proto3" json:"outlinks,omitempty"`
+	// captures are where the URL's last archived fetches are, newest first,
+	// at most 4 (the rest are dropped): the fetching node (owner or hot-host
+	// helper) adds its own when it writes the WARC records, and the list
+	// travels with the metadata through every shard path and a helper's
+	// FetchResult.
+	Captures      []*Capture `protobuf:"bytes,40,rep,name=captures,proto3" json:"captures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2485,6 +2491,86 @@ func (x *UrlMeta) GetOutlinks() *Outlinks {
 	return nil
 }
 
+func (x *UrlMeta) GetCaptures() []*Capture {
+	if x != nil {
+		return x.Captures
+	}
+	return nil
+}
+
+// Capture is where one archived fetch of a URL is: holder is the peer ID
+// (text) of the node whose WARC files hold it, record_id the
+// WARC-Record-ID of its response record, payload_digest that record's
+// WARC-Payload-Digest ("sha1:..."), fetched_ns the fetch time (Unix
+// nanoseconds). Each string is at most 128 bytes, and none may be empty.
+type Capture struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	RecordId      string                 `protobuf:"bytes,2,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
+	PayloadDigest string                 `protobuf:"bytes,3,opt,name=payload_digest,json=payloadDigest,proto3" json:"payload_digest,omitempty"`
+	FetchedNs     int64                  `protobuf:"varint,4,opt,name=fetched_ns,json=fetchedNs,proto3" json:"fetched_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capture) Reset() {
+	*x = Capture{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capture) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capture) ProtoMessage() {}
+
+func (x *Capture) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capture.ProtoReflect.Descriptor instead.
+func (*Capture) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Capture) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Capture) GetRecordId() string {
+	if x != nil {
+		return x.RecordId
+	}
+	return ""
+}
+
+func (x *Capture) GetPayloadDigest() string {
+	if x != nil {
+		return x.PayloadDigest
+	}
+	return ""
+}
+
+func (x *Capture) GetFetchedNs() int64 {
+	if x != nil {
+		return x.FetchedNs
+	}
+	return 0
+}
+
 // Outlinks are the followable links a fetched page yielded, normalised,
 // in page order (for a redirect, its target). With followed, they were
 // reported from a page at depth; without, the page was as deep as links
@@ -2500,7 +2586,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2598,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2611,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2575,7 +2661,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2673,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2686,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2672,7 +2758,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2770,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2783,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2771,7 +2857,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2869,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2882,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -3044,7 +3130,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tredirects\x18\x04 \x01(\rR\tredirects\x12\x18\n" +
 	"\arecrawl\x18\x05 \x01(\bR\arecrawl\x12*\n" +
 	"\x04meta\x18\x06 \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12\x19\n" +
-	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\x83\x03\n" +
+	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\xb7\x03\n" +
 	"\aUrlMeta\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\x12#\n" +
@@ -3059,7 +3145,14 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\achanges\x18\n" +
 	" \x01(\x03R\achanges\x12\x18\n" +
 	"\afetches\x18\v \x01(\x03R\afetches\x123\n" +
-	"\boutlinks\x18\f \x01(\v2\x17.swarmcrawl.v1.OutlinksR\boutlinks\"R\n" +
+	"\boutlinks\x18\f \x01(\v2\x17.swarmcrawl.v1.OutlinksR\boutlinks\x122\n" +
+	"\bcaptures\x18( \x03(\v2\x16.swarmcrawl.v1.CaptureR\bcaptures\"\x84\x01\n" +
+	"\aCapture\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x1b\n" +
+	"\trecord_id\x18\x02 \x01(\tR\brecordId\x12%\n" +
+	"\x0epayload_digest\x18\x03 \x01(\tR\rpayloadDigest\x12\x1d\n" +
+	"\n" +
+	"fetched_ns\x18\x04 \x01(\x03R\tfetchedNs\"R\n" +
 	"\bOutlinks\x12\x1a\n" +
 	"\bfollowed\x18\x01 \x01(\bR\bfollowed\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x14\n" +
@@ -3109,7 +3202,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3145,10 +3238,11 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
 	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
 	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*Outlinks)(nil),          // 34: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 35: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 36: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 37: swarmcrawl.v1.DeadLetter
+	(*Capture)(nil),           // 34: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 35: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3193,16 +3287,17 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
 	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
 	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	34, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	36, // 43: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 44: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	37, // 45: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 46: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	35, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	34, // 43: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	37, // 44: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3228,7 +3323,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
