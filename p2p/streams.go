@@ -100,6 +100,11 @@ var limits = map[string]Limits{
 	protocol.FetchID: {MaxBytes: protocol.MaxFetchMsgBytes, Timeout: MaxFetchWait,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second,
 		Streams: 256, PeerStreams: 8, Memory: 128 << 20, PeerMemory: 32 << 20, NoWait: true},
+	// A get waits for the owner and the holder in turn.
+	protocol.GetID: {MaxBytes: protocol.MaxCaptureMsgBytes, Timeout: 30 * time.Second,
+		Streams: 64, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 48 << 20},
+	protocol.CaptureID: {MaxBytes: protocol.MaxCaptureMsgBytes, Timeout: 20 * time.Second,
+		Streams: 64, PeerStreams: 4, Memory: 128 << 20, PeerMemory: 48 << 20},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol

@@ -24,6 +24,12 @@ const (
 	// FetchID hands a hot host's fetch batch from its owner to a helper
 	// (FetchBatchRequest/FetchBatchReply).
 	FetchID = "/swarmcrawl/fetch/1.0.0"
+	// GetID lets a client ask any member for a URL's capture, and a member
+	// ask the URL's owner where it is (GetRequest/GetReply).
+	GetID = "/swarmcrawl/get/1.0.0"
+	// CaptureID fetches a capture's WARC records from the node that holds
+	// them, by record ID (CaptureRequest/CaptureReply).
+	CaptureID = "/swarmcrawl/capture/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -54,6 +60,10 @@ const (
 	// MaxFetchTasks tasks with their URL metadata and outcomes.
 	// Pages never travel: the helper stores them itself.
 	MaxFetchMsgBytes = 4 << 20
+	// MaxCaptureMsgBytes caps a GetReply or CaptureReply: one exchange's
+	// records (a body is at most crawl.Config.MaxBodyBytes, 10 MiB by
+	// default, before its text).
+	MaxCaptureMsgBytes = 24 << 20
 	// MaxFetchTasks bounds the tasks of one fetch batch.
 	MaxFetchTasks = 64
 )

@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
@@ -150,5 +153,36 @@ func TestCapturesNameTheirHolder(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Error("every host's captures have one holder: the owners did not learn their helpers' captures")
+	}
+
+	// A client that is no member gets every page through one member, its
+	// digest verified against the owner's record, and the body is the
+	// page the web served.
+	client, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	member := swarm.Nodes[2].Addrs()[0]
+	for _, u := range truth {
+		res, err := node.Get(ctx, client, member, u, time.Time{})
+		if err != nil {
+			t.Errorf("get %s: %v", u, err)
+			continue
+		}
+		if res.Response.TargetURI != res.URL || strings.Contains(u, "/p/") && !strings.Contains(string(res.Body), "</html>") {
+			t.Errorf("get %s: body of %d bytes, record of %s", u, len(res.Body), res.Response.TargetURI)
+		}
+	}
+	for _, tc := range []struct {
+		url  string
+		want error
+	}{
+		{"http://" + web.Hosts()[0] + "/never-linked-page", node.ErrNotKnown},
+		{"http://nowhere.invalid/", node.ErrNotKnown},
+	} {
+		if _, err := node.Get(ctx, client, member, tc.url, time.Time{}); !errors.Is(err, tc.want) {
+			t.Errorf("get %s: %v, want %v", tc.url, err, tc.want)
+		}
 	}
 }

@@ -1,12 +1,16 @@
 package node
 
 import (
+	"bytes"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
 // TestDecodeCapturesBounded: a peer's captures are kept only within
@@ -41,5 +45,47 @@ func TestDecodeCapturesBounded(t *testing.T) {
 	back, err := decodeURLMeta(encodeURLMeta(m))
 	if err != nil || len(back.Captures) != 1 || back.Captures[0] != m.Captures[0] {
 		t.Errorf("round trip: %+v, %v; want %+v", back.Captures, err, m.Captures)
+	}
+}
+
+// TestGetVerifiesDigest: the client takes records only when the response
+// record is the capture the owner recorded (ID, URL) and its payload
+// hashes to the recorded digest: a holder that serves another body, or
+// another record, is caught.
+func TestGetVerifiesDigest(t *testing.T) {
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	id, _ := warc.NewRecordID()
+	body := []byte("<html>the page as fetched</html>")
+	const u = "http://a.test/p/1"
+	loc, err := w.WriteExchangeAt(warc.Exchange{URL: u, Date: time.Unix(100, 0), Status: 200, ResponseHeader: http.Header{}, Body: body, ResponseID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := warc.ReadExchange(dir, loc, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := store.Capture{Holder: "h", RecordID: id, Digest: warc.PayloadDigest(body), Time: time.Unix(100, 0)}
+	r := &GetResult{URL: u, Capture: good, WARC: recs}
+	if err := r.verify(); err != nil || !bytes.Equal(r.Body, body) {
+		t.Fatalf("verify good records: %v, body %q", err, r.Body)
+	}
+	for name, c := range map[string]store.Capture{
+		"other body":   {Holder: "h", RecordID: id, Digest: warc.PayloadDigest([]byte("tampered")), Time: time.Unix(100, 0)},
+		"other record": {Holder: "h", RecordID: "<urn:uuid:0>", Digest: good.Digest, Time: time.Unix(100, 0)},
+	} {
+		r := &GetResult{URL: u, Capture: c, WARC: recs}
+		if err := r.verify(); !errors.Is(err, ErrDigestMismatch) {
+			t.Errorf("%s: verify = %v, want ErrDigestMismatch", name, err)
+		}
+	}
+	r = &GetResult{URL: "http://a.test/p/2", Capture: good, WARC: recs}
+	if err := r.verify(); !errors.Is(err, ErrDigestMismatch) {
+		t.Errorf("records of another URL: verify = %v, want ErrDigestMismatch", err)
 	}
 }

@@ -318,6 +318,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
+	n.serveCaptures()
 
 	// A node behind NAT joins once peers can reach it (through a relay),
 	// or not at all.
@@ -609,6 +610,8 @@ func (n *Node) close(leave bool) error {
 	// Stop fetching for other owners: the batches in progress end and
 	// are answered before the crawler they use stops.
 	n.streams.Unhandle(protocol.FetchID)
+	n.streams.Unhandle(protocol.GetID)
+	n.streams.Unhandle(protocol.CaptureID)
 	if n.cancel != nil {
 		// Stop fetching, then stop claim maintenance, then (Close, not
 		// Halt) hand every claimed range to the successor as the node

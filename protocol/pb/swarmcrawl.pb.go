@@ -2955,6 +2955,253 @@ func (x *DeadLetter) GetAtNs() int64 {
 	return 0
 }
 
+// GetRequest asks a member for a URL's capture (protocol GetID): url as
+// given (at most MaxURLBytes), at_ns the time to pick the capture nearest
+// to (Unix nanoseconds; 0: the newest). With local, the receiver answers
+// from its own shard records only and sends no records: that is how a
+// member asks the URL's owner where the capture is.
+type GetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	AtNs          int64                  `protobuf:"varint,2,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
+	Local         bool                   `protobuf:"varint,3,opt,name=local,proto3" json:"local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *GetRequest) GetAtNs() int64 {
+	if x != nil {
+		return x.AtNs
+	}
+	return 0
+}
+
+func (x *GetRequest) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
+// GetReply answers a GetRequest. state is one of: 0 found (capture set,
+// and warc holds the exchange's records unless the request was local),
+// 1 not known (never crawled), 2 queued (known, not fetched yet), 3 holder
+// unreachable (capture set), 4 failed (error says why). url is the
+// normalised URL; warc is at most MaxCaptureMsgBytes less a little.
+type GetReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         int32                  `protobuf:"varint,1,opt,name=state,proto3" json:"state,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Capture       *Capture               `protobuf:"bytes,4,opt,name=capture,proto3" json:"capture,omitempty"`
+	Warc          []byte                 `protobuf:"bytes,5,opt,name=warc,proto3" json:"warc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReply) Reset() {
+	*x = GetReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReply) ProtoMessage() {}
+
+func (x *GetReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
+func (*GetReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetReply) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *GetReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *GetReply) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *GetReply) GetCapture() *Capture {
+	if x != nil {
+		return x.Capture
+	}
+	return nil
+}
+
+func (x *GetReply) GetWarc() []byte {
+	if x != nil {
+		return x.Warc
+	}
+	return nil
+}
+
+// CaptureRequest asks the holder of a capture for its records (protocol
+// CaptureID) by the response record's WARC-Record-ID (at most 128 bytes).
+type CaptureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RecordId      string                 `protobuf:"bytes,1,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CaptureRequest) GetRecordId() string {
+	if x != nil {
+		return x.RecordId
+	}
+	return ""
+}
+
+// CaptureReply carries the exchange's WARC records (request, response,
+// conversion; each a gzip member) as the holder's files hold them, or
+// error.
+type CaptureReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Warc          []byte                 `protobuf:"bytes,2,opt,name=warc,proto3" json:"warc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureReply) Reset() {
+	*x = CaptureReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureReply) ProtoMessage() {}
+
+func (x *CaptureReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
+func (*CaptureReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CaptureReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CaptureReply) GetWarc() []byte {
+	if x != nil {
+		return x.Warc
+	}
+	return nil
+}
+
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
@@ -3188,7 +3435,23 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x12\x13\n" +
 	"\x05at_ns\x18\n" +
-	" \x01(\x03R\x04atNsB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	" \x01(\x03R\x04atNs\"I\n" +
+	"\n" +
+	"GetRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x13\n" +
+	"\x05at_ns\x18\x02 \x01(\x03R\x04atNs\x12\x14\n" +
+	"\x05local\x18\x03 \x01(\bR\x05local\"\x8e\x01\n" +
+	"\bGetReply\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x120\n" +
+	"\acapture\x18\x04 \x01(\v2\x16.swarmcrawl.v1.CaptureR\acapture\x12\x12\n" +
+	"\x04warc\x18\x05 \x01(\fR\x04warc\"-\n" +
+	"\x0eCaptureRequest\x12\x1b\n" +
+	"\trecord_id\x18\x01 \x01(\tR\brecordId\"8\n" +
+	"\fCaptureReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
+	"\x04warc\x18\x02 \x01(\fR\x04warcB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -3202,7 +3465,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3243,6 +3506,10 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
 	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
 	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
+	(*GetRequest)(nil),        // 39: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 40: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 41: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 42: swarmcrawl.v1.CaptureReply
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3293,11 +3560,12 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
 	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
 	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	34, // 48: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3323,7 +3591,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
