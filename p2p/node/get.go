@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -28,6 +29,7 @@ const (
 	getQueued            = 2
 	getHolderUnreachable = 3
 	getFailed            = 4
+	getOutOfScope        = 5
 )
 
 // Errors of Get, one per way a get can end without the page; each has its
@@ -39,6 +41,8 @@ var (
 	ErrQueued = errors.New("queued, not fetched yet")
 	// ErrHolderUnreachable: the node holding the capture did not answer.
 	ErrHolderUnreachable = errors.New("holder unreachable")
+	// ErrOutOfScope: the URL's owner would not crawl it (--scope).
+	ErrOutOfScope = errors.New("out of scope")
 	// ErrDigestMismatch: the records the member returned do not match the
 	// owner's capture record (payload digest or record ID).
 	ErrDigestMismatch = errors.New("payload digest mismatch")
@@ -161,6 +165,9 @@ func (n *Node) localGet(raw string, at time.Time) *pb.GetReply {
 	}
 	switch {
 	case !c.Known:
+		if r, err := n.crawler.Scope().Check(c.URL); err == nil && r != crawl.InScope {
+			return &pb.GetReply{State: getOutOfScope, Url: c.URL, Error: r.String()}
+		}
 		return &pb.GetReply{State: getNotKnown, Url: c.URL}
 	case len(c.Captures) == 0 && !c.Done:
 		return &pb.GetReply{State: getQueued, Url: c.URL}
@@ -226,6 +233,8 @@ func Get(ctx context.Context, h host.Host, addr, rawURL string, at time.Time) (*
 		return nil, fmt.Errorf("get %s: %w", truncURL(u), ErrNotKnown)
 	case getQueued:
 		return nil, fmt.Errorf("get %s: %w", truncURL(u), ErrQueued)
+	case getOutOfScope:
+		return nil, fmt.Errorf("get %s: %w (%s)", truncURL(u), ErrOutOfScope, rep.Error)
 	case getHolderUnreachable:
 		return nil, fmt.Errorf("get %s: %w: %s", truncURL(u), ErrHolderUnreachable, rep.Error)
 	default:

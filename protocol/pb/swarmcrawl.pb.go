@@ -3023,7 +3023,8 @@ func (x *GetRequest) GetLocal() bool {
 // GetReply answers a GetRequest. state is one of: 0 found (capture set,
 // and warc holds the exchange's records unless the request was local),
 // 1 not known (never crawled), 2 queued (known, not fetched yet), 3 holder
-// unreachable (capture set), 4 failed (error says why). url is the
+// unreachable (capture set), 4 failed (error says why), 5 out of scope
+// (the owner would not crawl it; error says why). url is the
 // normalised URL; warc is at most MaxCaptureMsgBytes less a little.
 type GetReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
