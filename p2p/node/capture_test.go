@@ -1,10 +1,13 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +55,12 @@ func TestCapturesNameTheirHolder(t *testing.T) {
 	cc.MaxDepth = 1000
 	cc.HotQueue = 5
 	dir := t.TempDir()
-	swarm, err := localswarm.Start(ctx, localswarm.Options{Nodes: 4, Crawl: cc, Proxy: web.Proxy(), Dir: dir})
+	swarm, err := localswarm.Start(ctx, localswarm.Options{Nodes: 4, Crawl: cc, Proxy: web.Proxy(), Dir: dir,
+		Configure: func(i int, c *node.Config) {
+			if i == 2 {
+				c.APIAddr = "127.0.0.1:0"
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +172,23 @@ func TestCapturesNameTheirHolder(t *testing.T) {
 	}
 	defer client.Close()
 	member := swarm.Nodes[2].Addrs()[0]
-	for _, u := range truth {
+	for i, u := range truth {
 		res, err := node.Get(ctx, client, member, u, time.Time{})
 		if err != nil {
 			t.Errorf("get %s: %v", u, err)
 			continue
+		}
+		if i%10 == 0 {
+			// The same through the HTTP API.
+			resp, err := http.Get("http://" + swarm.Nodes[2].APIAddr() + "/get?url=" + url.QueryEscape(u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !bytes.Equal(body, res.Body) {
+				t.Errorf("GET /get?url=%s: %s, %d bytes; want the %d bytes get returned", u, resp.Status, len(body), len(res.Body))
+			}
 		}
 		if res.Response.TargetURI != res.URL || strings.Contains(u, "/p/") && !strings.Contains(string(res.Body), "</html>") {
 			t.Errorf("get %s: body of %d bytes, record of %s", u, len(res.Body), res.Response.TargetURI)
@@ -183,6 +203,14 @@ func TestCapturesNameTheirHolder(t *testing.T) {
 	} {
 		if _, err := node.Get(ctx, client, member, tc.url, time.Time{}); !errors.Is(err, tc.want) {
 			t.Errorf("get %s: %v, want %v", tc.url, err, tc.want)
+		}
+		resp, err := http.Get("http://" + swarm.Nodes[2].APIAddr() + "/get?url=" + url.QueryEscape(tc.url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /get?url=%s: %s, want 404", tc.url, resp.Status)
 		}
 	}
 }

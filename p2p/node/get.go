@@ -1,10 +1,12 @@
 package node
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -223,6 +225,12 @@ func Get(ctx context.Context, h host.Host, addr, rawURL string, at time.Time) (*
 	if err := p2p.NewStreams(h, 0).Call(ctx, infos[0].ID, protocol.GetID, req, rep); err != nil {
 		return nil, fmt.Errorf("get %s: %w", truncURL(rawURL), err)
 	}
+	return resultOf(rep, rawURL)
+}
+
+// resultOf turns a member's reply into a verified result, or the error
+// of its state.
+func resultOf(rep *pb.GetReply, rawURL string) (*GetResult, error) {
 	u := rep.Url
 	if u == "" {
 		u = rawURL
@@ -249,6 +257,62 @@ func Get(ctx context.Context, h host.Host, addr, rawURL string, at time.Time) (*
 		return nil, fmt.Errorf("get %s: %w", truncURL(u), err)
 	}
 	return res, nil
+}
+
+// handleGet is the HTTP API's get: GET /get?url=URL[&at=RFC3339][&format=warc]
+// answers the page's body as captured (the response's Content-Type and
+// Content-Encoding, X-Swarmcrawl-Capture naming the record, holder and
+// digest), or with format=warc the records (application/warc). A URL
+// never crawled is 404, out of scope 403, queued 409, an unreachable
+// holder or a digest mismatch 502.
+func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &pb.GetRequest{Url: q.Get("url")}
+	if s := q.Get("at"); s != "" {
+		at, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("at %q: want RFC 3339", s), http.StatusBadRequest)
+			return
+		}
+		req.AtNs = at.UnixNano()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	res, err := resultOf(n.serveGet(ctx, req), req.Url)
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrNotKnown):
+			code = http.StatusNotFound
+		case errors.Is(err, ErrOutOfScope):
+			code = http.StatusForbidden
+		case errors.Is(err, ErrQueued):
+			code = http.StatusConflict
+		case errors.Is(err, ErrHolderUnreachable), errors.Is(err, ErrDigestMismatch):
+			code = http.StatusBadGateway
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	c := res.Capture
+	w.Header().Set("X-Swarmcrawl-Capture", fmt.Sprintf("record=%s holder=%s digest=%s time=%s",
+		c.RecordID, c.Holder, c.Digest, c.Time.UTC().Format(time.RFC3339)))
+	if q.Get("format") == "warc" {
+		w.Header().Set("Content-Type", "application/warc")
+		_, _ = w.Write(res.WARC)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	i := bytes.Index(res.Response.Content, []byte("\r\n\r\n"))
+	if hr, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(res.Response.Content[:i+4])), nil); err == nil {
+		// The page as the server sent it: its type and coding.
+		for _, k := range []string{"Content-Type", "Content-Encoding"} {
+			if v := hr.Header.Get(k); v != "" {
+				w.Header().Set(k, v)
+			}
+		}
+	}
+	_, _ = w.Write(res.Body)
 }
 
 // verify checks the records against the capture record and fills in
