@@ -35,6 +35,8 @@ var protocolIDs = []struct {
 	{"DigestID", protocol.DigestID},
 	{"PullID", protocol.PullID},
 	{"FetchID", protocol.FetchID},
+	{"GetID", protocol.GetID},
+	{"CaptureID", protocol.CaptureID},
 	// The DHT's protocol is its prefix followed by the Kademlia suffix.
 	{"DHTPrefix", protocol.DHTPrefix + "/kad/1.0.0"},
 	{"Rendezvous", ""}, // mentioned, not a protocol of its own: see below
