@@ -29,18 +29,24 @@ func TestURLMetaKeepsCaptures(t *testing.T) {
 // TestURLMetaCaptureCountBounded: a record claiming more captures than kept
 // is corrupt, not a large allocation.
 func TestURLMetaCaptureCountBounded(t *testing.T) {
-	m := URLMeta{URL: "http://a.test/", Captures: []Capture{{Holder: "h", RecordID: "r", Digest: "d", Time: time.Unix(1, 0)}}}
-	v := encodeURLMeta(&m)
-	// The capture count follows the outlinks (flags 0, depth 0, 0 links).
-	i := len(v) - (1 + 1 + 1 + 1 + 1 + 1 + 1 + 2) // count, 3 strings of 1, time (1 + 1 + 1)
-	if v[i] != 1 {
-		t.Fatalf("capture count not at %d in %x", i, v)
+	// A version 2 record (no captures) made version 3 with a huge count.
+	v := encodeURLMeta(&URLMeta{URL: "http://a.test/"})
+	if v[0] != urlMetaVersion2 {
+		t.Fatalf("record without captures has version %d", v[0])
 	}
-	bad := append(append([]byte{}, v[:i]...), binary.AppendUvarint(nil, 1<<40)...)
-	bad = append(bad, v[i+1:]...)
+	good := append([]byte{urlMetaVersion3}, v[1:]...)
+	good = binary.AppendUvarint(good, 0)
+	var m URLMeta
+	if err := decodeURLMeta(good, &m); err != nil {
+		t.Fatalf("decode with 0 captures: %v", err)
+	}
+	bad := binary.AppendUvarint(append([]byte{urlMetaVersion3}, v[1:]...), MaxCaptures+1)
+	for range MaxCaptures + 1 {
+		bad = append(bad, 1, 'h', 1, 'r', 1, 'd', 0)
+	}
 	var got URLMeta
 	if err := decodeURLMeta(bad, &got); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("decode with 2^40 captures: %v, want ErrCorrupt", err)
+		t.Fatalf("decode with %d captures: %v, want ErrCorrupt", MaxCaptures+1, err)
 	}
 }
 
