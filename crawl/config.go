@@ -188,6 +188,12 @@ type Config struct {
 	// outcome stored it (nil when the task ended without one), so that the
 	// caller need not read it back.
 	OnFinished func(t frontier.Task, ringKey, urlHash uint64, meta *store.URLMeta)
+	// CaptureHolder, when set, is the name (a peer ID) under which this
+	// crawler's WARC records can be asked for: every fetch archived with a
+	// body or an error status (all but a 304) adds a store.Capture naming
+	// it, with the response record's ID and payload digest, to the URL's
+	// metadata. Empty: no captures are recorded.
+	CaptureHolder string
 	// HotQueue is the number of queued tasks of one host at which its
 	// fetches go to Delegate in batches (default 200; see Delegator).
 	// Delegation needs urls.KeyHost and a Delegate. None: never delegate.

@@ -53,6 +53,10 @@ type Page struct {
 	// RawBody is the body as received, still content-coded (gzip,
 	// deflate), at most Config.MaxBodyBytes: what a WARC record keeps.
 	RawBody []byte
+	// ResponseID is the WARC-Record-ID the response record is to get, set
+	// when the fetch is recorded as a capture (Config.CaptureHolder); ""
+	// lets the archive pick one.
+	ResponseID string
 	// Body is the decoded body, at most Config.MaxBodyBytes. It is nil
 	// for a 304 and for a content coding the crawler cannot decode.
 	Body []byte

@@ -10,6 +10,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/store"
+	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
 // Turning a response into what the sinks receive (the Page, its links)
@@ -365,6 +366,14 @@ func (c *Crawler) nextMeta(f *fetch, r *response, p *Page, hash uint64, changed 
 		m.Changes++
 	}
 	m.Fetches++
+	if c.cfg.CaptureHolder != "" && r.status != http.StatusNotModified {
+		// A 304 archives no body: the previous capture stays the page's.
+		if id, err := warc.NewRecordID(); err == nil {
+			p.ResponseID = id
+			m.Captures = store.AddCapture(f.meta.Captures, store.Capture{
+				Holder: c.cfg.CaptureHolder, RecordID: id, Digest: warc.PayloadDigest(p.RawBody), Time: p.FetchedAt})
+		}
+	}
 	if c.cfg.MaxRecrawl > 0 {
 		m.Interval = c.nextInterval(f.meta.Interval, !f.hasMeta, changed)
 		m.NextCrawl = now.Add(m.Interval)

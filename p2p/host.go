@@ -225,7 +225,14 @@ func privateCapable(m ma.Multiaddr) bool {
 // client of the swarm (seed submission): with psk, it can reach a private
 // swarm. Its identity is new each time unless key is given.
 func NewClientHost(key crypto.PrivKey, psk pnet.PSK) (host.Host, error) {
-	opts := append([]libp2p.Option{libp2p.NoListenAddrs}, privateSwarm(psk)...)
+	// A client reads replies under the node's limits (a get's reply and
+	// its decoding take up to protocol.FrameMemory), not libp2p's
+	// defaults, whose 16 MiB a stream would refuse a large page.
+	mgr, err := newResourceManager(nil)
+	if err != nil {
+		return nil, fmt.Errorf("client host: %w", err)
+	}
+	opts := append([]libp2p.Option{libp2p.NoListenAddrs, libp2p.ResourceManager(mgr)}, privateSwarm(psk)...)
 	if key != nil {
 		opts = append(opts, libp2p.Identity(key))
 	}

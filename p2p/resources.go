@@ -27,7 +27,7 @@ const (
 	// peerStreamsInbound bounds the streams one peer may have open to the
 	// node at once, on every protocol together, those still negotiating
 	// their protocol included.
-	peerStreamsInbound = 64
+	peerStreamsInbound = 72
 	// peerMemory bounds what one peer's connections and streams may hold:
 	// stream windows (256 KiB a stream, more while a large message flows)
 	// and the frames being read.

@@ -111,6 +111,13 @@ var limits = map[string]Limits{
 	// node paces the bytes it serves (see node/archive.go).
 	protocol.ArchiveID: {MaxBytes: protocol.MaxArchiveMsgBytes, Timeout: 30 * time.Second,
 		Streams: 32, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 8 << 20},
+	// A get waits for the owner and the holder in turn.
+	protocol.GetID: {MaxBytes: protocol.MaxCaptureMsgBytes, Timeout: 30 * time.Second,
+		Streams: 64, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 48 << 20},
+	// Only members fetch a capture's records from its holder (for a
+	// client's get).
+	protocol.CaptureID: {MaxBytes: protocol.MaxCaptureMsgBytes, Timeout: 20 * time.Second,
+		Streams: 64, PeerStreams: 2, Memory: 128 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 }
 
 // LimitsOf returns the limits of protocol pid, and false for a protocol

@@ -133,11 +133,13 @@ func TestMembersOnlyProtocolsAskRingWork(t *testing.T) {
 	if err := call(member); err != nil || served.Load() != 1 {
 		t.Fatalf("a member with the work: %v, served %d", err, served.Load())
 	}
-	// The seed protocol is for clients, who need no work.
-	if l, _ := p2p.LimitsOf(protocol.SeedID); l.MembersOnly {
-		t.Fatal("seeding asks for ring work")
+	// The protocols of clients (seeding, get, the archive) ask no work.
+	for _, pid := range []string{protocol.SeedID, protocol.GetID, protocol.ArchiveID} {
+		if l, _ := p2p.LimitsOf(pid); l.MembersOnly {
+			t.Errorf("%s asks clients for ring work", pid)
+		}
 	}
-	for _, pid := range []string{protocol.TasksID, protocol.ReplicateID, protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID} {
+	for _, pid := range []string{protocol.TasksID, protocol.ReplicateID, protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID, protocol.CaptureID} {
 		if l, _ := p2p.LimitsOf(pid); !l.MembersOnly {
 			t.Errorf("%s is served to anyone", pid)
 		}

@@ -36,6 +36,8 @@ var protocolIDs = []struct {
 	{"PullID", protocol.PullID},
 	{"FetchID", protocol.FetchID},
 	{"ArchiveID", protocol.ArchiveID},
+	{"GetID", protocol.GetID},
+	{"CaptureID", protocol.CaptureID},
 	// The DHT's protocol is its prefix followed by the Kademlia suffix.
 	{"DHTPrefix", protocol.DHTPrefix + "/kad/1.0.0"},
 	{"Rendezvous", ""}, // mentioned, not a protocol of its own: see below

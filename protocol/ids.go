@@ -27,6 +27,12 @@ const (
 	// ArchiveID lets a client list a member's WARC files and fetch byte
 	// ranges of them (ArchiveRequest/ArchiveResponse): the swarm export.
 	ArchiveID = "/swarmcrawl/archive/1.0.0"
+	// GetID lets a client ask any member for a URL's capture, and a member
+	// ask the URL's owner where it is (GetRequest/GetReply).
+	GetID = "/swarmcrawl/get/1.0.0"
+	// CaptureID fetches a capture's WARC records from the node that holds
+	// them, by record ID (CaptureRequest/CaptureReply).
+	CaptureID = "/swarmcrawl/capture/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -57,6 +63,12 @@ const (
 	// MaxFetchTasks tasks with their URL metadata and outcomes.
 	// Pages never travel: the helper stores them itself.
 	MaxFetchMsgBytes = 4 << 20
+	// MaxCaptureMsgBytes caps a GetReply or CaptureReply: one exchange's
+	// records, each a gzip member (a body is at most
+	// crawl.Config.MaxBodyBytes, 10 MiB by default, before its text). At
+	// three times the cap (FrameMemory) a reader's share of a peer's 64 MiB
+	// holds one reply.
+	MaxCaptureMsgBytes = 16 << 20
 	// MaxFetchTasks bounds the tasks of one fetch batch.
 	MaxFetchTasks = 64
 	// MaxArchiveChunk bounds the bytes of one archive range.

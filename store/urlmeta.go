@@ -29,6 +29,11 @@ package store
 //	flags          byte (1 = known, 2 = followed)
 //	depth          varint
 //	links          uvarint count, then each link as bytes
+//
+// Version 3 is version 2 followed by the captures, newest first:
+//
+//	count          uvarint (at most MaxCaptures)
+//	each           holder bytes, record ID bytes, payload digest bytes, time
 
 import (
 	"encoding/binary"
@@ -66,6 +71,94 @@ type URLMeta struct {
 	// it. It stays on this node: metadata handed to another node (in a
 	// shard record) arrives without it.
 	Outlinks Outlinks
+	// Captures are where the URL's last archived fetches are, newest
+	// first, at most MaxCaptures: the peer holding each in its WARC files
+	// and the record to ask it for. They travel with the metadata (shard
+	// records, a helper's results), so the URL's owner and replicas know
+	// them.
+	Captures []Capture
+}
+
+// MaxCaptures bounds URLMeta.Captures: the newest capture and a short
+// history to pick one nearest a time from.
+const MaxCaptures = 4
+
+// Bounds of a Capture's fields, for what a peer sends.
+const (
+	// MaxHolderLen bounds Capture.Holder (a peer ID in text is about 52
+	// bytes).
+	MaxHolderLen = 128
+	// MaxRecordIDLen bounds Capture.RecordID ("<urn:uuid:...>" is 47).
+	MaxRecordIDLen = 128
+	// MaxDigestLen bounds Capture.Digest ("sha1:" and 32 base32 digits
+	// is 37).
+	MaxDigestLen = 128
+)
+
+// Capture is where one archived fetch of a URL is.
+type Capture struct {
+	// Holder is the peer ID (text form) of the node whose WARC files hold
+	// the records: the node that fetched the page, owner or helper.
+	Holder string
+	// RecordID is the WARC-Record-ID of the response record.
+	RecordID string
+	// Digest is the response record's WARC-Payload-Digest, "sha1:...".
+	Digest string
+	// Time is when the page was fetched (the record's WARC-Date).
+	Time time.Time
+}
+
+// Valid reports whether c is within bounds and complete, as a capture a
+// peer sent must be.
+func (c Capture) Valid() bool {
+	return c.Holder != "" && len(c.Holder) <= MaxHolderLen &&
+		c.RecordID != "" && len(c.RecordID) <= MaxRecordIDLen &&
+		c.Digest != "" && len(c.Digest) <= MaxDigestLen && !c.Time.IsZero()
+}
+
+// AddCapture returns caps with c put first, keeping at most MaxCaptures,
+// newest first. caps is not modified.
+func AddCapture(caps []Capture, c Capture) []Capture {
+	out := make([]Capture, 0, min(len(caps)+1, MaxCaptures))
+	out = append(out, c)
+	for _, o := range caps {
+		if len(out) == MaxCaptures {
+			break
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// NearestCapture returns the capture in caps whose time is nearest at;
+// with a zero at, the newest. ok is false when caps is empty.
+func NearestCapture(caps []Capture, at time.Time) (c Capture, ok bool) {
+	if len(caps) == 0 {
+		return c, false
+	}
+	if at.IsZero() {
+		best := caps[0]
+		for _, o := range caps[1:] {
+			if o.Time.After(best.Time) {
+				best = o
+			}
+		}
+		return best, true
+	}
+	best, bestD := caps[0], absDuration(caps[0].Time.Sub(at))
+	for _, o := range caps[1:] {
+		if d := absDuration(o.Time.Sub(at)); d < bestD {
+			best, bestD = o, d
+		}
+	}
+	return best, true
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 // Outlinks records the links of a fetched page and how deep they were
@@ -135,8 +228,12 @@ func (db *DB) ScanURLMeta(from, to uint64, fn func(ringKey, urlHash uint64, m UR
 	})
 }
 
-// urlMetaVersion2 is the URL metadata record with outlinks.
-const urlMetaVersion2 = 2
+// urlMetaVersion2 is the URL metadata record with outlinks, and
+// urlMetaVersion3 with outlinks and captures.
+const (
+	urlMetaVersion2 = 2
+	urlMetaVersion3 = 3
+)
 
 // Outlinks flags.
 const (
@@ -150,7 +247,14 @@ func encodeURLMeta(m *URLMeta) []byte {
 		n += len(l) + 2
 	}
 	dst := make([]byte, 0, n)
-	dst = append(dst, urlMetaVersion2)
+	for _, c := range m.Captures {
+		n += len(c.Holder) + len(c.RecordID) + len(c.Digest) + 24
+	}
+	ver := byte(urlMetaVersion2)
+	if len(m.Captures) > 0 {
+		ver = urlMetaVersion3
+	}
+	dst = append(dst, ver)
 	dst = appendString(dst, m.URL)
 	dst = appendString(dst, m.ETag)
 	dst = appendString(dst, m.LastModified)
@@ -162,7 +266,34 @@ func encodeURLMeta(m *URLMeta) []byte {
 	dst = binary.AppendVarint(dst, int64(m.Status))
 	dst = binary.AppendVarint(dst, int64(m.Changes))
 	dst = binary.AppendVarint(dst, int64(m.Fetches))
-	return appendOutlinks(dst, &m.Outlinks)
+	dst = appendOutlinks(dst, &m.Outlinks)
+	if ver == urlMetaVersion3 {
+		caps := m.Captures[:min(len(m.Captures), MaxCaptures)]
+		dst = binary.AppendUvarint(dst, uint64(len(caps)))
+		for _, c := range caps {
+			dst = appendString(dst, c.Holder)
+			dst = appendString(dst, c.RecordID)
+			dst = appendString(dst, c.Digest)
+			dst = appendTime(dst, c.Time)
+		}
+	}
+	return dst
+}
+
+func decodeCaptures(d *decoder) []Capture {
+	n := d.uvarint()
+	if n > MaxCaptures {
+		d.fail("%d captures", n)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	caps := make([]Capture, n)
+	for i := range caps {
+		caps[i] = Capture{Holder: d.str(), RecordID: d.str(), Digest: d.str(), Time: d.stamp()}
+	}
+	return caps
 }
 
 // appendOutlinks appends the encoding of o to dst: the outlinks part of a
@@ -207,7 +338,7 @@ func decodeOutlinks(d *decoder) Outlinks {
 func decodeURLMeta(v []byte, m *URLMeta) error {
 	d := decoder{b: v}
 	ver := d.byte()
-	if d.err == nil && ver != recordVersion1 && ver != urlMetaVersion2 {
+	if d.err == nil && ver != recordVersion1 && ver != urlMetaVersion2 && ver != urlMetaVersion3 {
 		return fmt.Errorf("%w: unknown url meta record version %d", ErrCorrupt, ver)
 	}
 	m.URL = d.str()
@@ -222,8 +353,12 @@ func decodeURLMeta(v []byte, m *URLMeta) error {
 	m.Changes = d.int()
 	m.Fetches = d.int()
 	m.Outlinks = Outlinks{}
-	if ver == urlMetaVersion2 {
+	m.Captures = nil
+	if ver >= urlMetaVersion2 {
 		m.Outlinks = decodeOutlinks(&d)
+	}
+	if ver == urlMetaVersion3 {
+		m.Captures = decodeCaptures(&d)
 	}
 	return d.finish()
 }

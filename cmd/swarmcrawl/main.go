@@ -20,6 +20,7 @@ Usage:
                     [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
   swarmcrawl config [node options]   the node's effective configuration, as a --config file (YAML)
   swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
+  swarmcrawl get    --peer MULTIADDR [--swarm-key FILE] [--at TIME] [--warc FILE] URL   (one page's capture, digest verified)
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc|cdxj|wacz] [--out FILE]
@@ -54,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runConfig(args[1:], stdout, stderr)
 	case "seed":
 		err = runSeed(args[1:], stdin, stdout, stderr)
+	case "get":
+		err = runGet(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
 	case "dlq":
@@ -88,7 +91,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitIncomplete
 	default:
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
-		return 1
+		return exitCode(err)
 	}
 }
 

@@ -53,6 +53,7 @@ func (n *Node) apiHandler() http.Handler {
 	mux.Handle("GET /dashboard.css", dash)
 	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
 	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
+	mux.HandleFunc("GET /get", n.handleGet)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

@@ -237,6 +237,7 @@ func (n *Node) build() error {
 	// to the delegator.
 	crawlCfg.Owns = n.own.Owns
 	crawlCfg.OnFinished = n.finished.Add
+	crawlCfg.CaptureHolder = n.host.ID().String()
 	crawlCfg.Delegate = nil
 	if n.delegator != nil {
 		crawlCfg.Delegate = n.delegator
@@ -323,6 +324,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
+	n.serveCaptures()
 
 	// A node behind NAT joins once peers can reach it (through a relay),
 	// or not at all.
@@ -614,6 +616,8 @@ func (n *Node) close(leave bool) error {
 	// Stop fetching for other owners: the batches in progress end and
 	// are answered before the crawler they use stops.
 	n.streams.Unhandle(protocol.FetchID)
+	n.streams.Unhandle(protocol.GetID)
+	n.streams.Unhandle(protocol.CaptureID)
 	if n.cancel != nil {
 		// Stop fetching, then stop claim maintenance, then (Close, not
 		// Halt) hand every claimed range to the successor as the node

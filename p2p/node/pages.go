@@ -27,8 +27,15 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 	if err != nil {
 		return fmt.Errorf("store page %s: %w", p.Task.URL, err)
 	}
-	if err := s.archive.WriteExchange(p.WARCExchange()); err != nil {
+	loc, err := s.archive.WriteExchangeAt(p.WARCExchange())
+	if err != nil {
 		return fmt.Errorf("archive %s: %w", p.Task.URL, err)
+	}
+	if p.ResponseID != "" {
+		// The capture the URL's metadata names is found by this ID.
+		if err := s.db.PutRecordLocation(p.ResponseID, store.RecordLocation{File: loc.File, Offset: loc.Offset, Length: loc.Length}); err != nil {
+			return fmt.Errorf("archive %s: %w", p.Task.URL, err)
+		}
 	}
 	return s.db.PutPage(&store.Page{
 		Key: key, URLHash: urls.URLHash(p.Task.URL), URL: p.Task.URL, FinalURL: p.FinalURL,

@@ -132,6 +132,9 @@ func encodeURLMeta(m store.URLMeta) *pb.UrlMeta {
 		IntervalNs: int64(m.Interval), Status: int32(m.Status),
 		Changes: int64(m.Changes), Fetches: int64(m.Fetches),
 	}
+	for _, c := range m.Captures[:min(len(m.Captures), store.MaxCaptures)] {
+		out.Captures = append(out.Captures, &pb.Capture{Holder: c.Holder, RecordId: c.RecordID, PayloadDigest: c.Digest, FetchedNs: unixNanos(c.Time)})
+	}
 	if o := m.Outlinks; o.Known {
 		out.Outlinks = &pb.Outlinks{Followed: o.Followed, Depth: int32(o.Depth), Links: o.Links}
 		if proto.Size(out) > shard.MaxMetaBytes {
@@ -158,7 +161,26 @@ func decodeURLMeta(m *pb.UrlMeta) (store.URLMeta, error) {
 		Interval: time.Duration(m.IntervalNs), Status: int(m.Status),
 		Changes: int(m.Changes), Fetches: int(m.Fetches),
 		Outlinks: decodeOutlinks(m.Outlinks),
+		Captures: decodeCaptures(m.Captures),
 	}, nil
+}
+
+// decodeCaptures returns where a URL's captures are as a peer sent them:
+// the first store.MaxCaptures, less any out of bounds (empty or too long
+// a field, no time), which are dropped one by one: a capture that cannot
+// be found is no capture.
+func decodeCaptures(cs []*pb.Capture) []store.Capture {
+	var out []store.Capture
+	for _, c := range cs[:min(len(cs), store.MaxCaptures)] {
+		if c == nil || c.FetchedNs <= 0 {
+			continue
+		}
+		sc := store.Capture{Holder: c.Holder, RecordID: c.RecordId, Digest: c.PayloadDigest, Time: fromUnixNanos(c.FetchedNs)}
+		if sc.Valid() {
+			out = append(out, sc)
+		}
+	}
+	return out
 }
 
 // decodeOutlinks returns a page's links as a peer sent them. Links that

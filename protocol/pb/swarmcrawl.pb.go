@@ -2397,7 +2397,13 @@ type UrlMeta struct {
 	// outlinks are the page's followable links as the fetching node found
 	// them, so that whoever owns the page next follows them from a shorter
 	// path without fetching it again. Absent: the links are not known.
-	Outlinks      *Outlinks `protobuf:"bytes,12,opt,name=outlinks,proto3" json:"outlinks,omitempty"`
+	Outlinks *Outlinks `protobuf:"bytes,12,opt,name=outlinks,proto3" json:"outlinks,omitempty"`
+	// captures are where the URL's last archived fetches are, newest first,
+	// at most 4 (the rest are dropped): the fetching node (owner or hot-host
+	// helper) adds its own when it writes the WARC records, and the list
+	// travels with the metadata through every shard path and a helper's
+	// FetchResult.
+	Captures      []*Capture `protobuf:"bytes,40,rep,name=captures,proto3" json:"captures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2516,6 +2522,86 @@ func (x *UrlMeta) GetOutlinks() *Outlinks {
 	return nil
 }
 
+func (x *UrlMeta) GetCaptures() []*Capture {
+	if x != nil {
+		return x.Captures
+	}
+	return nil
+}
+
+// Capture is where one archived fetch of a URL is: holder is the peer ID
+// (text) of the node whose WARC files hold it, record_id the
+// WARC-Record-ID of its response record, payload_digest that record's
+// WARC-Payload-Digest ("sha1:..."), fetched_ns the fetch time (Unix
+// nanoseconds). Each string is at most 128 bytes, and none may be empty.
+type Capture struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	RecordId      string                 `protobuf:"bytes,2,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
+	PayloadDigest string                 `protobuf:"bytes,3,opt,name=payload_digest,json=payloadDigest,proto3" json:"payload_digest,omitempty"`
+	FetchedNs     int64                  `protobuf:"varint,4,opt,name=fetched_ns,json=fetchedNs,proto3" json:"fetched_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capture) Reset() {
+	*x = Capture{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capture) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capture) ProtoMessage() {}
+
+func (x *Capture) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capture.ProtoReflect.Descriptor instead.
+func (*Capture) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Capture) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Capture) GetRecordId() string {
+	if x != nil {
+		return x.RecordId
+	}
+	return ""
+}
+
+func (x *Capture) GetPayloadDigest() string {
+	if x != nil {
+		return x.PayloadDigest
+	}
+	return ""
+}
+
+func (x *Capture) GetFetchedNs() int64 {
+	if x != nil {
+		return x.FetchedNs
+	}
+	return 0
+}
+
 // Outlinks are the followable links a fetched page yielded, normalised,
 // in page order (for a redirect, its target). With followed, they were
 // reported from a page at depth; without, the page was as deep as links
@@ -2531,7 +2617,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2629,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2642,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2606,7 +2692,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2704,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2717,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2703,7 +2789,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2801,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2814,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2802,7 +2888,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2900,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2913,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -2915,7 +3001,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3013,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3026,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
@@ -2993,7 +3079,7 @@ type ArchiveList struct {
 
 func (x *ArchiveList) Reset() {
 	*x = ArchiveList{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3091,7 @@ func (x *ArchiveList) String() string {
 func (*ArchiveList) ProtoMessage() {}
 
 func (x *ArchiveList) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3104,7 @@ func (x *ArchiveList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
 func (*ArchiveList) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
 }
 
 // ArchiveRange asks for length bytes of the WARC file name (a name from
@@ -3036,7 +3122,7 @@ type ArchiveRange struct {
 
 func (x *ArchiveRange) Reset() {
 	*x = ArchiveRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3134,7 @@ func (x *ArchiveRange) String() string {
 func (*ArchiveRange) ProtoMessage() {}
 
 func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3147,7 @@ func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
 func (*ArchiveRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ArchiveRange) GetName() string {
@@ -3101,7 +3187,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3199,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3212,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArchiveResponse) GetError() string {
@@ -3173,7 +3259,7 @@ type ArchiveFile struct {
 
 func (x *ArchiveFile) Reset() {
 	*x = ArchiveFile{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3271,7 @@ func (x *ArchiveFile) String() string {
 func (*ArchiveFile) ProtoMessage() {}
 
 func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3284,7 @@ func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
 func (*ArchiveFile) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArchiveFile) GetName() string {
@@ -3227,6 +3313,254 @@ func (x *ArchiveFile) GetOpen() bool {
 		return x.Open
 	}
 	return false
+}
+
+// GetRequest asks a member for a URL's capture (protocol GetID): url as
+// given (at most MaxURLBytes), at_ns the time to pick the capture nearest
+// to (Unix nanoseconds; 0: the newest). With local, the receiver answers
+// from its own shard records only and sends no records: that is how a
+// member asks the URL's owner where the capture is.
+type GetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	AtNs          int64                  `protobuf:"varint,2,opt,name=at_ns,json=atNs,proto3" json:"at_ns,omitempty"`
+	Local         bool                   `protobuf:"varint,3,opt,name=local,proto3" json:"local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *GetRequest) GetAtNs() int64 {
+	if x != nil {
+		return x.AtNs
+	}
+	return 0
+}
+
+func (x *GetRequest) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
+// GetReply answers a GetRequest. state is one of: 0 found (capture set,
+// and warc holds the exchange's records unless the request was local),
+// 1 not known (never crawled), 2 queued (known, not fetched yet), 3 holder
+// unreachable (capture set), 4 failed (error says why), 5 out of scope
+// (the owner would not crawl it; error says why). url is the
+// normalised URL; warc is at most MaxCaptureMsgBytes less a little.
+type GetReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         int32                  `protobuf:"varint,1,opt,name=state,proto3" json:"state,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Url           string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Capture       *Capture               `protobuf:"bytes,4,opt,name=capture,proto3" json:"capture,omitempty"`
+	Warc          []byte                 `protobuf:"bytes,5,opt,name=warc,proto3" json:"warc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReply) Reset() {
+	*x = GetReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReply) ProtoMessage() {}
+
+func (x *GetReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
+func (*GetReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetReply) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *GetReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *GetReply) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *GetReply) GetCapture() *Capture {
+	if x != nil {
+		return x.Capture
+	}
+	return nil
+}
+
+func (x *GetReply) GetWarc() []byte {
+	if x != nil {
+		return x.Warc
+	}
+	return nil
+}
+
+// CaptureRequest asks the holder of a capture for its records (protocol
+// CaptureID) by the response record's WARC-Record-ID (at most 128 bytes).
+type CaptureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RecordId      string                 `protobuf:"bytes,1,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CaptureRequest) GetRecordId() string {
+	if x != nil {
+		return x.RecordId
+	}
+	return ""
+}
+
+// CaptureReply carries the exchange's WARC records (request, response,
+// conversion; each a gzip member) as the holder's files hold them, or
+// error.
+type CaptureReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Warc          []byte                 `protobuf:"bytes,2,opt,name=warc,proto3" json:"warc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureReply) Reset() {
+	*x = CaptureReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureReply) ProtoMessage() {}
+
+func (x *CaptureReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
+func (*CaptureReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *CaptureReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CaptureReply) GetWarc() []byte {
+	if x != nil {
+		return x.Warc
+	}
+	return nil
 }
 
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
@@ -3408,7 +3742,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tredirects\x18\x04 \x01(\rR\tredirects\x12\x18\n" +
 	"\arecrawl\x18\x05 \x01(\bR\arecrawl\x12*\n" +
 	"\x04meta\x18\x06 \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12\x19\n" +
-	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\x83\x03\n" +
+	"\bhas_meta\x18\a \x01(\bR\ahasMeta\"\xb7\x03\n" +
 	"\aUrlMeta\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\x12#\n" +
@@ -3423,7 +3757,14 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\achanges\x18\n" +
 	" \x01(\x03R\achanges\x12\x18\n" +
 	"\afetches\x18\v \x01(\x03R\afetches\x123\n" +
-	"\boutlinks\x18\f \x01(\v2\x17.swarmcrawl.v1.OutlinksR\boutlinks\"R\n" +
+	"\boutlinks\x18\f \x01(\v2\x17.swarmcrawl.v1.OutlinksR\boutlinks\x122\n" +
+	"\bcaptures\x18( \x03(\v2\x16.swarmcrawl.v1.CaptureR\bcaptures\"\x84\x01\n" +
+	"\aCapture\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x1b\n" +
+	"\trecord_id\x18\x02 \x01(\tR\brecordId\x12%\n" +
+	"\x0epayload_digest\x18\x03 \x01(\tR\rpayloadDigest\x12\x1d\n" +
+	"\n" +
+	"fetched_ns\x18\x04 \x01(\x03R\tfetchedNs\"R\n" +
 	"\bOutlinks\x12\x1a\n" +
 	"\bfollowed\x18\x01 \x01(\bR\bfollowed\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x14\n" +
@@ -3479,7 +3820,23 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\fR\x06sha256\x12\x12\n" +
-	"\x04open\x18\x04 \x01(\bR\x04openB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	"\x04open\x18\x04 \x01(\bR\x04open\"I\n" +
+	"\n" +
+	"GetRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x13\n" +
+	"\x05at_ns\x18\x02 \x01(\x03R\x04atNs\x12\x14\n" +
+	"\x05local\x18\x03 \x01(\bR\x05local\"\x8e\x01\n" +
+	"\bGetReply\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\x05R\x05state\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x120\n" +
+	"\acapture\x18\x04 \x01(\v2\x16.swarmcrawl.v1.CaptureR\acapture\x12\x12\n" +
+	"\x04warc\x18\x05 \x01(\fR\x04warc\"-\n" +
+	"\x0eCaptureRequest\x12\x1b\n" +
+	"\trecord_id\x18\x01 \x01(\tR\brecordId\"8\n" +
+	"\fCaptureReply\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
+	"\x04warc\x18\x02 \x01(\fR\x04warcB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -3493,7 +3850,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3529,15 +3886,20 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
 	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
 	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*Outlinks)(nil),          // 34: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 35: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 36: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 37: swarmcrawl.v1.DeadLetter
-	(*ArchiveRequest)(nil),    // 38: swarmcrawl.v1.ArchiveRequest
-	(*ArchiveList)(nil),       // 39: swarmcrawl.v1.ArchiveList
-	(*ArchiveRange)(nil),      // 40: swarmcrawl.v1.ArchiveRange
-	(*ArchiveResponse)(nil),   // 41: swarmcrawl.v1.ArchiveResponse
-	(*ArchiveFile)(nil),       // 42: swarmcrawl.v1.ArchiveFile
+	(*Capture)(nil),           // 34: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 35: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 39: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 40: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 41: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 42: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 43: swarmcrawl.v1.ArchiveFile
+	(*GetRequest)(nil),        // 44: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 45: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 46: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 47: swarmcrawl.v1.CaptureReply
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3582,19 +3944,21 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
 	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
 	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	34, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	36, // 43: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 44: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	37, // 45: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 46: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	39, // 47: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
-	40, // 48: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
-	42, // 49: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	35, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	34, // 43: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	37, // 44: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	40, // 48: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	41, // 49: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	43, // 50: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	34, // 51: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3614,7 +3978,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
-	file_pb_swarmcrawl_proto_msgTypes[38].OneofWrappers = []any{
+	file_pb_swarmcrawl_proto_msgTypes[39].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
 	}
@@ -3624,7 +3988,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -56,6 +56,23 @@ type Exchange struct {
 	// Simhash is the fingerprint of Text, written as WARC-Simhash on the
 	// conversion record when it is not zero.
 	Simhash uint64
+	// ResponseID is the WARC-Record-ID to give the response record, as
+	// NewRecordID returns it; "" means a fresh one. A crawler that
+	// records where each capture is sets it before the write.
+	ResponseID string
+}
+
+// NewRecordID returns a fresh WARC-Record-ID, a random (version 4) UUID
+// URN such as "<urn:uuid:...>", for Exchange.ResponseID.
+func NewRecordID() (string, error) { return newRecordID() }
+
+// PayloadDigest returns the WARC-Payload-Digest the response record of a
+// fetch with this body gets ("sha1:" and 32 base32 digits).
+func PayloadDigest(body []byte) string {
+	sum := sha1.Sum(body)
+	b := make([]byte, digestLen)
+	putDigest(b, &sum)
+	return string(b)
 }
 
 // warcVersion starts every record.
@@ -303,7 +320,10 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange, idx *exchangeIndex) error {
 	if err != nil {
 		return err
 	}
-	respID, err := newRecordID()
+	respID := ex.ResponseID
+	if respID == "" {
+		respID, err = newRecordID()
+	}
 	if err != nil {
 		return err
 	}

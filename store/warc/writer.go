@@ -158,8 +158,20 @@ func globEscape(s string) string {
 // none. A failed write is cut off again, so the file never keeps a partial
 // exchange from this process.
 func (w *Writer) WriteExchange(ex Exchange) error {
+	_, err := w.WriteExchangeAt(ex)
+	return err
+}
+
+// WriteExchangeAt is WriteExchange, and returns where the exchange's
+// records are, for ReadExchange.
+func (w *Writer) WriteExchangeAt(ex Exchange) (Location, error) {
+	loc, err := w.writeExchange(ex)
+	return loc, err
+}
+
+func (w *Writer) writeExchange(ex Exchange) (Location, error) {
 	if ex.URL == "" {
-		return errors.New("warc: write exchange: empty URL")
+		return Location{}, errors.New("warc: write exchange: empty URL")
 	}
 	if ex.Date.IsZero() {
 		ex.Date = w.opts.Now()
@@ -168,7 +180,7 @@ func (w *Writer) WriteExchange(ex Exchange) error {
 	defer putBuffer(buf)
 	var idx exchangeIndex
 	if err := encodeExchange(buf, &ex, &idx); err != nil {
-		return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
+		return Location{}, fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
 	}
 	// The index entries but for their offsets and file name.
 	resp := CDXJEntry{Key: SURT(ex.URL), Timestamp: ex.Date.UTC().Format("20060102150405"), URL: oneLine(ex.URL),
@@ -181,16 +193,17 @@ func (w *Writer) WriteExchange(ex Exchange) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return ErrClosed
+		return Location{}, ErrClosed
 	}
 	if w.f == nil {
 		if err := w.openFile(); err != nil {
-			return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
+			return Location{}, fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
 		}
 	}
 	base := w.size
+	loc := Location{File: filepath.Base(w.name), Offset: base, Length: int64(buf.Len())}
 	if err := w.append(buf.Bytes()); err != nil {
-		return fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
+		return Location{}, fmt.Errorf("warc: write exchange %s: %w", ex.URL, err)
 	}
 	if w.idx != nil {
 		name := filepath.Base(w.name)
@@ -205,9 +218,9 @@ func (w *Writer) WriteExchange(ex Exchange) error {
 		}
 	}
 	if w.size >= w.opts.MaxFileBytes {
-		return w.finish()
+		return loc, w.finish()
 	}
-	return nil
+	return loc, nil
 }
 
 // append writes b at the end of the current file; on failure it truncates
