@@ -20,7 +20,7 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	pred := m.ring.Predecessor()
 	// The sender must be where the ring holds it (member.go): a stranger
 	// at an ID of its choice claims nothing here.
-	placedAt, isPlaced, known := m.placement(ctx, from, now)
+	isPlaced, known := m.placement(ctx, from, now)
 	for _, c := range req.Claims {
 		if c.Epoch.IsZero() {
 			continue
@@ -42,10 +42,9 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	}
 	if len(admitted) > 0 && isPlaced {
 		// Only a sender that may own what it claims, and that the ring
-		// holds where it sits, counts as heard, and as of when the ring
-		// placed it: no sender's own writes keep a range from being
-		// promoted (member.go).
-		m.heardLocked(from, placedAt, true)
+		// holds where it sits, counts as heard: no sender's writes alone
+		// keep a range from being promoted (member.go).
+		m.heardLocked(from, now, true)
 	}
 	var rejected, took []Claim
 	var accepted spanSet
@@ -148,10 +147,10 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		reply.Reason = err.Error()
 		return reply
 	}
-	placedAt, isPlaced, _ := m.placement(ctx, from, now)
+	isPlaced, _ := m.placement(ctx, from, now)
 	m.mu.Lock()
 	if isPlaced {
-		m.heardLocked(from, placedAt, false)
+		m.heardLocked(from, now, false)
 	}
 	leaving := m.own.leaving
 	m.mu.Unlock()

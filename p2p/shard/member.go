@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -17,8 +18,10 @@ import (
 // have counted as a sign of life that kept replicas from promoting. So a
 // receiver places the sender by its own ring:
 //
-//   - Its ring predecessor is placed: the ring pings it (CheckPredecessor)
-//     and drops it when it dies.
+//   - A peer in its own ring tables (predecessor, successors, fingers)
+//     and not suspected is placed: the ring learnt it from members and
+//     checks it (CheckPredecessor pings the predecessor, stabilize the
+//     successors), and drops it when it dies.
 //   - Any other sender is placed by this node's own lookup of the sender's
 //     ID: a member at that ID is the ID's owner, so the lookup names it.
 //     A lookup that names another peer says the ring has nobody at the
@@ -27,13 +30,15 @@ import (
 //     and the sender's claims, handoffs and merges are all refused. A
 //     lookup that fails judges nothing: the other checks decide.
 //
-// Only a placed sender is "heard from", at the time the ring placed it
-// (the ping or the lookup), never at the time of its own messages: the
-// wait before promotion (tick.go, acquire) and the liveness part of the
-// plausibility check ("Who may claim what") count what the ring says.
-// Lookups are cached for Lease/2 per sender, so an honest owner's
-// replicas look it up about once per half lease, and a dead owner stops
-// being heard within Lease/2 of its last lookup.
+// Only a placed sender is "heard from" (what the wait before promotion in
+// tick.go, acquire, and the liveness part of the plausibility check, "Who
+// may claim what", count): a message makes its sender heard only if the
+// ring placed the sender within the last Lease, so no sender's messages
+// alone keep its replicas from promoting its ranges. A lookup that placed
+// the sender is cached for Lease, so an honest owner's replicas look it up
+// at most once a lease (its heartbeats arrive five times as often); one
+// that did not, for Lease/4 only, so a node whose join had not settled is
+// taken soon after it has.
 
 // errNotPlaced marks a message whose sender this node's ring does not hold
 // where the sender sits.
@@ -49,31 +54,30 @@ type placed struct {
 	ok bool      // the lookup named the sender
 }
 
-// placement reports whether this node's ring holds from at its ID, and
-// since when it knows (the ping or lookup that said so). known is false
-// when the ring could not tell (the lookup failed): the caller then judges
-// by its other checks and counts nothing as heard.
-func (m *Manager) placement(ctx context.Context, from ring.Peer, now time.Time) (at time.Time, ok, known bool) {
-	if from.IsZero() || from.Addr == m.self.Addr {
-		return now, false, true
+// placement reports whether this node's ring holds from at its ID (ok).
+// known is false when the ring could not tell (the lookup failed): the
+// caller then judges by its other checks and counts nothing as heard.
+func (m *Manager) placement(ctx context.Context, from ring.Peer, now time.Time) (ok, known bool) {
+	if from.IsZero() {
+		return false, true
 	}
-	if pred := m.ring.Predecessor(); pred == from {
-		return now, true, true
+	if from == m.self || m.inView(from) {
+		return true, true
 	}
-	ttl := m.cfg.Lease / 2
+	ttl := m.cfg.Lease
 	m.mu.Lock()
-	if p, hit := m.placed[from.Addr]; hit && now.Sub(p.at) < ttl && now.Sub(p.at) >= 0 {
+	if p, hit := m.placed[from.Addr]; hit && now.Sub(p.at) >= 0 && (now.Sub(p.at) < ttl && p.ok || now.Sub(p.at) < ttl/4) {
 		m.mu.Unlock()
-		return p.at, p.ok, true
+		return p.ok, true
 	}
 	m.mu.Unlock()
 	owner, _, err := m.ring.Lookup(ctx, from.ID)
 	if err != nil {
 		m.log.Debug("cannot place sender", "from", from, "err", err)
-		return time.Time{}, false, false
+		return false, false
 	}
 	ok = owner == from
-	at = m.clock.Now()
+	at := m.clock.Now()
 	m.mu.Lock()
 	if len(m.placed) >= maxPlaced {
 		for a, p := range m.placed {
@@ -93,5 +97,17 @@ func (m *Manager) placement(ctx context.Context, from ring.Peer, now time.Time) 
 	if !ok {
 		m.log.Debug("sender not in the ring at its ID", "from", from, "owner", owner)
 	}
-	return at, ok, true
+	return ok, true
+}
+
+// inView reports whether p is in this node's own ring tables (predecessor,
+// successors, fingers) and not suspected: the ring learnt it from members
+// (stabilize, notify, finger lookups) and checks it (pings, stabilize), so
+// it needs no lookup.
+func (m *Manager) inView(p ring.Peer) bool {
+	st := m.ring.Snapshot()
+	if slices.Contains(st.Suspects, p) {
+		return false
+	}
+	return st.Predecessor == p || slices.Contains(st.Successors, p) || slices.Contains(st.Fingers, p)
 }

@@ -123,7 +123,7 @@ func (m *Manager) admitGiver(ctx context.Context, from ring.Peer, req *HandoffRe
 	// Anyone else must be where the ring holds it (member.go), and a
 	// merge is judged as a handoff is, liveness included: a stranger's
 	// merge or final handoff gives this node nothing.
-	if _, ok, known := m.placement(ctx, from, now); known && !ok {
+	if ok, known := m.placement(ctx, from, now); known && !ok {
 		return false, fmt.Errorf("handoff of %s from %s: %w", req.Range, from, errNotPlaced)
 	}
 	err = m.plausible(m.knownPeers(), from, req.Range, now, false, true)
