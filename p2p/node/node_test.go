@@ -335,8 +335,10 @@ func TestNodeServesFetchWhateverItsHotQueue(t *testing.T) {
 // TestMergeFromStrangerCannotInjectURLs is the attack of a peer that hands
 // a node "merged" records of its own making: an unnormalised URL, and a
 // URL filed under a ring key the node owns although its host hashes
-// elsewhere. Neither reaches the node's seen set or queue; a well-formed
-// record of the node's own range still merges.
+// elsewhere. Neither reaches the node's seen set or queue, when a member
+// of the ring sends them; a well-formed record of the node's own range
+// still merges from the member. A stranger, which the node's ring does
+// not place, merges nothing, not even the well-formed record (issue 29).
 func TestMergeFromStrangerCannotInjectURLs(t *testing.T) {
 	s := startSwarm(t, 3)
 	target := s.Nodes[0]
@@ -357,17 +359,30 @@ func TestMergeFromStrangerCannotInjectURLs(t *testing.T) {
 		{Key: mineKey, Hash: urls.URLHash(mine) + 1, Url: mine},                             // hash not the URL's
 	}
 	good := &pb.ShardRecord{Key: mineKey, Hash: urls.URLHash(mine), Url: mine, Depth: 1}
-	before := target.Status().Seen
-	client := newClient(t)
-	id := connect(t, client, target)
-	for _, rec := range append(forged, good) {
-		req := &pb.HandoffRequest{Range: &pb.ShardRange{From: rec.Key - 1, To: rec.Key}, Epoch: &pb.Epoch{N: 1, Owner: client.ID().String()},
+	merge := func(from host.Host, rec *pb.ShardRecord) *pb.HandoffReply {
+		t.Helper()
+		req := &pb.HandoffRequest{Range: &pb.ShardRange{From: rec.Key - 1, To: rec.Key}, Epoch: &pb.Epoch{N: 1, Owner: from.ID().String()},
 			Records: []*pb.ShardRecord{rec}, Merge: true, Final: true}
-		if err := p2p.NewStreams(client, 0, p2p.NoRingWork).Call(context.Background(), id, protocol.HandoffID, req, &pb.HandoffReply{}); err != nil {
+		reply := &pb.HandoffReply{}
+		if err := p2p.NewStreams(from, 0, p2p.NoRingWork).Call(context.Background(), target.ID(), protocol.HandoffID, req, reply); err != nil {
 			t.Fatal(err)
 		}
+		return reply
+	}
+	before := target.Status().Seen
+	client := newClient(t)
+	connect(t, client, target)
+	if reply := merge(client, good); reply.Reason == "" {
+		t.Errorf("the stranger's merge was taken")
+	}
+	if got := target.Status().Seen; got != before {
+		t.Fatalf("seen set went from %d to %d after the stranger's merge: want it unchanged", before, got)
+	}
+	member := s.Nodes[1].Host()
+	for _, rec := range append(forged, good) {
+		merge(member, rec)
 	}
 	if got := target.Status().Seen; got != before+1 {
-		t.Fatalf("seen set went from %d to %d after the merges: want only the well-formed record (+1)", before, got)
+		t.Fatalf("seen set went from %d to %d after the member's merges: want only the well-formed record (+1)", before, got)
 	}
 }

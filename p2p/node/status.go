@@ -224,6 +224,11 @@ type ShardStatus struct {
 	// them over, sending their pending URLs as tasks instead.
 	Witnessed int64 `json:"witnessed"`
 	Rerouted  int64 `json:"rerouted"`
+	// Unplaced counts this node's lookups that found a sender of claims,
+	// handoffs or merges not in the ring at its own ID (a stranger
+	// squatting a key, or a node whose join had not settled yet); its
+	// messages are refused.
+	Unplaced int64 `json:"unplaced"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -262,6 +267,7 @@ func (n *Node) shardStatus() ShardStatus {
 		FutureEpochs:    st.FutureEpochs,
 		Witnessed:       st.Witnessed,
 		Rerouted:        st.Rerouted,
+		Unplaced:        st.Unplaced,
 	}
 }
 

@@ -18,8 +18,15 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	var refused []error
 	k := m.knownPeers()
 	pred := m.ring.Predecessor()
+	// The sender must be where the ring holds it (member.go): a stranger
+	// at an ID of its choice claims nothing here.
+	isPlaced, known := m.placement(ctx, from, now)
 	for _, c := range req.Claims {
 		if c.Epoch.IsZero() {
+			continue
+		}
+		if known && !isPlaced {
+			refused = append(refused, fmt.Errorf("claim %s from %s: %w", c, from, errNotPlaced))
 			continue
 		}
 		if err := m.admitClaim(k, from, c, now, true); err != nil {
@@ -33,10 +40,10 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 		m.stats.Implausible += int64(len(refused))
 		m.log.Debug("refused claims", "from", from, "first", refused[0], "count", len(refused))
 	}
-	if len(admitted) > 0 {
-		// Only a sender that may own what it claims counts as heard: a
-		// stranger's writes cannot keep a dead owner's range from being
-		// promoted.
+	if len(admitted) > 0 && isPlaced {
+		// Only a sender that may own what it claims, and that the ring
+		// holds where it sits, counts as heard: no sender's writes alone
+		// keep a range from being promoted (member.go).
 		m.heardLocked(from, now, true)
 	}
 	var rejected, took []Claim
@@ -107,7 +114,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	actx := context.WithoutCancel(ctx)
 	now := m.clock.Now()
 	reply := &HandoffReply{}
-	ask, err := m.admitGiver(from, req, now)
+	ask, err := m.admitGiver(ctx, from, req, now)
 	if err != nil {
 		// The arc is no secret (the ring tells anyone its predecessor),
 		// and with it an honest giver pushes just this node's piece.
@@ -140,8 +147,11 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		reply.Reason = err.Error()
 		return reply
 	}
+	isPlaced, _ := m.placement(ctx, from, now)
 	m.mu.Lock()
-	m.heardLocked(from, now, false)
+	if isPlaced {
+		m.heardLocked(from, now, false)
+	}
 	leaving := m.own.leaving
 	m.mu.Unlock()
 	if leaving {

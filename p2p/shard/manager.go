@@ -174,6 +174,9 @@ type Stats struct {
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
 	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs,
 	Witnessed, Rerouted int64
+	// Unplaced counts lookups that found a sender's ID owned by another
+	// peer: a sender the ring does not hold where it sits (member.go).
+	Unplaced int64
 }
 
 // Manager keeps one node's shard state: which ranges it claims and under
@@ -216,7 +219,8 @@ type Manager struct {
 	// heard is, per peer address, the peer and when this node last took
 	// a claim or a handoff from it.
 	heard     map[string]heardFrom
-	witness   witnessTable // claims this node witnessed as a replica (witness.go)
+	witness   witnessTable      // claims this node witnessed as a replica (witness.go)
+	placed    map[string]placed // senders' places by this node's lookups (member.go)
 	checks    witnessChecks
 	waitStart time.Time
 	lastView  view
@@ -261,6 +265,7 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		log:       cfg.Logger.With("node", r.Self().Addr),
 		heard:     make(map[string]heardFrom),
 		witness:   make(witnessTable),
+		placed:    make(map[string]placed),
 		lastSync:  make(map[string]time.Time),
 		waitStart: r.Clock().Now(),
 		serial:    cfg.Sequential,

@@ -36,6 +36,8 @@ func TestReplicaRejectsLowerEpoch(t *testing.T) {
 	rep := c.add(1 << 40) // alone, never ticked: claims nothing, empty table
 	// Each sender sits at the end of what it claims, as an owner does.
 	a, b := ring.Peer{ID: 2000, Addr: "a"}, ring.Peer{ID: 6000, Addr: "b"}
+	rep.m.placeForTest(a)
+	rep.m.placeForTest(b)
 
 	high := Epoch{5, "a"}
 	reply := rep.m.HandleReplicate(ctx, a, &WriteRequest{
@@ -71,7 +73,9 @@ func TestReplicaRejectsLowerEpoch(t *testing.T) {
 		t.Fatal("record of the accepted disjoint claim not stored")
 	}
 	// Same N, lower owner name: still lower.
-	reply = rep.m.HandleReplicate(ctx, ring.Peer{ID: 2000, Addr: "0"}, &WriteRequest{Claims: []Claim{{Range{1000, 2000}, Epoch{5, "0"}}}})
+	zero := ring.Peer{ID: 2000, Addr: "0"}
+	rep.m.placeForTest(zero)
+	reply = rep.m.HandleReplicate(ctx, zero, &WriteRequest{Claims: []Claim{{Range{1000, 2000}, Epoch{5, "0"}}}})
 	if len(reply.Rejected) != 1 {
 		t.Fatalf("equal N with a lower owner accepted")
 	}
@@ -89,7 +93,9 @@ func TestReplicaRejectsLowerEpoch(t *testing.T) {
 func injectHigher(t *testing.T, rep *testNode, r Range, e Epoch) {
 	t.Helper()
 	// The claimer sits at the range's end, where its owner would.
-	reply := rep.m.HandleReplicate(context.Background(), ring.Peer{ID: r.To, Addr: e.Owner}, &WriteRequest{Claims: []Claim{{r, e}}})
+	from := ring.Peer{ID: r.To, Addr: e.Owner}
+	rep.m.placeForTest(from)
+	reply := rep.m.HandleReplicate(context.Background(), from, &WriteRequest{Claims: []Claim{{r, e}}})
 	if len(reply.Rejected) != 0 || reply.Refused != "" {
 		t.Fatalf("injection refused: %v %s", reply.Rejected, reply.Refused)
 	}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,7 +100,7 @@ func (m *Manager) admitClaim(k knownPeers, from ring.Peer, c Claim, now time.Tim
 // taken when a witness vouched for the sender's claim of the range at
 // that epoch (witness.go). ask reports a refused handoff whose sender a
 // witness might vouch for: its epoch is in order, the view alone refused.
-func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time) (ask bool, err error) {
+func (m *Manager) admitGiver(ctx context.Context, from ring.Peer, req *HandoffRequest, now time.Time) (ask bool, err error) {
 	if !req.Merge {
 		if req.Epoch.Owner != from.Addr {
 			return false, fmt.Errorf("handoff of %s from %s at epoch %s names another owner: %w", req.Range, from, req.Epoch, errImplausible)
@@ -119,7 +120,13 @@ func (m *Manager) admitGiver(from ring.Peer, req *HandoffRequest, now time.Time)
 	if feeds {
 		return false, nil
 	}
-	err = m.plausible(m.knownPeers(), from, req.Range, now, false, false)
+	// Anyone else must be where the ring holds it (member.go), and a
+	// merge is judged as a handoff is, liveness included: a stranger's
+	// merge or final handoff gives this node nothing.
+	if ok, known := m.placement(ctx, from, now); known && !ok {
+		return false, fmt.Errorf("handoff of %s from %s: %w", req.Range, from, errNotPlaced)
+	}
+	err = m.plausible(m.knownPeers(), from, req.Range, now, false, true)
 	if err == nil || req.Merge {
 		return false, err
 	}

@@ -28,6 +28,10 @@ func TestReplicaRefusesImplausibleClaims(t *testing.T) {
 	key := c.keyIn(claim.Range)
 	now := c.clock.Now()
 	stranger := ring.Peer{ID: claim.Range.To + 1, Addr: "stranger"}
+	// The stranger here has joined (the replica's ring places it): its
+	// claims are judged by the view. One that never joined is refused
+	// before (TestReplicaRefusesUnplacedSender).
+	rep.m.placeForTest(stranger)
 	for _, tc := range []struct {
 		name string
 		from ring.Peer

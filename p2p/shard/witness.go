@@ -77,8 +77,11 @@ type heardFrom struct {
 // handoff from p at now. Callers hold m.mu.
 func (m *Manager) heardLocked(p ring.Peer, now time.Time, replica bool) {
 	h := m.heard[p.Addr]
-	h.peer, h.at = p, now
-	if replica {
+	h.peer = p
+	if now.After(h.at) {
+		h.at = now
+	}
+	if replica && now.After(h.wrote) {
 		h.wrote = now
 	}
 	m.heard[p.Addr] = h
