@@ -35,6 +35,7 @@ var protocolIDs = []struct {
 	{"DigestID", protocol.DigestID},
 	{"PullID", protocol.PullID},
 	{"FetchID", protocol.FetchID},
+	{"StatusID", protocol.StatusID},
 	// The DHT's protocol is its prefix followed by the Kademlia suffix.
 	{"DHTPrefix", protocol.DHTPrefix + "/kad/1.0.0"},
 	{"Rendezvous", ""}, // mentioned, not a protocol of its own: see below

@@ -24,6 +24,9 @@ const (
 	// FetchID hands a hot host's fetch batch from its owner to a helper
 	// (FetchBatchRequest/FetchBatchReply).
 	FetchID = "/swarmcrawl/fetch/1.0.0"
+	// StatusID asks a member for its own status, or for a census of the
+	// whole swarm that it runs (StatusRequest/StatusReply).
+	StatusID = "/swarmcrawl/status/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -56,4 +59,14 @@ const (
 	MaxFetchMsgBytes = 4 << 20
 	// MaxFetchTasks bounds the tasks of one fetch batch.
 	MaxFetchTasks = 64
+	// MaxStatusMsgBytes bounds status requests and replies: a census
+	// lists at most MaxStatusMembers members' reports.
+	MaxStatusMsgBytes = 4 << 20
+	// MaxStatusCounters bounds the counters of one member's report, and
+	// the totals of a census.
+	MaxStatusCounters = 64
+	// MaxStatusPositions bounds the ring positions of one member's report.
+	MaxStatusPositions = 64
+	// MaxStatusMembers bounds the member reports of one census reply.
+	MaxStatusMembers = 256
 )

@@ -79,6 +79,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errCrawlFailed):
+		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
+		return 3
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(strings.TrimSuffix(err.Error(), ": "+errUsage.Error())))
 		return 2

@@ -46,6 +46,7 @@ func (n *Node) apiHandler() http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.Status())
 	})
+	mux.HandleFunc("GET /swarm", n.handleSwarmStatus)
 	mux.Handle("GET /metrics", metricsHandler(n.metrics))
 	dash := dashboardHandler()
 	mux.Handle("GET /{$}", dash)

@@ -90,7 +90,8 @@ type Node struct {
 	tasks     *p2p.TaskTransport
 	fetchTr   *p2p.FetchTransport
 	router    *route.Router
-	links     *linkRouter // delivers the outbox through router
+	links     *linkRouter  // delivers the outbox through router
+	swarm     *swarmStatus // answers status requests and runs censuses
 	progress  *progress
 
 	// taskQuota and seedQuota bound what one peer may send.
@@ -276,6 +277,7 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
+	n.swarm = &swarmStatus{n: n}
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
@@ -317,6 +319,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
+	n.swarm.handle()
 
 	// A node behind NAT joins once peers can reach it (through a relay),
 	// or not at all.
