@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -110,6 +114,25 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	}
 	if sum["fetched"] == 0 {
 		t.Fatal("nothing fetched")
+	}
+	// The same census through a node's HTTP API, and the swarm page.
+	raw, err = exec.Command(bin, "status", "--swarm", "--json", "--data", nodes[4].data).Output()
+	var viaAPI node.SwarmStatus
+	if err != nil || json.Unmarshal(raw, &viaAPI) != nil || viaAPI.Totals["fetched"] != sw.Totals["fetched"] || viaAPI.Method != census.Exact {
+		t.Errorf("status --swarm --data: %v %s\n%s", err, stderrOf(err), raw)
+	}
+	api, err := os.ReadFile(filepath.Join(nodes[4].data, node.APIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + strings.TrimSpace(string(api)) + "/swarm.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "swarm.js") {
+		t.Errorf("swarm page: %s\n%s", resp.Status, page)
 	}
 	human, err := exec.Command(bin, "status", "--swarm", "--peer", nodes[0].addrs[0]).Output()
 	if err != nil || !strings.Contains(string(human), fmt.Sprintf("%d members, counted exactly", len(nodes))) {

@@ -52,6 +52,8 @@ func (n *Node) apiHandler() http.Handler {
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /dashboard.js", dash)
 	mux.Handle("GET /dashboard.css", dash)
+	mux.Handle("GET /swarm.html", dash)
+	mux.Handle("GET /swarm.js", dash)
 	mux.HandleFunc("GET /dlq", n.handleDeadLetters)
 	mux.HandleFunc("POST /dlq/requeue", n.handleRequeue)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
