@@ -36,7 +36,7 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	}
 	defer web.Close()
 	env := []string{"HTTP_PROXY=" + web.URL(), "http_proxy=" + web.URL(), "NO_PROXY=", "no_proxy="}
-	common := []string{"--delay", "50ms", "--max-depth", "100", "--max-retries", "1", "--retry-base", "100ms"}
+	common := []string{"--delay", "1s", "--max-depth", "100", "--max-retries", "1", "--retry-base", "100ms"}
 	first := startNode(t, bin, env, common...)
 	boot := append(slices.Clone(common), "--bootstrap", first.addrs[0])
 	nodes := []*proc{first}
@@ -114,6 +114,11 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	}
 	if sum["fetched"] == 0 {
 		t.Fatal("nothing fetched")
+	}
+	// seed --wait saw the crawl as it is now, finished: the same pages.
+	var waited float64
+	if _, err := fmt.Sscanf(string(out[strings.Index(string(out), "crawl complete: "):]), "crawl complete: %g pages fetched", &waited); err != nil || waited != sum["fetched"] {
+		t.Errorf("seed --wait returned at %v pages fetched (%v), the crawl ended at %v", waited, err, sum["fetched"])
 	}
 	// The same census through a node's HTTP API, and the swarm page.
 	raw, err = exec.Command(bin, "status", "--swarm", "--json", "--data", nodes[4].data).Output()
