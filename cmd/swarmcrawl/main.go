@@ -19,8 +19,9 @@ Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
                     [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
   swarmcrawl config [node options]   the node's effective configuration, as a --config file (YAML)
-  swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
+  swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] [--wait [--wait-timeout D] [--poll D]] URL...   (or URLs one a line on stdin; --wait exits 3 if URLs were given up)
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
+  swarmcrawl status --swarm --peer MULTIADDR | --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]   the whole swarm: exact, or an estimate with intervals
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc|cdxj|wacz] [--out FILE]
   swarmcrawl repair --data DIR    recover a stopped node's damaged store and report what was lost
