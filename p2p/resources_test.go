@@ -258,7 +258,7 @@ func TestResourceLimitsFitTogether(t *testing.T) {
 	cfg := p2p.ResourceLimits().ToPartialLimitConfig()
 	sum := 0
 	for _, pid := range []string{protocol.RingID, protocol.TasksID, protocol.SeedID, protocol.ReplicateID,
-		protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID, protocol.ArchiveID, protocol.GetID, protocol.CaptureID} {
+		protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID, protocol.ArchiveID, protocol.GetID, protocol.CaptureID, protocol.StatusID} {
 		l, _ := p2p.LimitsOf(pid)
 		sum += l.PeerStreams
 		if l.PeerStreams <= 0 || l.Streams < l.PeerStreams || l.PeerMemory < protocol.FrameMemory(l.MaxBytes) || l.Memory < l.PeerMemory {

@@ -99,6 +99,11 @@ var limits = map[string]Limits{
 		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20, MembersOnly: true},
 	protocol.PullID: {MaxBytes: protocol.MaxShardMsgBytes,
 		Streams: 256, PeerStreams: 2, Memory: 64 << 20, PeerMemory: 48 << 20, MembersOnly: true},
+	// A census asks many members; its handler runs one at a time and
+	// serves a recent one again (p2p/node/swarmstatus.go).
+	protocol.StatusID: {MaxBytes: protocol.MaxStatusMsgBytes, Timeout: 2 * time.Minute,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		Streams: 64, PeerStreams: 2, Memory: 32 << 20, PeerMemory: 12 << 20},
 	// A helper reads a batch within 10s, works on it until the owner's
 	// wait (at most MaxFetchWait) and writes its reply within 5s. An
 	// owner with more batches for one helper than it takes at once gives

@@ -40,7 +40,7 @@ func pair(t *testing.T) (client, server host.Host) {
 // served or called.
 func TestEveryProtocolHasLimits(t *testing.T) {
 	for _, pid := range []string{protocol.RingID, protocol.TasksID, protocol.SeedID, protocol.ReplicateID,
-		protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID, protocol.ArchiveID, protocol.GetID, protocol.CaptureID} {
+		protocol.HandoffID, protocol.DigestID, protocol.PullID, protocol.FetchID, protocol.ArchiveID, protocol.GetID, protocol.CaptureID, protocol.StatusID} {
 		l, ok := p2p.LimitsOf(pid)
 		if !ok || l.MaxBytes <= 0 {
 			t.Errorf("%s: limits %+v, %v", pid, l, ok)

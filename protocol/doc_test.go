@@ -38,6 +38,7 @@ var protocolIDs = []struct {
 	{"ArchiveID", protocol.ArchiveID},
 	{"GetID", protocol.GetID},
 	{"CaptureID", protocol.CaptureID},
+	{"StatusID", protocol.StatusID},
 	// The DHT's protocol is its prefix followed by the Kademlia suffix.
 	{"DHTPrefix", protocol.DHTPrefix + "/kad/1.0.0"},
 	{"Rendezvous", ""}, // mentioned, not a protocol of its own: see below

@@ -33,6 +33,9 @@ const (
 	// CaptureID fetches a capture's WARC records from the node that holds
 	// them, by record ID (CaptureRequest/CaptureReply).
 	CaptureID = "/swarmcrawl/capture/1.0.0"
+	// StatusID asks a member for its own status, or for a census of the
+	// whole swarm that it runs (StatusRequest/StatusReply).
+	StatusID = "/swarmcrawl/status/1.0.0"
 	// DHTPrefix is the protocol prefix of the Kademlia DHT used for peer
 	// discovery, which makes it /swarmcrawl/kad/1.0.0: swarmcrawl peers
 	// never join the public IPFS DHT.
@@ -81,6 +84,16 @@ const (
 	MaxArchiveMsgBytes = 2 << 20
 	// MaxArchiveNameBytes bounds a WARC file name in an archive message.
 	MaxArchiveNameBytes = 128
+	// MaxStatusMsgBytes bounds status requests and replies: a census
+	// lists at most MaxStatusMembers members' reports.
+	MaxStatusMsgBytes = 4 << 20
+	// MaxStatusCounters bounds the counters of one member's report, and
+	// the totals of a census.
+	MaxStatusCounters = 64
+	// MaxStatusPositions bounds the ring positions of one member's report.
+	MaxStatusPositions = 64
+	// MaxStatusMembers bounds the member reports of one census reply.
+	MaxStatusMembers = 256
 )
 
 // FrameMemory is the most memory reading one honest frame of at most max

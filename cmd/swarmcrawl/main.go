@@ -19,9 +19,10 @@ Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
                     [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
   swarmcrawl config [node options]   the node's effective configuration, as a --config file (YAML)
-  swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] URL...   (or URLs one a line on stdin)
+  swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] [--wait [--wait-timeout D] [--poll D]] URL...   (or URLs one a line on stdin; --wait exits 3 if URLs were given up)
   swarmcrawl get    --peer MULTIADDR [--swarm-key FILE] [--at TIME] [--warc FILE] URL   (one page's capture, digest verified)
   swarmcrawl status --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]
+  swarmcrawl status --swarm --peer MULTIADDR | --api HOST:PORT | --data DIR [--json] [--swarm-key FILE]   the whole swarm: exact, or an estimate with intervals
   swarmcrawl dlq    --api HOST:PORT [--api-token FILE] | --data DIR [--json] [--requeue URL,.. | --requeue-all]
   swarmcrawl export --data DIR [--format jsonl|warc|cdxj|wacz] [--out FILE]
   swarmcrawl export --swarm --peer MULTIADDR --out DIR [--format wacz|folder] [--swarm-key FILE]   the whole swarm's crawl; reruns resume
@@ -83,6 +84,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errCrawlFailed):
+		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
+		return 3
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(strings.TrimSuffix(err.Error(), ": "+errUsage.Error())))
 		return 2

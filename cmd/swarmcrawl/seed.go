@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/census"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 )
 
@@ -22,8 +24,14 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	swarmKey := fs.String("swarm-key", "", "pre-shared key file of a private swarm")
 	identity := fs.String("identity", "", "key file giving the client a stable peer ID (created, mode 0600, if missing), for nodes that list their seeders (--seed-from, --allow-peers)")
+	wait := fs.Bool("wait", false, "after seeding, wait until the swarm's crawl is complete (no member has work, the same pages fetched over two censuses); exit 3 if URLs were given up (new dead letters) meanwhile")
+	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait: give up waiting after this long (0: no limit)")
+	poll := fs.Duration("poll", 3*time.Second, "with --wait: how often to count the swarm")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *poll < 2*time.Second {
+		return usageErr("--poll %v: want at least 2s", *poll)
 	}
 	if *peerAddr == "" {
 		return usageErr("--peer is required")
@@ -64,6 +72,13 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	var before node.SwarmStatus
+	if *wait {
+		// The dead letters already there are not this crawl's failures.
+		if before, err = node.AskSwarmStatus(ctx, h, *peerAddr); err != nil {
+			return fmt.Errorf("before seeding: %w", err)
+		}
+	}
 	res, err := submitInChunks(ctx, h, *peerAddr, urls, newProgressLine(stderr))
 	if errors.Is(err, p2p.ErrNoConnection) && *swarmKey == "" {
 		return fmt.Errorf("%w (if the swarm is private, give its key with --swarm-key)", err)
@@ -79,7 +94,68 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(res.Rejected) == len(urls) {
 		return fmt.Errorf("every seed was rejected")
 	}
-	return nil
+	if !*wait {
+		return nil
+	}
+	wctx := context.Background()
+	if *waitTimeout > 0 {
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(wctx, *waitTimeout)
+		defer wcancel()
+	}
+	return waitCrawl(wctx, h, *peerAddr, before, *poll, stdout, newProgressLine(stderr))
+}
+
+// errCrawlFailed reports a crawl that completed with URLs given up; the
+// command exits 3 with it.
+var errCrawlFailed = errors.New("crawl complete with failures")
+
+// waitCrawl counts the swarm every poll until the crawl is complete: no
+// member has work (queued, scheduled, in flight or in an outbox) and the
+// pages fetched are the same in two censuses in a row. The swarm carries
+// no crawl ID, so "the crawl" is everything the swarm is crawling: a
+// crawl seeded by someone else at the same time is waited for too. With
+// an estimate (a swarm too large to walk) only the sampled members are
+// known idle; the output says so. It fails with errCrawlFailed when the
+// swarm's dead letters grew since before (the URLs given up).
+func waitCrawl(ctx context.Context, h host.Host, addr string, before node.SwarmStatus, poll time.Duration, stdout io.Writer, progress *progressLine) error {
+	defer progress.clear()
+	var prev *node.SwarmStatus
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	// The first census is one poll after seeding, so that a member's
+	// census from before (served again for a second) is never taken.
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait: the crawl is not complete: %w", ctx.Err())
+		case <-t.C:
+		}
+		st, err := node.AskSwarmStatus(ctx, h, addr)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("wait: %w", err)
+		case err != nil:
+			progress.show(false, "waiting: %v", err) // a member may be busy or restarting
+		default:
+			fetched := st.Totals["fetched"].Value
+			if !st.Work && prev != nil && !prev.Work && prev.Totals["fetched"].Value == fetched {
+				progress.clear()
+				dead := st.Totals["dead_letters"].Value - before.Totals["dead_letters"].Value
+				note := ""
+				if st.Method != census.Exact {
+					note = fmt.Sprintf(" (estimated: %d members sampled, none with work)", st.Asked)
+				}
+				fmt.Fprintf(stdout, "crawl complete%s: %.0f pages fetched, %.0f new dead letters, %.0f errors\n", note, fetched, max(dead, 0), st.Totals["errors"].Value)
+				if dead > 0 {
+					return fmt.Errorf("%w: %.0f URLs given up (see swarmcrawl dlq on the members)", errCrawlFailed, dead)
+				}
+				return nil
+			}
+			prev = &st
+			progress.show(false, "waiting: %.0f pages fetched, %.0f queued, %.0f in flight (%s)", fetched, st.Totals["queued"].Value, st.Totals["in_flight"].Value, st.Method)
+		}
+	}
 }
 
 // readLines reads non-empty, non-comment lines.

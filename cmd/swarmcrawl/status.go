@@ -25,9 +25,18 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "", "data directory of a running node (reads its api file)")
 	asJSON := fs.Bool("json", false, "print the raw JSON status")
 	watch := fs.Duration("watch", 0, "print the status again every `interval` (e.g. 2s) until interrupted; on a terminal each one replaces the last")
-	swarmKey := fs.String("swarm-key", "", "the private swarm's key file, as the node was given it; status reads the node's HTTP API, so the key is only checked, for scripts that pass every command the same flags")
+	swarmKey := fs.String("swarm-key", "", "the private swarm's key file, as the node was given it; status reads the node's HTTP API, so the key is only checked, for scripts that pass every command the same flags (with --swarm --peer it is used to reach the member)")
+	swarmWide := fs.Bool("swarm", false, "the whole swarm's crawl, counted by the member at --peer: exact for a small swarm (every member asked), an estimate with its interval for a large one")
+	peerAddr := fs.String("peer", "", "with --swarm: full multiaddr of any swarm member (instead of --api/--data)")
+	timeout := fs.Duration("timeout", time.Minute, "with --swarm --peer: give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *swarmWide {
+		return runSwarmStatus(*peerAddr, *api, *data, *swarmKey, *timeout, *asJSON, stdout)
+	}
+	if *peerAddr != "" {
+		return usageErr("--peer needs --swarm")
 	}
 	if *swarmKey != "" {
 		if _, err := p2p.LoadSwarmKey(*swarmKey); err != nil {

@@ -60,6 +60,11 @@ var rules = []rule{
 		why:     "the shard layer is a pure algorithm: standard library and the ring only",
 	},
 	{
+		under:   []string{"p2p/census"},
+		forbids: func(imp string) bool { return !isStd(imp) && imp != module+"/p2p/ring" },
+		why:     "the census is a pure algorithm: standard library and the ring only, so that the simulator runs it",
+	},
+	{
 		under: []string{"p2p/route"},
 		forbids: func(imp string) bool {
 			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/protocol"}, imp)
@@ -69,9 +74,9 @@ var rules = []rule{
 	{
 		under: []string{"p2p/sim/..."},
 		forbids: func(imp string) bool {
-			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/p2p/route", module + "/internal/memstat"}, imp)
+			return !isStd(imp) && !slices.Contains([]string{module + "/p2p/ring", module + "/p2p/shard", module + "/p2p/route", module + "/p2p/census", module + "/internal/memstat"}, imp)
 		},
-		why: "the simulator drives the pure ring, shard and routing code: standard library, the ring, the shard layer, the routing layer and internal/memstat only, never libp2p or the crawl engine",
+		why: "the simulator drives the pure ring, shard, routing and census code: standard library, the ring, the shard layer, the routing layer, the census and internal/memstat only, never libp2p or the crawl engine",
 	},
 	{
 		under:   []string{"p2p/..."},
@@ -209,6 +214,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"p2p":            {"github.com/libp2p/go-libp2p", module + "/p2p/ring", module + "/p2p/shard", module + "/protocol/pb"},
 		"p2p/ring":       {"sync", "time"},
 		"p2p/shard":      {"sync", module + "/p2p/ring"},
+		"p2p/census":     {"math", module + "/p2p/ring"},
 		"p2p/route":      {"sync", module + "/p2p/ring", module + "/p2p/shard", module + "/protocol"},
 		"p2p/sim":        {"container/heap", module + "/p2p/ring", module + "/p2p/shard", module + "/p2p/route", module + "/internal/memstat"},
 		"p2p/node":       {module + "/crawl", module + "/store", module + "/p2p", "github.com/libp2p/go-libp2p/core/host"},
@@ -228,6 +234,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"ring imports a module":        {"p2p/ring": {"github.com/google/uuid"}},
 		"ring imports protocol":        {"p2p/ring": {module + "/protocol"}},
 		"shard imports protocol/pb":    {"p2p/shard": {module + "/protocol/pb"}},
+		"census imports protocol":      {"p2p/census": {module + "/protocol"}},
 		"p2p imports crawl":            {"p2p": {module + "/crawl"}},
 		"p2p imports store":            {"p2p": {module + "/store/warc"}},
 		"p2p imports the node":         {"p2p": {module + "/p2p/node"}},

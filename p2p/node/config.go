@@ -85,6 +85,10 @@ type Config struct {
 	// memory; the others wait in the store until those are delivered.
 	// Default 100,000.
 	OutboxMemory int
+	// Census bounds the swarm census this node runs for `status --swarm`
+	// and the swarm page: an exact walk of up to MaxMembers machines,
+	// else an estimate (package census; zero fields take its defaults).
+	Census CensusConfig
 }
 
 // DefaultConfig returns a node configuration with every default set;

@@ -91,7 +91,8 @@ type Node struct {
 	fetchTr   *p2p.FetchTransport
 	warcSrv   *archiveServer // serves the WARC files to export clients
 	router    *route.Router
-	links     *linkRouter // delivers the outbox through router
+	links     *linkRouter  // delivers the outbox through router
+	swarm     *swarmStatus // answers status requests and runs censuses
 	progress  *progress
 
 	// taskQuota and seedQuota bound what one peer may send.
@@ -282,6 +283,7 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
+	n.swarm = &swarmStatus{n: n}
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
@@ -325,6 +327,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
 	n.serveCaptures()
+	n.swarm.handle()
 
 	// A node behind NAT joins once peers can reach it (through a relay),
 	// or not at all.

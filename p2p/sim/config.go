@@ -77,6 +77,10 @@ type Config struct {
 	// FinalProbes is how many lookups are checked after the final
 	// stabilization. Default 10,000.
 	FinalProbes int
+	// Census is how many swarm census estimates (package census) to draw
+	// at the end of the crawl phase, after one exact walk of the ring,
+	// each compared with the truth (Report.Census); 0 means none.
+	Census int
 	// Graph is the link graph to crawl; nil means no crawl.
 	Graph *Graph
 	// Seeds is how many pages the crawl starts from (chosen at random

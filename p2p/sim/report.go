@@ -59,8 +59,10 @@ type Report struct {
 	ReroutedRecords int64 `json:"rerouted_records"`
 
 	Crawl *CrawlReport `json:"crawl,omitempty"`
-	Churn ChurnReport  `json:"churn"`
-	Burst *BurstReport `json:"burst,omitempty"`
+	// Census is the swarm census's figures (Config.Census).
+	Census *CensusReport `json:"census,omitempty"`
+	Churn  ChurnReport   `json:"churn"`
+	Burst  *BurstReport  `json:"burst,omitempty"`
 
 	Events       int64   `json:"events"`
 	WallSeconds  float64 `json:"wall_s"`
@@ -478,6 +480,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
+	}
+	if cs := r.Census; cs != nil {
+		fmt.Fprintf(&b, "census: exact walk right %v%s; %d estimates (%d keys × %d positions, %.0f machines asked), %d failed:", cs.WalkExact, cs.WalkError, cs.Estimates, cs.Samples, cs.Run, cs.MeanAsked, cs.Failed)
+		for _, k := range []string{"members", "fetched", "queued"} {
+			c := cs.Counters[k]
+			fmt.Fprintf(&b, " %s %.0f (bias %+.2f%%, %.0f%% interval held it %.1f%%)", k, c.Truth, 100*c.MeanBias, 100*cs.Confidence, 100*c.Covered)
+		}
+		b.WriteString("\n")
 	}
 	ch := r.Churn
 	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end\n",

@@ -212,6 +212,9 @@ func (s *Sim) run() *Report {
 		s.w.at(crawlStart+cfg.PartitionAt, func() { s.startPartition(cfg.Partition) })
 		s.w.at(crawlStart+cfg.PartitionAt+cfg.PartitionFor, s.heal)
 	}
+	if cfg.Census > 0 {
+		s.w.at(crawlStart+cfg.Duration, func() { s.runCensus(rep) })
+	}
 	before := s.traffic
 	s.w.runUntil(crawlStart+cfg.Duration, nil)
 	for a := range numActs {

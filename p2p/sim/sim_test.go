@@ -257,3 +257,43 @@ func TestDishonestNodesModelled(t *testing.T) {
 		t.Fatalf("coverage %.4f with dishonest nodes, %.4f without", c.Coverage, honest.Crawl.Coverage)
 	}
 }
+
+// TestCensusOn1000Nodes runs the swarm census on a 1,000-node simulated
+// swarm in mid-crawl: the exact walk of the ring equals the truth read
+// off every node, and the estimates are unbiased and their stated 95%
+// intervals hold the truth about 95% of the time.
+func TestCensusOn1000Nodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 1,000-node run")
+	}
+	cfg := small(21)
+	cfg.Nodes = 1000
+	cfg.GrowthRate, cfg.JoinRate = 10, 1000
+	cfg.Duration = 20 * time.Second
+	cfg.Graph = GenerateGraph(20000, 30, 21)
+	cfg.FinalProbes = 100
+	cfg.Census = 200
+	rep := run(t, cfg)
+	cs := rep.Census
+	if cs == nil {
+		t.Fatal("no census report")
+	}
+	if !cs.WalkExact {
+		t.Errorf("the exact walk is not the truth: %s", cs.WalkError)
+	}
+	if cs.Failed > 0 {
+		t.Errorf("%d of %d estimates failed", cs.Failed, cs.Estimates)
+	}
+	for _, k := range []string{"members", "fetched", "queued"} {
+		c := cs.Counters[k]
+		if c.Truth == 0 {
+			t.Fatalf("%s: nothing to count mid-crawl", k)
+		}
+		if c.MeanBias < -0.05 || c.MeanBias > 0.05 {
+			t.Errorf("%s: estimates biased by %+.1f%%", k, 100*c.MeanBias)
+		}
+		if c.Covered < 0.85 {
+			t.Errorf("%s: the stated %.0f%% interval held the truth in %.1f%% of estimates", k, 100*cs.Confidence, 100*c.Covered)
+		}
+	}
+}

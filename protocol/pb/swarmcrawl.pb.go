@@ -3563,6 +3563,474 @@ func (x *CaptureReply) GetWarc() []byte {
 	return nil
 }
 
+// StatusRequest asks a member on /swarmcrawl/status/1.0.0 for its own
+// status (swarm false: the reply's member) or for a census of the whole
+// swarm that the member runs itself (swarm true: the reply's census).
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Swarm         bool                   `protobuf:"varint,1,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *StatusRequest) GetSwarm() bool {
+	if x != nil {
+		return x.Swarm
+	}
+	return false
+}
+
+// StatusReply answers a StatusRequest: exactly one of member and census,
+// or error.
+type StatusReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *MemberStatus          `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Census        *SwarmCensus           `protobuf:"bytes,2,opt,name=census,proto3" json:"census,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusReply) Reset() {
+	*x = StatusReply{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusReply) ProtoMessage() {}
+
+func (x *StatusReply) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
+func (*StatusReply) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *StatusReply) GetMember() *MemberStatus {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+func (x *StatusReply) GetCensus() *SwarmCensus {
+	if x != nil {
+		return x.Census
+	}
+	return nil
+}
+
+func (x *StatusReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// MemberStatus is one member's report of itself: its peer ID, the ring
+// positions it holds, its named counters (at most MaxStatusCounters) and
+// whether it still has crawl work (queued, scheduled, in flight or in
+// its outbox).
+type MemberStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerId        []byte                 `protobuf:"bytes,1,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	Positions     []*StatusPosition      `protobuf:"bytes,2,rep,name=positions,proto3" json:"positions,omitempty"`
+	Counters      []*StatusCounter       `protobuf:"bytes,3,rep,name=counters,proto3" json:"counters,omitempty"`
+	Work          bool                   `protobuf:"varint,4,opt,name=work,proto3" json:"work,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberStatus) Reset() {
+	*x = MemberStatus{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberStatus) ProtoMessage() {}
+
+func (x *MemberStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
+func (*MemberStatus) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *MemberStatus) GetPeerId() []byte {
+	if x != nil {
+		return x.PeerId
+	}
+	return nil
+}
+
+func (x *MemberStatus) GetPositions() []*StatusPosition {
+	if x != nil {
+		return x.Positions
+	}
+	return nil
+}
+
+func (x *MemberStatus) GetCounters() []*StatusCounter {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+func (x *MemberStatus) GetWork() bool {
+	if x != nil {
+		return x.Work
+	}
+	return false
+}
+
+// StatusPosition is a ring position a member holds, with its
+// predecessor's position and its successor as the member sees them.
+type StatusPosition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RingId        uint64                 `protobuf:"fixed64,1,opt,name=ring_id,json=ringId,proto3" json:"ring_id,omitempty"`
+	Pred          uint64                 `protobuf:"fixed64,2,opt,name=pred,proto3" json:"pred,omitempty"`
+	Succ          *Peer                  `protobuf:"bytes,3,opt,name=succ,proto3" json:"succ,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusPosition) Reset() {
+	*x = StatusPosition{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusPosition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusPosition) ProtoMessage() {}
+
+func (x *StatusPosition) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusPosition.ProtoReflect.Descriptor instead.
+func (*StatusPosition) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *StatusPosition) GetRingId() uint64 {
+	if x != nil {
+		return x.RingId
+	}
+	return 0
+}
+
+func (x *StatusPosition) GetPred() uint64 {
+	if x != nil {
+		return x.Pred
+	}
+	return 0
+}
+
+func (x *StatusPosition) GetSucc() *Peer {
+	if x != nil {
+		return x.Succ
+	}
+	return nil
+}
+
+// StatusCounter is one named counter (a finite, non-negative value).
+type StatusCounter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusCounter) Reset() {
+	*x = StatusCounter{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusCounter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusCounter) ProtoMessage() {}
+
+func (x *StatusCounter) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusCounter.ProtoReflect.Descriptor instead.
+func (*StatusCounter) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *StatusCounter) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StatusCounter) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+// SwarmCensus is a census of the swarm: method "exact" (every member was
+// asked, members lists them) or "estimate" (samples random keys; each
+// total has its interval [low, high] at the stated confidence).
+type SwarmCensus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Method        string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Members       *CensusTotal           `protobuf:"bytes,2,opt,name=members,proto3" json:"members,omitempty"`
+	Totals        []*CensusTotal         `protobuf:"bytes,3,rep,name=totals,proto3" json:"totals,omitempty"`
+	Work          bool                   `protobuf:"varint,4,opt,name=work,proto3" json:"work,omitempty"`
+	Asked         uint32                 `protobuf:"varint,5,opt,name=asked,proto3" json:"asked,omitempty"`
+	Samples       uint32                 `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
+	Confidence    float64                `protobuf:"fixed64,7,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Reports       []*MemberStatus        `protobuf:"bytes,8,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwarmCensus) Reset() {
+	*x = SwarmCensus{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwarmCensus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwarmCensus) ProtoMessage() {}
+
+func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwarmCensus.ProtoReflect.Descriptor instead.
+func (*SwarmCensus) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SwarmCensus) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *SwarmCensus) GetMembers() *CensusTotal {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *SwarmCensus) GetTotals() []*CensusTotal {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *SwarmCensus) GetWork() bool {
+	if x != nil {
+		return x.Work
+	}
+	return false
+}
+
+func (x *SwarmCensus) GetAsked() uint32 {
+	if x != nil {
+		return x.Asked
+	}
+	return 0
+}
+
+func (x *SwarmCensus) GetSamples() uint32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *SwarmCensus) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *SwarmCensus) GetReports() []*MemberStatus {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+// CensusTotal is one swarm-wide total with its interval.
+type CensusTotal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	Low           float64                `protobuf:"fixed64,3,opt,name=low,proto3" json:"low,omitempty"`
+	High          float64                `protobuf:"fixed64,4,opt,name=high,proto3" json:"high,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CensusTotal) Reset() {
+	*x = CensusTotal{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CensusTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CensusTotal) ProtoMessage() {}
+
+func (x *CensusTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CensusTotal.ProtoReflect.Descriptor instead.
+func (*CensusTotal) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CensusTotal) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CensusTotal) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *CensusTotal) GetLow() float64 {
+	if x != nil {
+		return x.Low
+	}
+	return 0
+}
+
+func (x *CensusTotal) GetHigh() float64 {
+	if x != nil {
+		return x.High
+	}
+	return 0
+}
+
 var File_pb_swarmcrawl_proto protoreflect.FileDescriptor
 
 const file_pb_swarmcrawl_proto_rawDesc = "" +
@@ -3836,7 +4304,41 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\trecord_id\x18\x01 \x01(\tR\brecordId\"8\n" +
 	"\fCaptureReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
-	"\x04warc\x18\x02 \x01(\fR\x04warcB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
+	"\x04warc\x18\x02 \x01(\fR\x04warc\"%\n" +
+	"\rStatusRequest\x12\x14\n" +
+	"\x05swarm\x18\x01 \x01(\bR\x05swarm\"\x8c\x01\n" +
+	"\vStatusReply\x123\n" +
+	"\x06member\x18\x01 \x01(\v2\x1b.swarmcrawl.v1.MemberStatusR\x06member\x122\n" +
+	"\x06census\x18\x02 \x01(\v2\x1a.swarmcrawl.v1.SwarmCensusR\x06census\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xb2\x01\n" +
+	"\fMemberStatus\x12\x17\n" +
+	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12;\n" +
+	"\tpositions\x18\x02 \x03(\v2\x1d.swarmcrawl.v1.StatusPositionR\tpositions\x128\n" +
+	"\bcounters\x18\x03 \x03(\v2\x1c.swarmcrawl.v1.StatusCounterR\bcounters\x12\x12\n" +
+	"\x04work\x18\x04 \x01(\bR\x04work\"f\n" +
+	"\x0eStatusPosition\x12\x17\n" +
+	"\aring_id\x18\x01 \x01(\x06R\x06ringId\x12\x12\n" +
+	"\x04pred\x18\x02 \x01(\x06R\x04pred\x12'\n" +
+	"\x04succ\x18\x03 \x01(\v2\x13.swarmcrawl.v1.PeerR\x04succ\"9\n" +
+	"\rStatusCounter\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\"\xaa\x02\n" +
+	"\vSwarmCensus\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x124\n" +
+	"\amembers\x18\x02 \x01(\v2\x1a.swarmcrawl.v1.CensusTotalR\amembers\x122\n" +
+	"\x06totals\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.CensusTotalR\x06totals\x12\x12\n" +
+	"\x04work\x18\x04 \x01(\bR\x04work\x12\x14\n" +
+	"\x05asked\x18\x05 \x01(\rR\x05asked\x12\x18\n" +
+	"\asamples\x18\x06 \x01(\rR\asamples\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\a \x01(\x01R\n" +
+	"confidence\x125\n" +
+	"\areports\x18\b \x03(\v2\x1b.swarmcrawl.v1.MemberStatusR\areports\"]\n" +
+	"\vCensusTotal\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x10\n" +
+	"\x03low\x18\x03 \x01(\x01R\x03low\x12\x12\n" +
+	"\x04high\x18\x04 \x01(\x01R\x04highB.Z,github.com/swarmcrawl/swarmcrawl/protocol/pbb\x06proto3"
 
 var (
 	file_pb_swarmcrawl_proto_rawDescOnce sync.Once
@@ -3850,7 +4352,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -3900,6 +4402,13 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*GetReply)(nil),          // 45: swarmcrawl.v1.GetReply
 	(*CaptureRequest)(nil),    // 46: swarmcrawl.v1.CaptureRequest
 	(*CaptureReply)(nil),      // 47: swarmcrawl.v1.CaptureReply
+	(*StatusRequest)(nil),     // 48: swarmcrawl.v1.StatusRequest
+	(*StatusReply)(nil),       // 49: swarmcrawl.v1.StatusReply
+	(*MemberStatus)(nil),      // 50: swarmcrawl.v1.MemberStatus
+	(*StatusPosition)(nil),    // 51: swarmcrawl.v1.StatusPosition
+	(*StatusCounter)(nil),     // 52: swarmcrawl.v1.StatusCounter
+	(*SwarmCensus)(nil),       // 53: swarmcrawl.v1.SwarmCensus
+	(*CensusTotal)(nil),       // 54: swarmcrawl.v1.CensusTotal
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -3954,11 +4463,19 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	41, // 49: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
 	43, // 50: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
 	34, // 51: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	50, // 52: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
+	53, // 53: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
+	51, // 54: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
+	52, // 55: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
+	0,  // 56: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
+	54, // 57: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
+	54, // 58: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
+	50, // 59: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -3988,7 +4505,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
