@@ -23,7 +23,8 @@ const (
 	exitOutOfScope        = 8
 )
 
-// exitCode is the exit status of a command that failed with err.
+// exitCode is the exit status of a get that failed with err (the other
+// commands exit 1 for these errors).
 func exitCode(err error) int {
 	switch {
 	case errors.Is(err, node.ErrNotKnown):

@@ -95,7 +95,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitIncomplete
 	default:
 		fmt.Fprintf(stderr, "swarmcrawl %s: %s\n", args[0], oneLine(err.Error()))
-		return exitCode(err)
+		if args[0] == "get" {
+			return exitCode(err) // its own codes, one per kind of failure
+		}
+		return 1
 	}
 }
 

@@ -135,9 +135,20 @@ func TestSwarmExport(t *testing.T) {
 	}
 	// A byte of a partial file damaged (a disk's, or a hostile member's):
 	// the digest finds it and the file is fetched again whole.
-	damaged := strings.TrimSuffix(filepath.Base(parts[0]), partSuffix)
-	if partSizes[damaged] > 0 {
-		f, err := os.OpenFile(parts[0], os.O_RDWR, 0)
+	// The partial file with the most bytes (the stop may leave an empty
+	// one beside it, which holds nothing to damage).
+	part := parts[0]
+	for _, p := range parts {
+		if partSizes[strings.TrimSuffix(filepath.Base(p), partSuffix)] > partSizes[strings.TrimSuffix(filepath.Base(part), partSuffix)] {
+			part = p
+		}
+	}
+	damaged := strings.TrimSuffix(filepath.Base(part), partSuffix)
+	if partSizes[damaged] == 0 {
+		t.Fatalf("the stopped export left only empty partial files: nothing to damage")
+	}
+	{
+		f, err := os.OpenFile(part, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
