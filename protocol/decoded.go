@@ -231,25 +231,19 @@ func packedCount(fd protoreflect.FieldDescriptor, value []byte) (int, error) {
 	return count, nil
 }
 
-// structSizes caches the size of each message's Go struct by its name.
-var structSizes sync.Map // protoreflect.FullName -> int
-
 // structSize is the size of the Go struct of messages of descriptor md,
-// or a generous guess for a message without a registered Go type.
+// or a generous guess for a message without a registered Go type (the
+// schema that asks keeps it).
 func structSize(md protoreflect.MessageDescriptor) int {
-	if v, ok := structSizes.Load(md.FullName()); ok {
-		return v.(int)
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
+	if err != nil {
+		return 64 + 32*md.Fields().Len()
 	}
-	size := 64 + 32*md.Fields().Len()
-	if mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName()); err == nil {
-		t := reflect.TypeOf(mt.Zero().Interface())
-		if t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		size = int(t.Size())
+	t := reflect.TypeOf(mt.Zero().Interface())
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	structSizes.Store(md.FullName(), size)
-	return size
+	return int(t.Size())
 }
 
 // alloc is what Go's allocator takes for an object of n bytes: at least

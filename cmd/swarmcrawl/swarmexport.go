@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -551,11 +550,11 @@ func (s *exportState) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, exportStateFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("export: state: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, exportStateFile)); err != nil {
+	err = warc.WriteAtomic(filepath.Join(dir, exportStateFile), func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("export: state: %w", err)
 	}
 	return nil
@@ -627,30 +626,10 @@ func writeExportOutputs(dir, format string, paths []string, noText bool) (export
 	return st, err
 }
 
-// writeAtomic writes path through fill into a temporary file beside it,
-// and renames it into place once complete.
+// writeAtomic writes path through fill, whole or not at all
+// (warc.WriteAtomic).
 func writeAtomic(path string, fill func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := warc.WriteAtomic(path, fill); err != nil {
 		return fmt.Errorf("export: %s: %w", filepath.Base(path), err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package warc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -47,27 +46,11 @@ func recoverOpenFile(path string) error {
 // and puts it, whole, at path+IndexSuffix, removing the index being
 // written with it.
 func writeIndexFile(path string) error {
-	tmp := path + IndexSuffix + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	err := WriteAtomic(path+IndexSuffix, func(w io.Writer) error {
+		_, err := BuildIndex(path, w)
 		return err
-	}
-	bw := bufio.NewWriterSize(f, 64<<10)
-	_, err = BuildIndex(path, bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path+IndexSuffix)
-	}
+	})
 	if err != nil {
-		os.Remove(tmp)
 		return err
 	}
 	os.Remove(path + IndexSuffix + openSuffix)
