@@ -55,8 +55,10 @@ type Page struct {
 	RawBody []byte
 	// ResponseID is the WARC-Record-ID the response record is to get, set
 	// when the fetch is recorded as a capture (Config.CaptureHolder); ""
-	// lets the archive pick one.
-	ResponseID string
+	// lets the archive pick one. PayloadDigest is then the capture's
+	// digest of RawBody (warc.PayloadDigest), computed once for the
+	// capture and the response record.
+	ResponseID, PayloadDigest string
 	// Body is the decoded body, at most Config.MaxBodyBytes. It is nil
 	// for a 304 and for a content coding the crawler cannot decode.
 	Body []byte

@@ -369,9 +369,9 @@ func (c *Crawler) nextMeta(f *fetch, r *response, p *Page, hash uint64, changed 
 	if c.cfg.CaptureHolder != "" && r.status != http.StatusNotModified {
 		// A 304 archives no body: the previous capture stays the page's.
 		if id, err := warc.NewRecordID(); err == nil {
-			p.ResponseID = id
+			p.ResponseID, p.PayloadDigest = id, warc.PayloadDigest(p.RawBody)
 			m.Captures = store.AddCapture(f.meta.Captures, store.Capture{
-				Holder: c.cfg.CaptureHolder, RecordID: id, Digest: warc.PayloadDigest(p.RawBody), Time: p.FetchedAt})
+				Holder: c.cfg.CaptureHolder, RecordID: id, Digest: p.PayloadDigest, Time: p.FetchedAt})
 		}
 	}
 	if c.cfg.MaxRecrawl > 0 {
