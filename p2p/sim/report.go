@@ -482,7 +482,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}
 	if cs := r.Census; cs != nil {
-		fmt.Fprintf(&b, "census: exact walk right %v%s; %d estimates (%d keys × %d positions, %.0f machines asked), %d failed:", cs.WalkExact, cs.WalkError, cs.Estimates, cs.Samples, cs.Run, cs.MeanAsked, cs.Failed)
+		fmt.Fprintf(&b, "census: exact walk right %v%s; %d estimates (%d windows of %d positions, %.0f machines asked), %d failed:", cs.WalkExact, cs.WalkError, cs.Estimates, cs.Samples, cs.Run, cs.MeanAsked, cs.Failed)
 		for _, k := range []string{"members", "fetched", "queued"} {
 			c := cs.Counters[k]
 			fmt.Fprintf(&b, " %s %.0f (bias %+.2f%%, %.0f%% interval held it %.1f%%)", k, c.Truth, 100*c.MeanBias, 100*cs.Confidence, 100*c.Covered)

@@ -284,21 +284,16 @@ func TestCensusOn1000Nodes(t *testing.T) {
 	if cs.Failed > 0 {
 		t.Errorf("%d of %d estimates failed", cs.Failed, cs.Estimates)
 	}
-	// Queued URLs sit on few machines mid-crawl (the busiest holds many
-	// times the mean), and the estimate of such a counter is the weakest:
-	// on this run its estimates averaged 7.1% low and its intervals held
-	// the truth 85% of the time, where members and fetched are within 1%
-	// and 92 to 95%. It is held to a looser bound until the estimator
-	// takes skewed counters into account.
+	// Queued URLs sit on few machines mid-crawl, unevenly around the
+	// ring: estimated from runs after random keys' owners they came out
+	// 7.1% low, their intervals holding the truth 85% of the time; from
+	// windows of fixed length, 0.5% low and 95%.
 	for _, k := range []string{"members", "fetched", "queued"} {
 		c := cs.Counters[k]
 		if c.Truth == 0 {
 			t.Fatalf("%s: nothing to count mid-crawl", k)
 		}
-		maxBias, minCovered := 0.05, 0.85
-		if k == "queued" {
-			maxBias, minCovered = 0.10, 0.80
-		}
+		const maxBias, minCovered = 0.03, 0.90
 		if c.MeanBias < -maxBias || c.MeanBias > maxBias {
 			t.Errorf("%s: estimates biased by %+.1f%%", k, 100*c.MeanBias)
 		}
