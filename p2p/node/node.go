@@ -83,7 +83,8 @@ type Node struct {
 	admit     *route.Intake
 	intake    *intake
 	shardTr   *p2p.ShardTransport
-	peerState peerState // checks the state peers hand over
+	peerState peerState   // checks the state peers hand over
+	seeds     *seedPolicy // judges seed marks by their signatures
 	shard     *shard.Manager
 	scope     *ownerScope
 	owner     *route.Owner
@@ -261,9 +262,11 @@ func (n *Node) build() error {
 	maxDepth := max(crawlCfg.MaxDepth, 0)
 	n.admit = route.NewIntake(n.db, n.queue, maxDepth)
 	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
-		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
+		route:     func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) },
+		holdProof: func(u string, proof []byte) bool { return n.links.proofs.put(u, string(proof)) }}
 	n.shardTr = p2p.NewShardTransport(n.streams)
-	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
+	n.seeds = newSeedPolicy(n.cfg, n.host, n.host.Peerstore().PrivKey(n.host.ID()))
+	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth, seeds: n.seeds}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
@@ -277,6 +280,7 @@ func (n *Node) build() error {
 	rules := urlRules{mode: keyMode}
 	n.scope = &ownerScope{scope: n.crawler.Scope()}
 	n.owner = route.NewOwner(n.own, n.shard, n.admit, rules, n.scope, maxDepth)
+	n.owner.VerifySeeds(n.seeds)
 	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)

@@ -28,6 +28,9 @@ const maxRedirects = 1000
 type peerState struct {
 	keyMode  urls.KeyMode
 	maxDepth int
+	// seeds judges the records' seed marks: one it does not honour is
+	// removed, and the record kept unmarked (nil: marks are kept).
+	seeds *seedPolicy
 }
 
 // record reports what makes r unusable, if anything.
@@ -78,8 +81,19 @@ func (c peerState) host(h shard.HostState) error {
 }
 
 // filter returns the usable records and host states, and an error naming
-// how many were dropped and why the first was, or nil.
-func (c peerState) filter(recs []shard.Record, hosts []shard.HostState) ([]shard.Record, []shard.HostState, error) {
+// how many were dropped and why the first was, or nil. The seed marks of
+// usable records that the node's seed policy does not honour are removed
+// (the records are copied first): no error, since the records are kept.
+func (c peerState) filter(recs []shard.Record, hosts []shard.HostState) (okRecs []shard.Record, okHosts []shard.HostState, err error) {
+	okRecs, okHosts, err = c.wellFormed(recs, hosts)
+	if c.seeds != nil {
+		okRecs, _ = c.seeds.unmark(okRecs)
+	}
+	return okRecs, okHosts, err
+}
+
+// wellFormed is filter without the seed policy.
+func (c peerState) wellFormed(recs []shard.Record, hosts []shard.HostState) ([]shard.Record, []shard.HostState, error) {
 	var errs []error
 	okRecs := recs[:0:0]
 	for _, r := range recs {

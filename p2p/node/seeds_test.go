@@ -56,7 +56,7 @@ func TestSeedPolicy(t *testing.T) {
 			t.Errorf("%s: may seed %v, want %v", c.name, got, c.want)
 		}
 	}
-	resp := n.submitSeeds(context.Background(), p2p.Inbound{From: stranger, RemoteAddr: remote}, []string{"http://victim.example/"})
+	resp := n.submitSeeds(context.Background(), p2p.Inbound{From: stranger, RemoteAddr: remote}, []string{"http://victim.example/"}, nil)
 	if resp.Error == "" || !strings.Contains(resp.Error, "--seed-from "+stranger.String()) || resp.Accepted != 0 {
 		t.Fatalf("a stranger's seeds: %+v, want a refusal naming --seed-from", resp)
 	}

@@ -28,14 +28,14 @@ func (s shardStorage) PutRecordsNoSync(recs []shard.Record) error {
 func storeRecords(recs []shard.Record) []store.ShardRecord {
 	out := make([]store.ShardRecord, len(recs))
 	for i, r := range recs {
-		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Seed: r.Seed, Meta: r.Meta, MetaVersion: r.MetaVersion}
+		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Seed: r.Seed, SeedProof: r.SeedProof, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
 	return out
 }
 
 func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {
 	return s.db.ScanShard(uint64(r.From), uint64(r.To), func(x store.ShardRecord) error {
-		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, Meta: x.Meta, MetaVersion: x.MetaVersion})
+		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, SeedProof: x.SeedProof, Meta: x.Meta, MetaVersion: x.MetaVersion})
 	})
 }
 
