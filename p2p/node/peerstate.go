@@ -130,12 +130,12 @@ type checkedHandler struct {
 // HandleReplicate implements shard.Handler.
 func (h checkedHandler) HandleReplicate(ctx context.Context, from ring.Peer, req *shard.WriteRequest) *shard.WriteReply {
 	recs, hosts, err := h.check.filter(req.Records, req.Hosts)
+	in := *req
+	in.Records, in.Hosts = recs, hosts // seed marks the node does not honour removed
 	if err == nil {
-		return h.Handler.HandleReplicate(ctx, from, req)
+		return h.Handler.HandleReplicate(ctx, from, &in)
 	}
 	h.log.Warn("replicate write with malformed state", "from", from.Addr, "err", err)
-	in := *req
-	in.Records, in.Hosts = recs, hosts
 	reply := h.Handler.HandleReplicate(ctx, from, &in)
 	reply.StoreError = errors.Join(errOrNil(reply.StoreError), err).Error()
 	return reply
@@ -144,12 +144,11 @@ func (h checkedHandler) HandleReplicate(ctx context.Context, from ring.Peer, req
 // HandleHandoff implements shard.Handler.
 func (h checkedHandler) HandleHandoff(ctx context.Context, from ring.Peer, req *shard.HandoffRequest) *shard.HandoffReply {
 	recs, hosts, err := h.check.filter(req.Records, req.Hosts)
-	if err == nil {
-		return h.Handler.HandleHandoff(ctx, from, req)
-	}
-	h.log.Warn("handoff with malformed state", "from", from.Addr, "range", req.Range.String(), "merge", req.Merge, "err", err)
 	in := *req
-	in.Records, in.Hosts = recs, hosts
+	in.Records, in.Hosts = recs, hosts // seed marks the node does not honour removed
+	if err != nil {
+		h.log.Warn("handoff with malformed state", "from", from.Addr, "range", req.Range.String(), "merge", req.Merge, "err", err)
+	}
 	return h.Handler.HandleHandoff(ctx, from, &in)
 }
 
@@ -178,7 +177,7 @@ func (t checkedTransport) Pull(ctx context.Context, to ring.Peer, req *shard.Pul
 	recs, hosts, err := t.check.filter(reply.Records, reply.Hosts)
 	if err != nil {
 		t.log.Warn("pulled malformed state", "from", to.Addr, "err", err)
-		reply.Records, reply.Hosts = recs, hosts
 	}
+	reply.Records, reply.Hosts = recs, hosts // seed marks the node does not honour removed
 	return reply, nil
 }
