@@ -90,6 +90,7 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if proofs, err = signSeeds(key, urls, time.Now()); err != nil {
 			return err
 		}
+		fmt.Fprintf(stderr, "seeds signed by %s (list it with node --seed-from)\n", h.ID())
 	}
 	res, err := submitInChunks(ctx, h, *peerAddr, urls, proofs, newProgressLine(stderr))
 	if errors.Is(err, p2p.ErrNoConnection) && *swarmKey == "" {
