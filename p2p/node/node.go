@@ -266,13 +266,13 @@ func (n *Node) build() error {
 		holdProof: func(u string, proof []byte) bool { return n.links.proofs.put(u, string(proof)) }}
 	n.shardTr = p2p.NewShardTransport(n.streams)
 	n.seeds = newSeedPolicy(n.cfg, n.host, n.host.Peerstore().PrivKey(n.host.ID()))
-	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth, seeds: n.seeds}
+	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
 	}
 	tr := checkedTransport{Transport: n.shardTr, check: n.peerState, log: n.log}
-	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db}, n.intake, shardCfg)
+	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db, seeds: n.seeds}, n.intake, shardCfg)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}

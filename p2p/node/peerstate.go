@@ -28,9 +28,6 @@ const maxRedirects = 1000
 type peerState struct {
 	keyMode  urls.KeyMode
 	maxDepth int
-	// seeds judges the records' seed marks: one it does not honour is
-	// removed, and the record kept unmarked (nil: marks are kept).
-	seeds *seedPolicy
 }
 
 // record reports what makes r unusable, if anything.
@@ -81,19 +78,8 @@ func (c peerState) host(h shard.HostState) error {
 }
 
 // filter returns the usable records and host states, and an error naming
-// how many were dropped and why the first was, or nil. The seed marks of
-// usable records that the node's seed policy does not honour are removed
-// (the records are copied first): no error, since the records are kept.
-func (c peerState) filter(recs []shard.Record, hosts []shard.HostState) (okRecs []shard.Record, okHosts []shard.HostState, err error) {
-	okRecs, okHosts, err = c.wellFormed(recs, hosts)
-	if c.seeds != nil {
-		okRecs, _ = c.seeds.unmark(okRecs)
-	}
-	return okRecs, okHosts, err
-}
-
-// wellFormed is filter without the seed policy.
-func (c peerState) wellFormed(recs []shard.Record, hosts []shard.HostState) ([]shard.Record, []shard.HostState, error) {
+// how many were dropped and why the first was, or nil.
+func (c peerState) filter(recs []shard.Record, hosts []shard.HostState) ([]shard.Record, []shard.HostState, error) {
 	var errs []error
 	okRecs := recs[:0:0]
 	for _, r := range recs {
@@ -130,12 +116,12 @@ type checkedHandler struct {
 // HandleReplicate implements shard.Handler.
 func (h checkedHandler) HandleReplicate(ctx context.Context, from ring.Peer, req *shard.WriteRequest) *shard.WriteReply {
 	recs, hosts, err := h.check.filter(req.Records, req.Hosts)
-	in := *req
-	in.Records, in.Hosts = recs, hosts // seed marks the node does not honour removed
 	if err == nil {
-		return h.Handler.HandleReplicate(ctx, from, &in)
+		return h.Handler.HandleReplicate(ctx, from, req)
 	}
 	h.log.Warn("replicate write with malformed state", "from", from.Addr, "err", err)
+	in := *req
+	in.Records, in.Hosts = recs, hosts
 	reply := h.Handler.HandleReplicate(ctx, from, &in)
 	reply.StoreError = errors.Join(errOrNil(reply.StoreError), err).Error()
 	return reply
@@ -144,11 +130,12 @@ func (h checkedHandler) HandleReplicate(ctx context.Context, from ring.Peer, req
 // HandleHandoff implements shard.Handler.
 func (h checkedHandler) HandleHandoff(ctx context.Context, from ring.Peer, req *shard.HandoffRequest) *shard.HandoffReply {
 	recs, hosts, err := h.check.filter(req.Records, req.Hosts)
-	in := *req
-	in.Records, in.Hosts = recs, hosts // seed marks the node does not honour removed
-	if err != nil {
-		h.log.Warn("handoff with malformed state", "from", from.Addr, "range", req.Range.String(), "merge", req.Merge, "err", err)
+	if err == nil {
+		return h.Handler.HandleHandoff(ctx, from, req)
 	}
+	h.log.Warn("handoff with malformed state", "from", from.Addr, "range", req.Range.String(), "merge", req.Merge, "err", err)
+	in := *req
+	in.Records, in.Hosts = recs, hosts
 	return h.Handler.HandleHandoff(ctx, from, &in)
 }
 
@@ -177,7 +164,7 @@ func (t checkedTransport) Pull(ctx context.Context, to ring.Peer, req *shard.Pul
 	recs, hosts, err := t.check.filter(reply.Records, reply.Hosts)
 	if err != nil {
 		t.log.Warn("pulled malformed state", "from", to.Addr, "err", err)
+		reply.Records, reply.Hosts = recs, hosts
 	}
-	reply.Records, reply.Hosts = recs, hosts // seed marks the node does not honour removed
 	return reply, nil
 }

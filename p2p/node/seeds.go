@@ -215,11 +215,15 @@ func (p *seedPolicy) sign(u string, at time.Time) ([]byte, error) {
 	return seedsig.Sign(p.key, u, at)
 }
 
-// Honours implements route.SeedPolicy.
+// Honours implements route.SeedPolicy. It judges the signer before the
+// signature: a statement by a seeder the node does not accept costs no
+// signature check.
 func (p *seedPolicy) Honours(u, proof string) bool {
-	id, err := p.verifier.Verify([]byte(proof), u)
+	id, err := seedsig.Signer([]byte(proof))
 	if err == nil && p.accepts(id) {
-		return true
+		if _, err = p.verifier.Verify([]byte(proof), u); err == nil {
+			return true
+		}
 	}
 	p.refused.Add(1)
 	return false

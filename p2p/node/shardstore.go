@@ -11,17 +11,34 @@ import (
 const epochsMeta = "shard/epochs"
 
 // shardStorage keeps the shard manager's records, host states and epoch
-// table in the node's store.
-type shardStorage struct{ db *store.DB }
+// table in the node's store. Every record the manager stores passes here,
+// whichever way it came (routed to this node, a replicate write, a
+// handoff, a merge, a pull), once the manager has judged the claims it
+// came under: seeds judges its seed mark, and a mark it does not honour
+// is stored as none (nil seeds: every mark is stored).
+type shardStorage struct {
+	db    *store.DB
+	seeds *seedPolicy
+}
 
 var _ shard.Storage = shardStorage{}
 
 func (s shardStorage) PutRecords(recs []shard.Record) error {
-	return s.db.PutShardRecords(storeRecords(recs))
+	return s.db.PutShardRecords(storeRecords(s.unmark(recs)))
 }
 
 func (s shardStorage) PutRecordsNoSync(recs []shard.Record) error {
-	return s.db.PutShardRecordsNoSync(storeRecords(recs))
+	return s.db.PutShardRecordsNoSync(storeRecords(s.unmark(recs)))
+}
+
+// unmark returns recs with the seed marks the policy does not honour
+// removed.
+func (s shardStorage) unmark(recs []shard.Record) []shard.Record {
+	if s.seeds == nil {
+		return recs
+	}
+	recs, _ = s.seeds.unmark(recs)
+	return recs
 }
 
 // storeRecords converts shard records to the store's.

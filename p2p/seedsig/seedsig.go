@@ -111,6 +111,24 @@ func Decode(b []byte) (*pb.SeedProof, error) {
 	return p, nil
 }
 
+// Signer returns whom the encoded statement proof names as its signer,
+// without checking the signature: a verifier that would refuse the signer
+// anyway spares itself the check.
+func Signer(proof []byte) (peer.ID, error) {
+	p, err := Decode(proof)
+	if err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", ErrNoProof
+	}
+	pub, err := crypto.UnmarshalPublicKey(p.PublicKey)
+	if err != nil {
+		return "", fmt.Errorf("seed signature: public key: %w", err)
+	}
+	return peer.IDFromPublicKey(pub)
+}
+
 // Verify checks the encoded statement proof over the normalised url and
 // returns its signer.
 func Verify(proof []byte, url string) (peer.ID, error) {
