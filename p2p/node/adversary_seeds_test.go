@@ -274,5 +274,12 @@ func TestAdversaryMemberScopeEscape(t *testing.T) {
 	if v := a.web.CheckRobots(token); len(v) > 0 {
 		t.Errorf("%d robots.txt violations, e.g. %v", len(v), v[:min(5, len(v))])
 	}
-	t.Logf("the member's write taken by %d nodes; out of scope by reason %v", took, refusals(a.honest))
+	var marks int64
+	for _, n := range a.honest {
+		marks += n.Status().Scope.SeedMarksRefused
+	}
+	if marks < 6 {
+		t.Errorf("the nodes counted %d seed marks refused, want at least 6 (3 forged tasks, 3 records)", marks)
+	}
+	t.Logf("the member's write taken by %d nodes; out of scope by reason %v; seed marks refused %d", took, refusals(a.honest), marks)
 }
