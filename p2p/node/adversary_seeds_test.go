@@ -120,10 +120,13 @@ func (a *adversary) memberClaims() []*pb.Claim {
 // seed forwarded by the hostile member itself. The three seed hosts are
 // crawled whole, the six hosts never get a request (robots.txt
 // included), and the forged tasks are refused as unauthorized seeds.
-// Without the signature check (seed marks honoured as before): "6 requests
-// to the hostile member's hosts, e.g. [http://own-bare0.adv.test/robots.txt
-// ...]" and "the member's forged seed task for http://fwd-bare..."
-// accepted.
+// Without the check where records are stored (shardStorage): "6 requests
+// to the hosts the member marked or forged seeds for, e.g.
+// [http://own-bare12.adv.test/robots.txt http://own-bare12.adv.test/ ...]";
+// without any signature check (Honours always true): "the member's forged
+// seed task for http://fwd-bare0.adv.test/: refused [], want once as
+// unauthorized_seed" (each of the three) and "12 requests to the hosts the
+// member marked or forged seeds for".
 func TestAdversaryMemberScopeEscape(t *testing.T) {
 	seederKey, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
