@@ -286,7 +286,8 @@ func (n *Node) build() error {
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
-	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
+	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
+	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})

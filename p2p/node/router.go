@@ -24,10 +24,9 @@ type linkRouter struct {
 	router *route.Router
 	outbox *outbox
 	rules  urlRules
-	// proofs holds the signed statements of seeds on their way (the
-	// outbox keeps their tasks, not their statements): a seed goes with
-	// its statement, which a restart loses.
-	proofs seedProofs
+	// proofs holds the signed statements of seeds on their way, shared
+	// with the outbox, which stores each with its task.
+	proofs *seedProofs
 }
 
 // routeResult sums up one routing pass in the crawl engine's terms.
