@@ -290,15 +290,20 @@ func (p *seedPolicy) unmark(recs []shard.Record) ([]shard.Record, int) {
 	return recs, n
 }
 
-// maxPendingSeeds bounds the seeds a node holds statements for until
-// their owners take them.
-const maxPendingSeeds = 1 << 16
+// maxPendingSeeds and maxPendingSeedBytes bound the seeds a node holds
+// statements for until their owners take them: 65,536 seeds, 32 MiB of
+// URLs and statements.
+const (
+	maxPendingSeeds     = 1 << 16
+	maxPendingSeedBytes = 32 << 20
+)
 
 // seedProofs holds the statements of seeds on their way to their owners
 // (the outbox keeps the tasks), by URL.
 type seedProofs struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu    sync.Mutex
+	m     map[string]string
+	bytes int
 }
 
 // put holds proof for the seed u, false if it holds too many already.
@@ -308,10 +313,15 @@ func (s *seedProofs) put(u, proof string) bool {
 	if s.m == nil {
 		s.m = map[string]string{}
 	}
-	if _, ok := s.m[u]; !ok && len(s.m) >= maxPendingSeeds {
+	old, ok := s.m[u]
+	size := s.bytes + len(proof) - len(old)
+	if !ok {
+		size += len(u)
+	}
+	if !ok && len(s.m) >= maxPendingSeeds || size > maxPendingSeedBytes {
 		return false
 	}
-	s.m[u] = proof
+	s.m[u], s.bytes = proof, size
 	return true
 }
 
@@ -327,6 +337,9 @@ func (s *seedProofs) drop(us []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range us {
-		delete(s.m, u)
+		if p, ok := s.m[u]; ok {
+			s.bytes -= len(u) + len(p)
+			delete(s.m, u)
+		}
 	}
 }

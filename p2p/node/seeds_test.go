@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -135,5 +136,34 @@ func TestSeedMarksHonoured(t *testing.T) {
 	}
 	if !recs[1].Seed || !recs[2].Seed {
 		t.Error("unmark changed the caller's records")
+	}
+}
+
+// The statements held for seeds on their way are bounded in number and
+// bytes, and a settled seed's frees its room.
+func TestSeedProofsBounded(t *testing.T) {
+	var s seedProofs
+	big := strings.Repeat("p", maxPendingSeedBytes/4)
+	for i := range 3 {
+		if !s.put(fmt.Sprintf("http://%d.test/", i), big) {
+			t.Fatalf("statement %d refused within the bound", i)
+		}
+	}
+	if s.put("http://4.test/", big) {
+		t.Fatal("a statement beyond the byte bound was held")
+	}
+	if !s.put("http://0.test/", "small") {
+		t.Fatal("replacing a held statement by a smaller one was refused")
+	}
+	s.drop([]string{"http://1.test/", "http://2.test/"})
+	if !s.put("http://4.test/", big) || s.get("http://4.test/") != big {
+		t.Fatal("room freed by settled seeds was not reused")
+	}
+	var n seedProofs
+	for i := range maxPendingSeeds {
+		n.put(fmt.Sprintf("http://%d.test/", i), "p")
+	}
+	if n.put("http://one-more.test/", "p") || len(n.m) != maxPendingSeeds {
+		t.Fatalf("%d statements held, bound %d", len(n.m), maxPendingSeeds)
 	}
 }
