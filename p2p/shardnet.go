@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/seedsig"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -224,6 +225,9 @@ func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
 	out := make([]*pb.ShardRecord, len(rs))
 	for i, r := range rs {
 		rec := &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done, Seed: r.Seed}
+		if r.Seed {
+			rec.SeedProof, _ = seedsig.Decode(r.SeedProof) // a damaged one travels as none
+		}
 		if len(r.Meta) > 0 {
 			m := &pb.UrlMeta{}
 			if err := proto.Unmarshal(r.Meta, m); err == nil {
@@ -252,12 +256,19 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 				return nil, fmt.Errorf("record %d: meta: %w", i, err)
 			}
 		}
+		var proof []byte
+		if r.Seed {
+			var err error
+			if proof, err = seedsig.Encode(r.SeedProof); err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+		}
 		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 ||
 			len(meta) > shard.MaxMetaBytes || len(meta) == 0 && r.MetaVersion != 0 {
 			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes, meta version %d)",
 				i, len(r.Url), r.Depth, r.Redirects, len(meta), r.MetaVersion)
 		}
-		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Seed: r.Seed, Meta: meta, MetaVersion: r.MetaVersion}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Seed: r.Seed, SeedProof: proof, Meta: meta, MetaVersion: r.MetaVersion}
 	}
 	return out, nil
 }

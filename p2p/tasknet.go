@@ -99,16 +99,20 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 const maxKeyModeBytes = 32
 
 // ServeSeeds answers the seed protocol with submit, which decides whether
-// the sender may seed. A request above protocol.MaxSeedURLs is refused
-// whole before submit sees it.
-func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, in Inbound, urls []string) *pb.SeedResponse) {
+// the sender may seed, with the client's signed statements (one per URL,
+// or none). A request above protocol.MaxSeedURLs, or whose statements do
+// not match its URLs one for one, is refused whole before submit sees it.
+func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, in Inbound, urls []string, proofs []*pb.SeedProof) *pb.SeedResponse) {
 	t.streams.Handle(protocol.SeedID, func() proto.Message { return &pb.SeedRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.SeedRequest)
 			if len(req.Urls) > protocol.MaxSeedURLs {
 				return &pb.SeedResponse{Error: fmt.Sprintf("%d seeds exceed the limit of %d per request", len(req.Urls), protocol.MaxSeedURLs)}
 			}
-			return submit(ctx, in, req.Urls)
+			if len(req.Proofs) != 0 && len(req.Proofs) != len(req.Urls) {
+				return &pb.SeedResponse{Error: fmt.Sprintf("%d seed signatures for %d URLs: want one for each, or none", len(req.Proofs), len(req.Urls))}
+			}
+			return submit(ctx, in, req.Urls, req.Proofs)
 		})
 }
 
@@ -145,8 +149,19 @@ var ErrNoConnection = errors.New("cannot connect")
 // /p2p/ multiaddr) over the seed protocol, from a short-lived host h, in
 // requests of at most protocol.MaxSeedURLs URLs. A request the member
 // refuses for now (the client's seed quota is spent) is sent again when
-// the member says, until ctx ends.
+// the member says, until ctx ends. The seeds go unsigned: the member signs
+// for a client it takes seeds from (see SubmitSignedSeeds).
 func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (SeedResult, error) {
+	return SubmitSignedSeeds(ctx, h, addr, urls, nil)
+}
+
+// SubmitSignedSeeds is SubmitSeeds with the client's signed statements
+// (package seedsig), proofs[i] over the normalised urls[i]; nil proofs
+// sends none.
+func SubmitSignedSeeds(ctx context.Context, h host.Host, addr string, urls []string, proofs []*pb.SeedProof) (SeedResult, error) {
+	if len(proofs) != 0 && len(proofs) != len(urls) {
+		return SeedResult{}, fmt.Errorf("submit seeds: %d signatures for %d URLs", len(proofs), len(urls))
+	}
 	if len(urls) == 0 {
 		return SeedResult{}, errors.New("submit seeds: no URLs")
 	}
@@ -165,7 +180,11 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 	for len(urls) > 0 {
 		n := min(len(urls), protocol.MaxSeedURLs)
 		resp := &pb.SeedResponse{}
-		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, &pb.SeedRequest{Urls: urls[:n]}, resp); err != nil {
+		req := &pb.SeedRequest{Urls: urls[:n]}
+		if len(proofs) > 0 {
+			req.Proofs = proofs[:n]
+		}
+		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, req, resp); err != nil {
 			return total, fmt.Errorf("submit seeds: %w", err)
 		}
 		if resp.RetryAfterNs > 0 {
@@ -188,6 +207,9 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 			total.Rejected = append(total.Rejected, Rejection{URL: r.Url, Reason: r.Reason})
 		}
 		urls = urls[n:]
+		if len(proofs) > 0 {
+			proofs = proofs[n:]
+		}
 	}
 	return total, nil
 }

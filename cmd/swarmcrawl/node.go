@@ -85,7 +85,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.sitemapGuess, "sitemap-guess", def.GuessSitemap, "also try a host's /sitemap.xml when its robots.txt names no sitemap (one more request per host)")
 	fs.StringVar(&o.swarmKey, "swarm-key", "", "pre-shared key file (`swarmcrawl swarm-key`) of a private swarm: peers without it cannot connect; TCP and WebSocket only")
 	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
-	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
+	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members, and whose signed seeds (seed --identity) this node honours from any member; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json: one log record a line on stderr")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the node to `file` until it stops (for go tool pprof)")

@@ -34,7 +34,10 @@ type Config struct {
 	// own clients (connected over loopback) and the members of
 	// Host.AllowPeers; SeedFromAnyone lets every peer that can connect do
 	// it. By default only the operator seeds: a stranger who knows a
-	// node's address cannot aim the swarm at a host.
+	// node's address cannot aim the swarm at a host. The same peers (and
+	// the node itself, and peers on its machine) are the seeders whose
+	// signed seed marks the node honours, on routed seeds and on records
+	// peers hand over (see seedPolicy).
 	SeedFrom       []peer.ID
 	SeedFromAnyone bool
 	// RingWork is the proof of work the swarm asks of its members'

@@ -83,7 +83,8 @@ type Node struct {
 	admit     *route.Intake
 	intake    *intake
 	shardTr   *p2p.ShardTransport
-	peerState peerState // checks the state peers hand over
+	peerState peerState   // checks the state peers hand over
+	seeds     *seedPolicy // judges seed marks by their signatures
 	shard     *shard.Manager
 	scope     *ownerScope
 	owner     *route.Owner
@@ -261,15 +262,17 @@ func (n *Node) build() error {
 	maxDepth := max(crawlCfg.MaxDepth, 0)
 	n.admit = route.NewIntake(n.db, n.queue, maxDepth)
 	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
-		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
+		route:     func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) },
+		holdProof: func(u string, proof []byte) bool { return n.links.proofs.put(u, string(proof)) }}
 	n.shardTr = p2p.NewShardTransport(n.streams)
+	n.seeds = newSeedPolicy(n.cfg, n.host, n.host.Peerstore().PrivKey(n.host.ID()))
 	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
 	}
 	tr := checkedTransport{Transport: n.shardTr, check: n.peerState, log: n.log}
-	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db}, n.intake, shardCfg)
+	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db, seeds: n.seeds}, n.intake, shardCfg)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
@@ -277,12 +280,14 @@ func (n *Node) build() error {
 	rules := urlRules{mode: keyMode}
 	n.scope = &ownerScope{scope: n.crawler.Scope()}
 	n.owner = route.NewOwner(n.own, n.shard, n.admit, rules, n.scope, maxDepth)
+	n.owner.VerifySeeds(n.seeds)
 	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
-	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
+	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
+	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})

@@ -91,19 +91,26 @@ type ScopeStatus struct {
 	Exclude []string `json:"exclude,omitempty"`
 	// OutOfScope counts the URLs this node refused as their owner, by
 	// reason: not_seed_host, not_seed_domain, excluded, not_included,
-	// unauthorized_seed (a seed for a host out of scope from a peer that
-	// may not seed here). A URL its senders offer again counts again.
+	// unauthorized_seed (a seed for a host out of scope without a
+	// signature of a seeder this node accepts). A URL its senders offer
+	// again counts again.
 	OutOfScope map[string]int64 `json:"out_of_scope"`
 	// Dropped counts queued tasks dropped before any request because they
 	// were out of scope (records a peer handed over, or a scope narrowed
 	// since they were accepted).
 	Dropped int64 `json:"dropped"`
+	// SeedMarksRefused counts the seed marks (of routed tasks and of
+	// records peers handed over) this node did not honour: no signature,
+	// one that does not verify over the URL, or a signer it does not
+	// accept. Such a URL is taken as a link, such a record stored
+	// unmarked.
+	SeedMarksRefused int64 `json:"seed_marks_refused"`
 }
 
 func (n *Node) scopeStatus(c crawl.Stats) ScopeStatus {
 	cfg := n.crawler.Scope().Config()
 	return ScopeStatus{Mode: cfg.Mode.String(), Include: cfg.Include, Exclude: cfg.Exclude,
-		OutOfScope: n.scope.OutOfScope(), Dropped: c.ScopeDropped}
+		OutOfScope: n.scope.OutOfScope(), Dropped: c.ScopeDropped, SeedMarksRefused: n.seeds.refused.Load()}
 }
 
 // ResourceStatus reports the node's bounds on what peers hand it and on

@@ -36,6 +36,15 @@ type Scope interface {
 	Judge(url string, seed bool, depth, redirects int) (reason string, err error)
 }
 
+// SeedPolicy judges seed marks: a task at depth 0 is a seed, which brings
+// its host into a scoped crawl's scope, only if the policy honours the
+// signed statement it carries.
+type SeedPolicy interface {
+	// Honours reports whether proof (Task.SeedProof) is a statement over
+	// the normalised url by a seeder this node accepts.
+	Honours(url, proof string) bool
+}
+
 // Owner is the receiving side of routing: it takes tasks whose keys this
 // node holds a claim on and that are in the crawl's scope, replicates the
 // new ones to the successors before acknowledging them (sync-on-accept)
@@ -46,6 +55,9 @@ type Owner struct {
 	intake   *Intake
 	urls     URLs
 	scope    Scope // nil: every URL is in scope
+	// seeds judges seed marks (VerifySeeds); nil takes the seeder
+	// argument of Accept alone.
+	seeds SeedPolicy
 	// maxDepth refuses tasks deeper than the crawl would follow, so a
 	// broken peer cannot push unbounded-depth work.
 	maxDepth int
@@ -61,6 +73,11 @@ type Owner struct {
 func NewOwner(own Ownership, replicas Replicator, in *Intake, u URLs, scope Scope, maxDepth int) *Owner {
 	return &Owner{own: own, replicas: replicas, intake: in, urls: u, scope: scope, maxDepth: max(maxDepth, 0)}
 }
+
+// VerifySeeds makes the owner mark a seed only when p honours its signed
+// statement, whoever sent it (Accept's seeder must still be true). Call it
+// before the owner accepts anything.
+func (o *Owner) VerifySeeds(p SeedPolicy) { o.seeds = p }
 
 // Accept takes tasks routed to this node. Every task ends up in exactly
 // one of the result's parts. seeder says whether the sender may seed
@@ -99,7 +116,11 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 			res.NotOwned = append(res.NotOwned, t)
 			continue
 		}
-		seed := t.Depth == 0 && t.Redirects == 0 && seeder
+		seed := t.Depth == 0 && t.Redirects == 0 && seeder && (o.seeds == nil || o.seeds.Honours(u, t.SeedProof))
+		var proof string
+		if seed {
+			proof = t.SeedProof // unverified bytes are never stored
+		}
 		// The scope, before the seen set: a URL refused now is not
 		// remembered, so it is taken if the scope takes it later.
 		if o.scope != nil {
@@ -114,7 +135,7 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 		}
 		offered = append(offered, Admission{
 			Key: key, Hash: o.urls.Hash(u),
-			Task: Task{URL: u, Key: key, Depth: t.Depth, Redirects: t.Redirects},
+			Task: Task{URL: u, Key: key, Depth: t.Depth, Redirects: t.Redirects, SeedProof: proof},
 			Seed: seed,
 		})
 	}
@@ -128,7 +149,7 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 	fresh, dups, err := o.intake.Admit(offered, func(fresh []Admission) error {
 		recs := make([]shard.Record, len(fresh))
 		for i, a := range fresh {
-			recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Seed: a.Seed}
+			recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Seed: a.Seed, SeedProof: []byte(a.Task.SeedProof)}
 		}
 		if fromOutbox {
 			return o.replicas.AcceptOwn(ctx, recs)

@@ -741,10 +741,15 @@ func (*Ack) Descriptor() ([]byte, []int) {
 // redirect hops that led to it (0 for a link), so an owner can cut chains
 // that cross owners.
 type Task struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	Depth         uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
-	Redirects     uint32                 `protobuf:"varint,3,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Url       string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Depth     uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects uint32                 `protobuf:"varint,3,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	// seed_proof, on a task at depth 0 that no redirect led to, is the
+	// seeder's signature over the URL: the owner marks the URL a seed only
+	// if the signature verifies and its own policy accepts the signer.
+	// Absent on links.
+	SeedProof     *SeedProof `protobuf:"bytes,30,opt,name=seed_proof,json=seedProof,proto3" json:"seed_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -798,6 +803,13 @@ func (x *Task) GetRedirects() uint32 {
 		return x.Redirects
 	}
 	return 0
+}
+
+func (x *Task) GetSeedProof() *SeedProof {
+	if x != nil {
+		return x.SeedProof
+	}
+	return nil
 }
 
 // TaskBatch hands URLs to the node that owns their keys, on
@@ -1014,8 +1026,12 @@ func (x *Rejection) GetReason() string {
 // /swarmcrawl/seed/1.0.0. The member normalises them and routes each to its
 // owner.
 type SeedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Urls          []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Urls  []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	// proofs, when the client signs its seeds (swarmcrawl seed --identity),
+	// holds one SeedProof per URL, in the order of urls, each over the
+	// normalised URL. Empty: the member signs for the client it accepted.
+	Proofs        []*SeedProof `protobuf:"bytes,30,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1057,6 +1073,81 @@ func (x *SeedRequest) GetUrls() []string {
 	return nil
 }
 
+func (x *SeedRequest) GetProofs() []*SeedProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+// SeedProof is a seeder's signed statement that url is a seed: the
+// signature (signature) by the libp2p key public_key (its peer ID is the
+// seeder) over the bytes "swarmcrawl seed v1", a zero byte, the time
+// (Unix seconds, 8 bytes big-endian), and the normalised URL. It travels
+// with the seed from the member that took it to the URL's owner (Task)
+// and then with the URL's record wherever the record goes (ShardRecord),
+// so that every node judges the mark against its own seed policy. It
+// covers one URL: it cannot mark another. Encoded, at most 1 KiB.
+type SeedProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PublicKey     []byte                 `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	Time          int64                  `protobuf:"varint,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeedProof) Reset() {
+	*x = SeedProof{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeedProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeedProof) ProtoMessage() {}
+
+func (x *SeedProof) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeedProof.ProtoReflect.Descriptor instead.
+func (*SeedProof) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SeedProof) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *SeedProof) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *SeedProof) GetTime() int64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
+}
+
 // SeedResponse reports what became of the seeds: accepted (new to their
 // owners), duplicates (already seen), pending (owner not reachable yet; the
 // receiving member keeps retrying them) and rejected (malformed).
@@ -1076,7 +1167,7 @@ type SeedResponse struct {
 
 func (x *SeedResponse) Reset() {
 	*x = SeedResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1179,7 @@ func (x *SeedResponse) String() string {
 func (*SeedResponse) ProtoMessage() {}
 
 func (x *SeedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1192,7 @@ func (x *SeedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedResponse.ProtoReflect.Descriptor instead.
 func (*SeedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SeedResponse) GetError() string {
@@ -1157,7 +1248,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1260,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1273,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShardRange) GetFrom() uint64 {
@@ -1211,7 +1302,7 @@ type Epoch struct {
 
 func (x *Epoch) Reset() {
 	*x = Epoch{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1314,7 @@ func (x *Epoch) String() string {
 func (*Epoch) ProtoMessage() {}
 
 func (x *Epoch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1327,7 @@ func (x *Epoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Epoch.ProtoReflect.Descriptor instead.
 func (*Epoch) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Epoch) GetN() uint64 {
@@ -1264,7 +1355,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1367,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1380,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Claim) GetRange() *ShardRange {
@@ -1330,14 +1421,19 @@ type ShardRecord struct {
 	// redirects 0): a crawl limited to its seeds' hosts or domains
 	// (--scope) takes its scope from such records. Once set it stays set
 	// (merges keep it).
-	Seed          bool `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	Seed bool `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	// seed_proof is the signed statement behind seed: a node honours the
+	// mark only if the signature verifies over url and its own seed policy
+	// accepts the signer; otherwise it stores the record unmarked. Absent
+	// when seed is false.
+	SeedProof     *SeedProof `protobuf:"bytes,30,opt,name=seed_proof,json=seedProof,proto3" json:"seed_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardRecord) Reset() {
 	*x = ShardRecord{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1445,7 @@ func (x *ShardRecord) String() string {
 func (*ShardRecord) ProtoMessage() {}
 
 func (x *ShardRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1458,7 @@ func (x *ShardRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRecord.ProtoReflect.Descriptor instead.
 func (*ShardRecord) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ShardRecord) GetKey() uint64 {
@@ -1428,6 +1524,13 @@ func (x *ShardRecord) GetSeed() bool {
 	return false
 }
 
+func (x *ShardRecord) GetSeedProof() *SeedProof {
+	if x != nil {
+		return x.SeedProof
+	}
+	return nil
+}
+
 // HostState is the replicated politeness state of one host, handed to the
 // host's next owner: key is the host's ring key, host its lowercase name.
 type HostState struct {
@@ -1441,7 +1544,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1556,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1569,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HostState) GetKey() uint64 {
@@ -1511,7 +1614,7 @@ type HostPoliteness struct {
 
 func (x *HostPoliteness) Reset() {
 	*x = HostPoliteness{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1626,7 @@ func (x *HostPoliteness) String() string {
 func (*HostPoliteness) ProtoMessage() {}
 
 func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1639,7 @@ func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPoliteness.ProtoReflect.Descriptor instead.
 func (*HostPoliteness) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HostPoliteness) GetNotBeforeNs() int64 {
@@ -1592,7 +1695,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1707,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1720,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteRequest) GetClaims() []*Claim {
@@ -1661,7 +1764,7 @@ type WriteReply struct {
 
 func (x *WriteReply) Reset() {
 	*x = WriteReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1776,7 @@ func (x *WriteReply) String() string {
 func (*WriteReply) ProtoMessage() {}
 
 func (x *WriteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1789,7 @@ func (x *WriteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
 func (*WriteReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteReply) GetError() string {
@@ -1735,7 +1838,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1850,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1863,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HandoffRequest) GetRange() *ShardRange {
@@ -1821,7 +1924,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1936,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1949,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HandoffReply) GetError() string {
@@ -1906,7 +2009,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2021,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2034,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DigestRequest) GetRange() *ShardRange {
@@ -1968,7 +2071,7 @@ type DigestReply struct {
 
 func (x *DigestReply) Reset() {
 	*x = DigestReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2083,7 @@ func (x *DigestReply) String() string {
 func (*DigestReply) ProtoMessage() {}
 
 func (x *DigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2096,7 @@ func (x *DigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
 func (*DigestReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DigestReply) GetError() string {
@@ -2031,7 +2134,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2146,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2159,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PullRequest) GetRange() *ShardRange {
@@ -2105,7 +2208,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2220,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2233,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PullReply) GetError() string {
@@ -2212,7 +2315,7 @@ type FetchBatchRequest struct {
 
 func (x *FetchBatchRequest) Reset() {
 	*x = FetchBatchRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2327,7 @@ func (x *FetchBatchRequest) String() string {
 func (*FetchBatchRequest) ProtoMessage() {}
 
 func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2340,7 @@ func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
 func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FetchBatchRequest) GetHost() string {
@@ -2301,7 +2404,7 @@ type FetchTask struct {
 
 func (x *FetchTask) Reset() {
 	*x = FetchTask{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2416,7 @@ func (x *FetchTask) String() string {
 func (*FetchTask) ProtoMessage() {}
 
 func (x *FetchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2429,7 @@ func (x *FetchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
 func (*FetchTask) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FetchTask) GetUrl() string {
@@ -2410,7 +2513,7 @@ type UrlMeta struct {
 
 func (x *UrlMeta) Reset() {
 	*x = UrlMeta{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2525,7 @@ func (x *UrlMeta) String() string {
 func (*UrlMeta) ProtoMessage() {}
 
 func (x *UrlMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2538,7 @@ func (x *UrlMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
 func (*UrlMeta) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UrlMeta) GetUrl() string {
@@ -2546,7 +2649,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2661,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2674,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Capture) GetHolder() string {
@@ -2617,7 +2720,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2732,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2745,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2692,7 +2795,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2807,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2820,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2789,7 +2892,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2904,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2917,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2888,7 +2991,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3003,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3016,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -3001,7 +3104,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3116,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3129,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
@@ -3079,7 +3182,7 @@ type ArchiveList struct {
 
 func (x *ArchiveList) Reset() {
 	*x = ArchiveList{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3194,7 @@ func (x *ArchiveList) String() string {
 func (*ArchiveList) ProtoMessage() {}
 
 func (x *ArchiveList) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3207,7 @@ func (x *ArchiveList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
 func (*ArchiveList) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
 }
 
 // ArchiveRange asks for length bytes of the WARC file name (a name from
@@ -3122,7 +3225,7 @@ type ArchiveRange struct {
 
 func (x *ArchiveRange) Reset() {
 	*x = ArchiveRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3237,7 @@ func (x *ArchiveRange) String() string {
 func (*ArchiveRange) ProtoMessage() {}
 
 func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3250,7 @@ func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
 func (*ArchiveRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArchiveRange) GetName() string {
@@ -3187,7 +3290,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3302,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3315,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArchiveResponse) GetError() string {
@@ -3259,7 +3362,7 @@ type ArchiveFile struct {
 
 func (x *ArchiveFile) Reset() {
 	*x = ArchiveFile{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3374,7 @@ func (x *ArchiveFile) String() string {
 func (*ArchiveFile) ProtoMessage() {}
 
 func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3387,7 @@ func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
 func (*ArchiveFile) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveFile) GetName() string {
@@ -3331,7 +3434,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3446,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3459,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetRequest) GetUrl() string {
@@ -3399,7 +3502,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3514,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3527,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetReply) GetState() int32 {
@@ -3473,7 +3576,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3588,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3601,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CaptureRequest) GetRecordId() string {
@@ -3521,7 +3624,7 @@ type CaptureReply struct {
 
 func (x *CaptureReply) Reset() {
 	*x = CaptureReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3636,7 @@ func (x *CaptureReply) String() string {
 func (*CaptureReply) ProtoMessage() {}
 
 func (x *CaptureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3649,7 @@ func (x *CaptureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
 func (*CaptureReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CaptureReply) GetError() string {
@@ -3575,7 +3678,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3690,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3703,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatusRequest) GetSwarm() bool {
@@ -3623,7 +3726,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3738,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3751,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusReply) GetMember() *MemberStatus {
@@ -3688,7 +3791,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3803,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3816,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MemberStatus) GetPeerId() []byte {
@@ -3757,7 +3860,7 @@ type StatusPosition struct {
 
 func (x *StatusPosition) Reset() {
 	*x = StatusPosition{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3872,7 @@ func (x *StatusPosition) String() string {
 func (*StatusPosition) ProtoMessage() {}
 
 func (x *StatusPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3885,7 @@ func (x *StatusPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusPosition.ProtoReflect.Descriptor instead.
 func (*StatusPosition) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusPosition) GetRingId() uint64 {
@@ -3817,7 +3920,7 @@ type StatusCounter struct {
 
 func (x *StatusCounter) Reset() {
 	*x = StatusCounter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +3932,7 @@ func (x *StatusCounter) String() string {
 func (*StatusCounter) ProtoMessage() {}
 
 func (x *StatusCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +3945,7 @@ func (x *StatusCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusCounter.ProtoReflect.Descriptor instead.
 func (*StatusCounter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StatusCounter) GetName() string {
@@ -3878,7 +3981,7 @@ type SwarmCensus struct {
 
 func (x *SwarmCensus) Reset() {
 	*x = SwarmCensus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +3993,7 @@ func (x *SwarmCensus) String() string {
 func (*SwarmCensus) ProtoMessage() {}
 
 func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4006,7 @@ func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmCensus.ProtoReflect.Descriptor instead.
 func (*SwarmCensus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SwarmCensus) GetMethod() string {
@@ -3975,7 +4078,7 @@ type CensusTotal struct {
 
 func (x *CensusTotal) Reset() {
 	*x = CensusTotal{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4090,7 @@ func (x *CensusTotal) String() string {
 func (*CensusTotal) ProtoMessage() {}
 
 func (x *CensusTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4103,7 @@ func (x *CensusTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CensusTotal.ProtoReflect.Descriptor instead.
 func (*CensusTotal) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CensusTotal) GetName() string {
@@ -4084,11 +4187,13 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
 	"successors\x18\x02 \x03(\v2\x13.swarmcrawl.v1.PeerR\n" +
 	"successors\"\x05\n" +
-	"\x03Ack\"L\n" +
+	"\x03Ack\"\x85\x01\n" +
 	"\x04Task\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
-	"\tredirects\x18\x03 \x01(\rR\tredirects\"Q\n" +
+	"\tredirects\x18\x03 \x01(\rR\tredirects\x127\n" +
+	"\n" +
+	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"Q\n" +
 	"\tTaskBatch\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\x12\x19\n" +
 	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\"\x8c\x02\n" +
@@ -4104,9 +4209,15 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\bkey_mode\x18\a \x01(\tR\akeyMode\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"!\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
 	"\vSeedRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xd6\x01\n" +
+	"\x04urls\x18\x01 \x03(\tR\x04urls\x120\n" +
+	"\x06proofs\x18\x1e \x03(\v2\x18.swarmcrawl.v1.SeedProofR\x06proofs\"\\\n" +
+	"\tSeedProof\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\fR\tpublicKey\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\x12\x12\n" +
+	"\x04time\x18\x03 \x01(\x03R\x04time\"\xd6\x01\n" +
 	"\fSeedResponse\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -4125,7 +4236,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
 	"\x05Claim\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
-	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xf0\x01\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xa9\x02\n" +
 	"\vShardRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
@@ -4135,7 +4246,9 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x04done\x18\x06 \x01(\bR\x04done\x12*\n" +
 	"\x04meta\x18\a \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12!\n" +
 	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\x12\x12\n" +
-	"\x04seed\x18\t \x01(\bR\x04seed\"p\n" +
+	"\x04seed\x18\t \x01(\bR\x04seed\x127\n" +
+	"\n" +
+	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"p\n" +
 	"\tHostState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12=\n" +
@@ -4352,7 +4465,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -4370,45 +4483,46 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*TaskBatchResult)(nil),   // 13: swarmcrawl.v1.TaskBatchResult
 	(*Rejection)(nil),         // 14: swarmcrawl.v1.Rejection
 	(*SeedRequest)(nil),       // 15: swarmcrawl.v1.SeedRequest
-	(*SeedResponse)(nil),      // 16: swarmcrawl.v1.SeedResponse
-	(*ShardRange)(nil),        // 17: swarmcrawl.v1.ShardRange
-	(*Epoch)(nil),             // 18: swarmcrawl.v1.Epoch
-	(*Claim)(nil),             // 19: swarmcrawl.v1.Claim
-	(*ShardRecord)(nil),       // 20: swarmcrawl.v1.ShardRecord
-	(*HostState)(nil),         // 21: swarmcrawl.v1.HostState
-	(*HostPoliteness)(nil),    // 22: swarmcrawl.v1.HostPoliteness
-	(*WriteRequest)(nil),      // 23: swarmcrawl.v1.WriteRequest
-	(*WriteReply)(nil),        // 24: swarmcrawl.v1.WriteReply
-	(*HandoffRequest)(nil),    // 25: swarmcrawl.v1.HandoffRequest
-	(*HandoffReply)(nil),      // 26: swarmcrawl.v1.HandoffReply
-	(*DigestRequest)(nil),     // 27: swarmcrawl.v1.DigestRequest
-	(*DigestReply)(nil),       // 28: swarmcrawl.v1.DigestReply
-	(*PullRequest)(nil),       // 29: swarmcrawl.v1.PullRequest
-	(*PullReply)(nil),         // 30: swarmcrawl.v1.PullReply
-	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
-	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
-	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*Capture)(nil),           // 34: swarmcrawl.v1.Capture
-	(*Outlinks)(nil),          // 35: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
-	(*ArchiveRequest)(nil),    // 39: swarmcrawl.v1.ArchiveRequest
-	(*ArchiveList)(nil),       // 40: swarmcrawl.v1.ArchiveList
-	(*ArchiveRange)(nil),      // 41: swarmcrawl.v1.ArchiveRange
-	(*ArchiveResponse)(nil),   // 42: swarmcrawl.v1.ArchiveResponse
-	(*ArchiveFile)(nil),       // 43: swarmcrawl.v1.ArchiveFile
-	(*GetRequest)(nil),        // 44: swarmcrawl.v1.GetRequest
-	(*GetReply)(nil),          // 45: swarmcrawl.v1.GetReply
-	(*CaptureRequest)(nil),    // 46: swarmcrawl.v1.CaptureRequest
-	(*CaptureReply)(nil),      // 47: swarmcrawl.v1.CaptureReply
-	(*StatusRequest)(nil),     // 48: swarmcrawl.v1.StatusRequest
-	(*StatusReply)(nil),       // 49: swarmcrawl.v1.StatusReply
-	(*MemberStatus)(nil),      // 50: swarmcrawl.v1.MemberStatus
-	(*StatusPosition)(nil),    // 51: swarmcrawl.v1.StatusPosition
-	(*StatusCounter)(nil),     // 52: swarmcrawl.v1.StatusCounter
-	(*SwarmCensus)(nil),       // 53: swarmcrawl.v1.SwarmCensus
-	(*CensusTotal)(nil),       // 54: swarmcrawl.v1.CensusTotal
+	(*SeedProof)(nil),         // 16: swarmcrawl.v1.SeedProof
+	(*SeedResponse)(nil),      // 17: swarmcrawl.v1.SeedResponse
+	(*ShardRange)(nil),        // 18: swarmcrawl.v1.ShardRange
+	(*Epoch)(nil),             // 19: swarmcrawl.v1.Epoch
+	(*Claim)(nil),             // 20: swarmcrawl.v1.Claim
+	(*ShardRecord)(nil),       // 21: swarmcrawl.v1.ShardRecord
+	(*HostState)(nil),         // 22: swarmcrawl.v1.HostState
+	(*HostPoliteness)(nil),    // 23: swarmcrawl.v1.HostPoliteness
+	(*WriteRequest)(nil),      // 24: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 25: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 26: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 27: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 28: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 29: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 30: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 31: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 32: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 33: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 34: swarmcrawl.v1.UrlMeta
+	(*Capture)(nil),           // 35: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 36: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 37: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 38: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 39: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 40: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 41: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 42: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 43: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 44: swarmcrawl.v1.ArchiveFile
+	(*GetRequest)(nil),        // 45: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 46: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 47: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 48: swarmcrawl.v1.CaptureReply
+	(*StatusRequest)(nil),     // 49: swarmcrawl.v1.StatusRequest
+	(*StatusReply)(nil),       // 50: swarmcrawl.v1.StatusReply
+	(*MemberStatus)(nil),      // 51: swarmcrawl.v1.MemberStatus
+	(*StatusPosition)(nil),    // 52: swarmcrawl.v1.StatusPosition
+	(*StatusCounter)(nil),     // 53: swarmcrawl.v1.StatusCounter
+	(*SwarmCensus)(nil),       // 54: swarmcrawl.v1.SwarmCensus
+	(*CensusTotal)(nil),       // 55: swarmcrawl.v1.CensusTotal
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -4427,55 +4541,58 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	0,  // 13: swarmcrawl.v1.StepResult.successors:type_name -> swarmcrawl.v1.Peer
 	0,  // 14: swarmcrawl.v1.Neighbours.predecessor:type_name -> swarmcrawl.v1.Peer
 	0,  // 15: swarmcrawl.v1.Neighbours.successors:type_name -> swarmcrawl.v1.Peer
-	11, // 16: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
-	11, // 17: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
-	14, // 18: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
-	14, // 19: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
-	17, // 20: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 21: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
-	33, // 22: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
-	22, // 23: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
-	19, // 24: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
-	20, // 25: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 26: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 27: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
-	17, // 28: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 29: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
-	20, // 30: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 31: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	17, // 32: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
-	18, // 33: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
-	17, // 34: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	19, // 35: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
-	17, // 36: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 37: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 38: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	35, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	34, // 43: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
-	37, // 44: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	40, // 48: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
-	41, // 49: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
-	43, // 50: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
-	34, // 51: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
-	50, // 52: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
-	53, // 53: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
-	51, // 54: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
-	52, // 55: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
-	0,  // 56: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
-	54, // 57: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
-	54, // 58: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
-	50, // 59: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	16, // 16: swarmcrawl.v1.Task.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	11, // 17: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
+	11, // 18: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
+	14, // 19: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
+	16, // 20: swarmcrawl.v1.SeedRequest.proofs:type_name -> swarmcrawl.v1.SeedProof
+	14, // 21: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
+	18, // 22: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
+	19, // 23: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
+	34, // 24: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
+	16, // 25: swarmcrawl.v1.ShardRecord.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	23, // 26: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
+	20, // 27: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	21, // 28: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	22, // 29: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	20, // 30: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	18, // 31: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	19, // 32: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	21, // 33: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	22, // 34: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	18, // 35: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	19, // 36: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	18, // 37: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 38: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
+	18, // 39: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 40: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	22, // 41: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	20, // 42: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	33, // 43: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	34, // 44: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	36, // 45: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	35, // 46: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	38, // 47: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	33, // 48: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	39, // 49: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	34, // 50: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	41, // 51: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	42, // 52: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	44, // 53: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	35, // 54: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	51, // 55: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
+	54, // 56: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
+	52, // 57: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
+	53, // 58: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
+	0,  // 59: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
+	55, // 60: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
+	55, // 61: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
+	51, // 62: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -4495,7 +4612,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
-	file_pb_swarmcrawl_proto_msgTypes[39].OneofWrappers = []any{
+	file_pb_swarmcrawl_proto_msgTypes[40].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
 	}
@@ -4505,7 +4622,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
