@@ -17,9 +17,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
+
+// --capture-grace reaches the node's configuration, defaults to the
+// node's default, 0 turns the refetch off, and a negative value is a
+// usage error that names the flag.
+func TestCaptureGraceFlag(t *testing.T) {
+	parse := func(args ...string) (node.Config, error) {
+		fs := newFlagSet("node", io.Discard)
+		var o nodeOptions
+		o.register(fs)
+		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
+			return node.Config{}, err
+		}
+		return o.nodeConfig(io.Discard)
+	}
+	for args, want := range map[string]time.Duration{"": node.DefaultCaptureGrace, "0": crawl.None, "90s": 90 * time.Second} {
+		a := []string{}
+		if args != "" {
+			a = []string{"--capture-grace", args}
+		}
+		cfg, err := parse(a...)
+		if err != nil || cfg.CaptureGrace != want {
+			t.Errorf("%v: CaptureGrace %v, err %v; want %v", a, cfg.CaptureGrace, err, want)
+		}
+	}
+	if _, err := parse("--capture-grace", "-1s"); err == nil || !strings.Contains(err.Error(), "--capture-grace") {
+		t.Errorf("--capture-grace -1s: err %v, want one naming the flag", err)
+	}
+}
 
 // lostGrace is the tests' --capture-grace: short, so that the test waits
 // little; the default is minutes.
