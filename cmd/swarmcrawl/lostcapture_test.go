@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -174,6 +175,12 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	for _, n := range survivors {
 		st := n.status(t, bin)
 		requeued += st.LostCaptures.Requeued
+		if st.LostCaptures.Requeued > 0 {
+			human, err := exec.Command(bin, "status", "--data", n.data).Output()
+			if want := fmt.Sprintf("%d URLs queued again for lost captures", st.LostCaptures.Requeued); err != nil || !strings.Contains(string(human), want) {
+				t.Errorf("status: %v, want a line saying %q:\n%s", err, want, human)
+			}
+		}
 		api, err := os.ReadFile(filepath.Join(n.data, "api"))
 		if err != nil {
 			t.Fatal(err)
