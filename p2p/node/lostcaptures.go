@@ -245,9 +245,9 @@ func (l *lostCaptures) Run(ctx context.Context) {
 func (l *lostCaptures) tick(ctx context.Context) {
 	l.probe(ctx)
 	now := l.now()
+	claims := l.claims()
 	l.mu.Lock()
 	gone := l.goneLocked(now)
-	claims := l.claims()
 	due := l.lastScan.IsZero() || now.Sub(l.lastScan) >= l.grace ||
 		len(gone) > 0 && (len(gone) != l.lastGone || claims != l.lastClaims || l.lastCapped)
 	l.mu.Unlock()
