@@ -61,8 +61,11 @@ const (
 	lostPendingMax = 100_000
 	// lostPendingTTL is how long a URL queued again waits for its fetch
 	// before a scan may queue it once more (its task was dropped with a
-	// range given up and taken back, say).
-	lostPendingTTL = time.Hour
+	// range given up and taken back, say, or the fetch failed for good:
+	// the site is gone too); each time after that it waits twice as
+	// long, up to lostPendingMaxTTL.
+	lostPendingTTL    = time.Hour
+	lostPendingMaxTTL = 128 * time.Hour
 	// lostHoldersMax bounds the holders watched; captures of others are
 	// taken as present until a later scan finds room for them.
 	lostHoldersMax = 1024
@@ -78,11 +81,24 @@ func lostInterval(grace time.Duration) time.Duration {
 	return min(max(grace/5, 200*time.Millisecond), time.Minute)
 }
 
-// lostURL is a URL whose every capture is held by gone peers.
+// lostURL is a URL whose every capture is held by gone peers, queued
+// tries times before.
 type lostURL struct {
 	key, hash        uint64
 	url              string
 	depth, redirects int
+	tries            int
+}
+
+// pendingURL is a URL queued again at at, the tries-th time.
+type pendingURL struct {
+	at    time.Time
+	tries int
+}
+
+// wait is how long p waits for its fetch before it may be queued again.
+func (p pendingURL) wait() time.Duration {
+	return min(lostPendingTTL<<min(max(p.tries-1, 0), 16), lostPendingMaxTTL)
 }
 
 // holderWatch is what the watch knows of one holder.
@@ -133,10 +149,10 @@ type lostCaptures struct {
 
 	mu      sync.Mutex
 	holders map[string]*holderWatch
-	// pending are the URLs queued again, by (ring key, URL hash), with
-	// when; a scan that finds one with a capture by a present holder
-	// (or not lost any more, or not owned) forgets it.
-	pending map[[2]uint64]time.Time
+	// pending are the URLs queued again, by (ring key, URL hash); a
+	// scan that finds one with a capture by a present holder (or not
+	// lost any more, or not owned) forgets it.
+	pending map[[2]uint64]pendingURL
 
 	lastScan     time.Time
 	lastClaims   string
@@ -338,7 +354,7 @@ func (l *lostCaptures) scan(ctx context.Context, gone map[string]bool, claims st
 	}
 	l.mu.Unlock()
 	seen := map[string]bool{}
-	pending := map[[2]uint64]time.Time{}
+	pending := map[[2]uint64]pendingURL{}
 	var lost []lostURL
 	capped := false
 	var c store.ShardCursor
@@ -372,15 +388,16 @@ func (l *lostCaptures) scan(ctx context.Context, gone map[string]bool, claims st
 			if !allGone || !l.owns(rec.Key) {
 				return nil // a present capture (a refetch done), or not this node's to fetch
 			}
-			if at, ok := oldPending[id]; ok && now.Sub(at) < lostPendingTTL {
-				pending[id] = at // queued already, its fetch not done yet
+			p, ok := oldPending[id]
+			if ok && now.Sub(p.at) < p.wait() {
+				pending[id] = p // queued already, its fetch not done yet
 				return nil
 			}
 			if len(lost) >= lostRequeueMax || len(pending)+len(lost) >= lostPendingMax {
 				capped = true
 				return nil
 			}
-			lost = append(lost, lostURL{key: rec.Key, hash: rec.URLHash, url: rec.URL, depth: rec.Depth, redirects: rec.Redirects})
+			lost = append(lost, lostURL{key: rec.Key, hash: rec.URLHash, url: rec.URL, depth: rec.Depth, redirects: rec.Redirects, tries: p.tries})
 			return nil
 		})
 		if err != nil {
@@ -394,7 +411,7 @@ func (l *lostCaptures) scan(ctx context.Context, gone map[string]bool, claims st
 		l.requeued.Add(int64(len(queued)))
 		l.log.Info("queued again the URLs whose captures were held by gone peers", "urls", len(queued), "gone_holders", len(gone), "more_next_scan", capped)
 		for _, u := range queued {
-			pending[[2]uint64{u.key, u.hash}] = now
+			pending[[2]uint64{u.key, u.hash}] = pendingURL{at: now, tries: u.tries + 1}
 		}
 	}
 	l.scans.Add(1)

@@ -196,3 +196,27 @@ func BenchmarkLostScan(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
 }
+
+// TestLostCapturesRetryBacksOff: a URL queued again whose fetch never
+// replaces the lost capture (its task dropped, or its site gone too) is
+// queued once more after an hour, then after two, four...: not once a
+// scan, and not never.
+func TestLostCapturesRetryBacksOff(t *testing.T) {
+	w := newLostWorld(t)
+	w.put(1, "http://a.test/only-A", true, 100, "A")
+	w.run(2*lostTestGrace, time.Second)
+	if q := w.takeQueued(); len(q) != 1 {
+		t.Fatalf("queued %v after the grace, want the URL once", q)
+	}
+	var at []time.Duration
+	start := w.now
+	for end := start.Add(8 * time.Hour); w.now.Before(end); w.now = w.now.Add(time.Minute) {
+		w.l.tick(context.Background())
+		if q := w.takeQueued(); len(q) > 0 {
+			at = append(at, w.now.Sub(start).Round(time.Hour))
+		}
+	}
+	if want := []time.Duration{time.Hour, 3 * time.Hour, 7 * time.Hour}; !slices.Equal(at, want) {
+		t.Fatalf("queued again at %v, want %v", at, want)
+	}
+}
