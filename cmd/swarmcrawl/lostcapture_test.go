@@ -228,11 +228,12 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	// A swarm export is whole: every ground-truth page exactly once, a
 	// response for each, every payload digest right.
 	out := t.TempDir()
+	exportStart := time.Now()
 	code, stdout, stderr := runExportCmd(t, bin, nil, "--swarm", "--peer", survivors[1].addrs[0], "--format", "folder", "--out", out)
 	if code != 0 {
 		t.Fatalf("export: exit %d\n%s%s", code, stdout, tail(stderr, 3000))
 	}
-	whole := time.Since(killed)
+	whole, exportTook := time.Since(killed), time.Since(exportStart)
 	responses := map[string]int{}
 	for _, name := range warcFilesIn(t, out) {
 		f, err := os.Open(filepath.Join(out, exportArchiveDir, name))
@@ -282,8 +283,14 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 			t.Errorf("%s listed %d times in pages.jsonl, want once", u, listed[u])
 		}
 	}
-	t.Logf("%d captures lost; all fetched again %s after the kill (grace %s), %d of them queued again by the lost-capture watch; a whole export %s after the kill; test wall %s",
-		len(lost), allBack.Round(time.Millisecond), lostGrace, requeued, whole.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	robots := 0
+	for _, r := range web.LogSince(mark) {
+		if strings.HasSuffix(r.URL, "/robots.txt") {
+			robots++
+		}
+	}
+	t.Logf("%d captures lost; all fetched again %s after the kill (grace %s), %d of them queued again by the lost-capture watch, %d robots.txt requests since the kill; the export took %s and ended %s after the kill (the test waits %s for late refetches first); test wall %s",
+		len(lost), allBack.Round(time.Millisecond), lostGrace, requeued, robots, exportTook.Round(time.Millisecond), whole.Round(time.Millisecond), 3*lostGrace, time.Since(start).Round(time.Millisecond))
 }
 
 // responsesIn returns the URLs of the response records in a node's WARC
