@@ -76,7 +76,10 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	}
 	defer web.Close()
 	env := []string{"HTTP_PROXY=" + web.URL(), "http_proxy=" + web.URL(), "NO_PROXY=", "no_proxy="}
-	common := []string{"--delay", "20ms", "--max-depth", "100", "--discovery=false", "--capture-grace", lostGrace.String()}
+	// --hot-queue 3: owners hand hosts with a few queued pages to their
+	// successors, so the victim holds captures of pages other (live)
+	// nodes own, as a helper, beside those of its own pages.
+	common := []string{"--delay", "20ms", "--max-depth", "100", "--discovery=false", "--capture-grace", lostGrace.String(), "--hot-queue", "3"}
 	nodes := []*proc{startNode(t, bin, env, common...)}
 	for range 4 {
 		nodes = append(nodes, startNode(t, bin, env, append(slices.Clone(common), "--bootstrap", nodes[0].addrs[0])...))
@@ -111,6 +114,7 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 		t.Fatal("no node holds any capture")
 	}
 	v := nodes[victim]
+	helped := v.status(t, bin).Delegation.Helped
 	if err := v.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +125,7 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	killed := time.Now()
 	mark := len(web.Log())
 	survivors := slices.Delete(slices.Clone(nodes), victim, victim+1)
-	t.Logf("killed node %d holding %d captures (of %d ground-truth pages) after %s of crawl", victim, len(lost), len(truth), crawled.Round(time.Millisecond))
+	t.Logf("killed node %d holding %d captures (of %d ground-truth pages, %d fetched as a helper for other owners) after %s of crawl", victim, len(lost), len(truth), helped, crawled.Round(time.Millisecond))
 
 	// Every lost page is fetched again.
 	refetched := func() map[string]int {
