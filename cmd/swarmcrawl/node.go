@@ -31,6 +31,7 @@ type nodeOptions struct {
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	failureTimeout, reservationTimeout              time.Duration
+	captureGrace                                    time.Duration
 	ringWork                                        int
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP, replicas, hotQueue               int
@@ -74,6 +75,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its first successor (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
+	fs.DurationVar(&o.captureGrace, "capture-grace", nd.CaptureGrace, "how long a peer holding captures (the WARC records of pages it fetched) must be gone, out of the ring and unreachable, before the owners of those pages fetch them again (0 = never)")
 	fs.IntVar(&o.ringWork, "ring-work", nd.RingWork.Bits(), "bits of proof of work each member's identity carries, the same on every node of a swarm: the node creates its identity with it (about 2^bits key generations, once per data dir) and refuses as members peers without it (0 = none)")
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key, the same on every node: host (one owner per host), domain (one owner per registrable domain; needed by --scope seed-domains) or url (one owner per URL)")
 	fs.StringVar(&o.scope, "scope", def.Scope.Mode.String(), "which hosts the crawl may reach: any, seed-hosts (the hosts seeds named) or seed-domains (their registrable domains; needs --key domain); judged by each URL's owner")
@@ -195,6 +197,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas
 	cfg.Shard.FailureTimeout = o.failureTimeout
+	cfg.CaptureGrace = zeroIsNone(o.captureGrace)
 	if len(o.listen) > 0 {
 		cfg.Host.Listen = o.listen
 	}
@@ -294,6 +297,7 @@ func (o *nodeOptions) checkCounts() error {
 		{"min-free-disk", int64(o.minFreeDisk), true},
 		{"hot-queue", int64(o.hotQueue), true},
 		{"reservation-timeout", int64(o.reservationTimeout), false},
+		{"capture-grace", int64(o.captureGrace), true},
 	} {
 		switch {
 		case f.v < 0:

@@ -88,6 +88,13 @@ type Config struct {
 	// memory; the others wait in the store until those are delivered.
 	// Default 100,000.
 	OutboxMemory int
+	// CaptureGrace is how long a peer holding captures of this node's
+	// done marks (the WARC records of pages it fetched) must be gone
+	// before this node fetches again the URLs it owns whose every
+	// capture that peer held (see lostcaptures.go and "Where a capture
+	// lives" in docs/architecture.md). Default DefaultCaptureGrace (10
+	// minutes); negative: never.
+	CaptureGrace time.Duration
 	// Census bounds the swarm census this node runs for `status --swarm`
 	// and the swarm page: an exact walk of up to MaxMembers machines,
 	// else an estimate (package census; zero fields take its defaults).
@@ -114,6 +121,7 @@ func DefaultConfig() Config {
 		TaskQuota:          Quota{Rate: 10_000, Burst: 20_000},
 		SeedQuota:          Quota{Rate: 1_000, Burst: 20_000},
 		OutboxMemory:       100_000,
+		CaptureGrace:       DefaultCaptureGrace,
 	}
 }
 
@@ -150,6 +158,9 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.OutboxMemory <= 0 {
 		c.OutboxMemory = d.OutboxMemory
+	}
+	if c.CaptureGrace == 0 {
+		c.CaptureGrace = d.CaptureGrace
 	}
 	sc, err := c.Shard.Effective()
 	if err != nil {

@@ -96,6 +96,9 @@ type Node struct {
 	swarm     *swarmStatus // answers status requests and runs censuses
 	progress  *progress
 
+	// lost fetches again captures whose holders are gone (nil: off).
+	lost *lostCaptures
+
 	// taskQuota and seedQuota bound what one peer may send.
 	taskQuota, seedQuota *quota
 	// neighbours keeps the ring neighbours' connections from being
@@ -289,6 +292,7 @@ func (n *Node) build() error {
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
+	n.lost = n.newLostCaptures()
 	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
@@ -377,6 +381,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	n.goRun("reachability", func() { n.reachLoop(runCtx) })
 	n.goRun("store watch", func() { n.watchStore(runCtx) })
+	if n.lost != nil {
+		goRunIn(&n.crawlWG, n.log, "lost captures", func() { n.lost.Run(crawlCtx) })
+	}
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}

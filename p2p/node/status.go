@@ -50,6 +50,9 @@ type Status struct {
 	// NAT reports the node's reachability, relay reservations and hole
 	// punching.
 	NAT NATStatus `json:"nat"`
+	// LostCaptures reports the watch over the peers holding this node's
+	// captures, and the URLs fetched again because theirs were gone.
+	LostCaptures LostCaptureStatus `json:"lost_captures"`
 }
 
 // DiskStatus reports the free space of the disk that holds the store,
@@ -325,6 +328,7 @@ func (n *Node) Status() Status {
 	s.Scope = n.scopeStatus(s.Crawl)
 	s.Resources = n.resourceStatus()
 	s.NAT = n.natStatus()
+	s.LostCaptures = n.lost.Status()
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(rs.LookupHops) / float64(s.Lookups)
 	}
