@@ -289,10 +289,14 @@ func (c *Crawler) pageLinks(f *fetch, p *Page, doc *parsed, hash uint64) ([]fron
 		}
 		tasks = append(tasks, frontier.Task{URL: u, Depth: t.Depth + 1})
 	}
-	if host, err := urls.HostOf(t.URL); err == nil {
-		c.traps.page(host, t.URL, p.Simhash)
+	solid := p.Simhash // a chain of pages is judged on enough text only
+	if solid != 0 && !hasWords(p.MainText, minNearDupWords) {
+		solid = 0
 	}
-	tasks = c.traps.filter(t.URL, tasks)
+	if host, err := urls.HostOf(t.URL); err == nil {
+		c.traps.page(host, t.URL, p.Simhash, solid)
+	}
+	tasks = c.traps.filter(t.URL, solid, tasks)
 	c.dust.page(t.URL, hash)
 	tasks = c.dust.rewrite(tasks)
 	if len(tasks) > 0 {
