@@ -99,7 +99,10 @@ type Page struct {
 // were reported from as shallow a depth), or the target of a redirect (same
 // depth, Redirects+1). It is called again, without a fetch, for a page
 // queued again from a shorter path (see Enqueue), with the page's links
-// from the new depth. Several workers call it concurrently.
+// from the new depth, for the twin of a DUST variant dropped at admission
+// (same depth), and for variants a DUST hint rewrote that go back to the
+// queue (from the zero Task; see dust.go). Several workers call it
+// concurrently.
 type LinkSink interface {
 	Discovered(ctx context.Context, from frontier.Task, links []frontier.Task)
 }

@@ -399,6 +399,15 @@ func (c *Crawler) deliver(ctx context.Context, p *Page, links []frontier.Task) {
 	if err := c.pages.StorePage(ctx, p); err != nil {
 		c.countError("store")
 	}
+	if back, again := c.dust.restored(); len(back)+len(again) > 0 {
+		// Variants a DUST hint rewrote: a probe, or on a host where the
+		// hint proved wrong.
+		if len(back) > 0 {
+			c.linksReported.Add(int64(len(back)))
+			c.links.Discovered(ctx, frontier.Task{}, back)
+		}
+		c.Enqueue(again...)
+	}
 	if len(links) == 0 {
 		return
 	}
