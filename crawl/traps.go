@@ -83,6 +83,11 @@ const (
 	trapRunDistance = 12
 	// sessionTokenLen is the shortest query value taken for a token.
 	sessionTokenLen = 16
+	// trapChainLinks is the most links along its pattern a page may have
+	// for them to be watched as a chain, and trapMaxChain the most such
+	// links remembered per host.
+	trapChainLinks = 2
+	trapMaxChain   = 256
 	// sessionDistance is the largest fingerprint distance of two pages
 	// taken for the same page under two session ids: the same text, whose
 	// links differ in their ids only.
@@ -265,6 +270,9 @@ func (d *trapDetector) filter(from string, fp uint64, links []frontier.Task) []f
 		d.judgeLocked(h, host, "dates", fshape, "a dated page links the dates just before and after its own: calendar navigation")
 	}
 	kept := links[:0]
+	var chain [trapChainLinks]chainLink
+	var chainTo [trapChainLinks]string
+	nchain := 0
 	for _, l := range links {
 		if !strings.HasPrefix(l.URL, origin) || len(l.URL) == len(origin) || l.URL[len(origin)] != '/' {
 			kept = append(kept, l) // another host
@@ -272,29 +280,64 @@ func (d *trapDetector) filter(from string, fp uint64, links []frontier.Task) []f
 		}
 		if d.follow(h, host, fpq, fshape, fdates, fnum, &l) {
 			kept = append(kept, l)
-			if d.run > 0 && fp != 0 {
-				d.chainLocked(h, fpq, fnum, l.URL[len(origin):], fp)
+			if tpq := l.URL[len(origin):]; d.run > 0 && fp != 0 && tpq != fpq && nchain <= trapChainLinks {
+				grows := extends(fpq, tpq)
+				if grows || sameNumberShape(fpq, tpq) {
+					if nchain < trapChainLinks {
+						chain[nchain], chainTo[nchain] = chainLink{fp: fp, grows: grows}, tpq
+					}
+					nchain++
+				}
 			}
+		}
+	}
+	// A generator's page links one or two pages along its pattern (the
+	// next, the one before); a page that links more of its shape is a
+	// site's index, and its links are not watched as a chain.
+	if nchain > 0 && nchain <= trapChainLinks {
+		if h.chain == nil || len(h.chain) >= trapMaxChain {
+			h.chain = map[string]chainLink{}
+		}
+		for i := range nchain {
+			h.chain[chainTo[i]] = chain[i]
 		}
 	}
 	return kept
 }
 
-// chainLocked records a followed link from page fpq (number shape fnum,
-// fingerprint fp) to tpq when it runs along a pattern: to a page of the
-// same shape, or one extending fpq's path or query.
-func (d *trapDetector) chainLocked(h *hostTraps, fpq, fnum, tpq string, fp uint64) {
-	if tpq == fpq {
-		return
+// sameNumberShape reports, without allocating, whether a and b have the
+// same numberShape.
+func sameNumberShape(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if isDigit(a[i]) && isDigit(b[j]) {
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			continue
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i, j = i+1, j+1
 	}
-	_, grows := growth(fpq, tpq)
-	if !grows && numberShape(tpq) != fnum {
-		return
+	return i == len(a) && j == len(b)
+}
+
+// extends reports, without allocating, whether tpq grows fpq (see
+// growth): a longer path under fpq's, or fpq's path with fpq's query and
+// more.
+func extends(fpq, tpq string) bool {
+	fp, fq, _ := strings.Cut(fpq, "?")
+	tp, tq, _ := strings.Cut(tpq, "?")
+	if tp == fp {
+		return len(tq) > len(fq) && strings.HasPrefix(tq, fq)
 	}
-	if h.chain == nil || len(h.chain) >= 4*trapMaxPatterns {
-		h.chain = map[string]chainLink{}
-	}
-	h.chain[tpq] = chainLink{fp: fp, grows: grows}
+	f, t := strings.Trim(fp, "/"), strings.Trim(tp, "/")
+	return f != "" && len(t) > len(f) && strings.HasPrefix(t, f) && t[len(f)] == '/'
 }
 
 // calendarNav reports whether a page of date shape fshape, whose URL holds

@@ -210,6 +210,9 @@ func TestTrapSignals(t *testing.T) {
 		if level, grows := growth(tc.from, tc.to); level != tc.level || grows != tc.grows {
 			t.Errorf("growth(%q, %q) = %d, %v; want %d, %v", tc.from, tc.to, level, grows, tc.level, tc.grows)
 		}
+		if got := extends(tc.from, tc.to); got != tc.grows {
+			t.Errorf("extends(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.grows)
+		}
 	}
 	for _, tc := range []struct {
 		from, to string
@@ -250,6 +253,11 @@ func TestTrapSignals(t *testing.T) {
 		shape, dates := dateShape(tc.page)
 		if got := calendarNav("http://h.test", shape, dates, tc.links); got != tc.want {
 			t.Errorf("calendarNav(%s) = %v, want %v", tc.page, got, tc.want)
+		}
+	}
+	for _, pair := range [][2]string{{"/p/1", "/p/22"}, {"/p/1", "/p/a"}, {"/a?page=1", "/a?page=10&x"}, {"/n1/", "/n12/"}, {"/1", "/12x"}, {"", ""}} {
+		if got, want := sameNumberShape(pair[0], pair[1]), numberShape(pair[0]) == numberShape(pair[1]); got != want {
+			t.Errorf("sameNumberShape(%q, %q) = %v, want %v", pair[0], pair[1], got, want)
 		}
 	}
 	if got := numberShape("/list?cat=12&page=3"); got != "/list?cat=#&page=#" {
