@@ -56,11 +56,12 @@ import (
 // plain URLs tend to be fetched first and a variant fetched finds its
 // twin fetched.
 //
-// Rules are per host: www.example.com and example.com, or the http and
-// https origins of one name, are different hosts that may be owned by
-// different nodes, and a node sees the bodies of its own hosts only, so
-// cross-host twins are left to the fetch-level exact-copy check (their
-// links are not followed twice) and not learned. Hints count hosts, not
+// Rules are per hostname: www.example.com and example.com are different
+// hosts that may be owned by different nodes (key mode "host"), and a
+// node sees the bodies of its own hosts only, so cross-host twins are left
+// to the fetch-level exact-copy check (their links are not followed twice)
+// and not learned. The http and https origins of one name share the
+// hostname's state (and owner); no rule maps one scheme onto the other. Hints count hosts, not
 // sites: a hostile site can make a rule a hint with one host of its own,
 // but a hint applies on another host only while that host's own probe
 // agrees, and nothing a hint rewrote is lost when it disagrees.

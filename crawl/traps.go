@@ -43,9 +43,10 @@ import (
 //     numbers blanked out) whose main content is nearly the same: a
 //     generator changing a number in the URL and little on the page. A
 //     chain is judged sooner: a page linked from a page of its own shape,
-//     or from the page whose path or query it extends, with nearly the
-//     same main content as that page judges the pattern at its second
-//     page (pagination past the last post, folders of nothing).
+//     or from the page whose path or query it extends (a page with at
+//     most trapChainLinks such links), with nearly the same main content
+//     (of minNearDupWords or more) as that page judges the pattern at its
+//     second page (pagination past the last post, folders of nothing).
 //   - session ids: two fetched pages whose URLs differ only in the value of
 //     a token-like query parameter (16 or more letters and digits) and
 //     whose content is the same: the parameter is a session id, and is
