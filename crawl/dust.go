@@ -556,6 +556,9 @@ func (d *dustRules) twinOf(t frontier.Task) (twin frontier.Task, ok bool) {
 	if d == nil {
 		return t, false
 	}
+	if pq := pathQuery(t.URL); pq == "" || !looksVariant(pq) {
+		return t, false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.active == 0 {

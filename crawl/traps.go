@@ -372,6 +372,31 @@ func calendarNav(origin, fshape, fdates string, links []frontier.Task) bool {
 	return before && after
 }
 
+// dateUnit returns, without allocating, the unit of dates as dateShape
+// joins them: 'd' for a day, 'm' for a month, 0 for anything else
+// (several dates among them).
+func dateUnit(dates string) byte {
+	runs, digits := 0, 0
+	for i := 0; i < len(dates); i++ {
+		switch {
+		case dates[i] == ' ':
+			return 0
+		case isDigit(dates[i]):
+			if i == 0 || !isDigit(dates[i-1]) {
+				runs++
+			}
+			digits++
+		}
+	}
+	switch {
+	case runs == 3, runs == 1 && digits == 8:
+		return 'd'
+	case runs == 2:
+		return 'm'
+	}
+	return 0
+}
+
 // parseDate reads one date as dateAt finds them: its day (the first of
 // the month for a month) and its unit, 'd' or 'm'; ok false for anything
 // else, several dates among them.
@@ -425,7 +450,10 @@ func (d *trapDetector) follow(h *hostTraps, host, fpq, fshape, fdates, fnum stri
 	}
 	if fdates != "" {
 		if tshape, tdates := dateShape(tpq); tshape == fshape && tdates != fdates {
-			if r := h.traps["dates "+tshape]; r != nil {
+			// A month's page linking its days is an index, not the
+			// calendar's chain: only links between dates of one unit are
+			// cut.
+			if r := h.traps["dates "+tshape]; r != nil && dateUnit(fdates) == dateUnit(tdates) {
 				d.cutLocked(r)
 				return false
 			}

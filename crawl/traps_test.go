@@ -273,7 +273,8 @@ func TestTrapSignals(t *testing.T) {
 
 // TestTrapDetectorCutsOnlyTheChain: once a date pattern is judged a trap,
 // links from its pages to its pages are cut, but links into it from
-// another page and out of it to other pages are followed.
+// another page, from a month's page to its days, and out of it to other
+// pages are followed.
 func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
 	cfg := DefaultConfig()
 	d := newTrapDetector(&cfg)
@@ -294,6 +295,9 @@ func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
 	}
 	if follow(day(20), day(21)) != 0 {
 		t.Error("the calendar's own links are still followed past the limit")
+	}
+	if follow("http://h.test/events/2026-01", day(31), day(32)) != 2 {
+		t.Error("a month's links to its days were cut")
 	}
 	if follow("http://h.test/", day(30)) != 1 || follow(day(30), "http://h.test/about", "http://other.test/"+day(1)[len("http://h.test/"):]) != 2 {
 		t.Error("a link into the pattern, or out of it, was cut")
