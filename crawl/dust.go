@@ -56,12 +56,13 @@ import (
 // plain URLs tend to be fetched first and a variant fetched finds its
 // twin fetched.
 //
-// Rules are per hostname: www.example.com and example.com are different
-// hosts that may be owned by different nodes (key mode "host"), and a
-// node sees the bodies of its own hosts only, so cross-host twins are left
-// to the fetch-level exact-copy check (their links are not followed twice)
-// and not learned. The http and https origins of one name share the
-// hostname's state (and owner); no rule maps one scheme onto the other. Hints count hosts, not
+// Rules are per origin (scheme, host and port): www.example.com and
+// example.com are different hosts that may be owned by different nodes
+// (key mode "host"), and a node sees the bodies of its own hosts only, so
+// cross-host twins are left to the fetch-level exact-copy check (their
+// links are not followed twice) and not learned. The http and https
+// origins of one name share an owner, but no rule maps one scheme onto
+// the other. Hints count hosts, not
 // sites: a hostile site can make a rule a hint with one host of its own,
 // but a hint applies on another host only while that host's own probe
 // agrees, and nothing a hint rewrote is lost when it disagrees.
@@ -126,14 +127,14 @@ type dustRules struct {
 	pending atomic.Int32 // len(restore), read without the lock
 
 	mu       sync.Mutex
-	hosts    map[string]*hostDust
-	hints    map[string]int  // rule key -> hosts where it is active
-	restore  []frontier.Task // variants to report again as links
-	requeue  []frontier.Task // variants to push to the frontier again
-	active   int64           // rules active now
-	rewrites int64           // links rewritten, all rules
-	hinted   int64           // links rewritten by hints
-	dropped  int64           // rules dropped by a contradiction
+	hosts    map[string]*hostDust // by origin
+	hints    map[string]int       // rule key -> hosts where it is active
+	restore  []frontier.Task      // variants to report again as links
+	requeue  []frontier.Task      // variants to push to the frontier again
+	active   int64                // rules active now
+	rewrites int64                // links rewritten, all rules
+	hinted   int64                // links rewritten by hints
+	dropped  int64                // rules dropped by a contradiction
 	recent   []*DustRule
 }
 
@@ -246,9 +247,10 @@ func dustTwins(pq string) []dustTwin {
 	return out
 }
 
-// hostLocked returns the state of host, creating it.
-func (d *dustRules) hostLocked(host string) *hostDust {
-	h := d.hosts[host]
+// hostLocked returns the state of an origin (scheme, host and port),
+// creating it.
+func (d *dustRules) hostLocked(origin string) *hostDust {
+	h := d.hosts[origin]
 	if h == nil {
 		if len(d.hosts) >= dustMaxHosts {
 			for k, o := range d.hosts {
@@ -258,7 +260,7 @@ func (d *dustRules) hostLocked(host string) *hostDust {
 			}
 		}
 		h = &hostDust{digests: map[string]uint64{}, waiting: map[string][]string{}, rules: map[string]*DustRule{}}
-		d.hosts[host] = h
+		d.hosts[origin] = h
 	}
 	return h
 }
@@ -267,13 +269,14 @@ func (d *dustRules) hostLocked(host string) *hostDust {
 // the rules its URL bears on.
 func (d *dustRules) page(u string, digest uint64) {
 	host, err := urls.HostOf(u)
-	if d == nil || err != nil || digest == 0 {
+	pq := pathQuery(u)
+	if d == nil || err != nil || digest == 0 || pq == "" {
 		return
 	}
-	origin, pq := urls.SplitOrigin(u)
+	origin := u[:len(u)-len(pq)]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := d.hostLocked(host)
+	h := d.hostLocked(origin)
 	if _, known := h.digests[pq]; !known && len(h.digests) >= dustMaxURLs {
 		return
 	}
@@ -445,15 +448,12 @@ func (d *dustRules) rewriteLocked(l frontier.Task, seen bool) (frontier.Task, bo
 	if pq == "" || !looksVariant(pq) {
 		return l, false
 	}
-	host, err := urls.HostOf(l.URL)
-	if err != nil {
-		return l, false
-	}
-	h := d.hosts[host]
+	origin := l.URL[:len(l.URL)-len(pq)]
+	h := d.hosts[origin]
 	if h == nil && seen {
 		// At admission the host is this node's: its first URL may be a
 		// variant, rewritten by a hint.
-		h = d.hostLocked(host)
+		h = d.hostLocked(origin)
 	}
 	if h == nil || h.probe == l.URL {
 		return l, false

@@ -148,7 +148,7 @@ func TestDustRuleContradicted(t *testing.T) {
 	for i := range 2 * dustMaxURLs {
 		d.page("http://c.test/x/"+strconv.Itoa(i), uint64(i+1))
 	}
-	if n := len(d.hosts["c.test"].digests); n > dustMaxURLs {
+	if n := len(d.hosts["http://c.test"].digests); n > dustMaxURLs {
 		t.Errorf("%d digests kept for one host, want at most %d", n, dustMaxURLs)
 	}
 }
