@@ -142,6 +142,7 @@ type Stats struct {
 	Traps           []TrapReport        `json:"traps"`            // the newest of them (at most 100), by host, each with its reason
 	DustRules       int64               `json:"dust_rules"`       // URL equivalence rules active (see dust.go)
 	DustRewrites    int64               `json:"dust_rewrites"`    // links rewritten to a twin by them
+	DustHinted      int64               `json:"dust_hinted"`      // of those, rewritten by a hint learned on other hosts
 	DustDropped     int64               `json:"dust_dropped"`     // rules dropped because a fetched pair contradicted them
 	Dust            []DustRule          `json:"dust"`             // the newest rules (at most 100), by host, each with its evidence
 	BudgetDropped   int64               `json:"budget_dropped"`   // tasks dropped because their host's page budget was spent
@@ -434,7 +435,7 @@ func (c *Crawler) Stats() Stats {
 		ErrorsByKind:    make(map[string]int64),
 	}
 	s.TrapPatterns, s.TrapLinks, s.Traps = c.traps.stats()
-	s.DustRules, s.DustRewrites, s.DustDropped, s.Dust = c.dust.stats()
+	s.DustRules, s.DustRewrites, s.DustHinted, s.DustDropped, s.Dust = c.dust.stats()
 	if c.dialer != nil {
 		s.Dial = c.dialer.Stats()
 	}

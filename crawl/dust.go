@@ -567,11 +567,12 @@ func (d *dustRules) twinOf(t frontier.Task) (twin frontier.Task, ok bool) {
 	return d.rewriteLocked(t, true)
 }
 
-// stats returns the number of active rules, of links rewritten and of
-// rules dropped, and copies of the newest rules, by host.
-func (d *dustRules) stats() (active, rewrites, dropped int64, rules []DustRule) {
+// stats returns the number of active rules, of links rewritten (and of
+// those by hints) and of rules dropped, and copies of the newest rules,
+// by host.
+func (d *dustRules) stats() (active, rewrites, hinted, dropped int64, rules []DustRule) {
 	if d == nil {
-		return 0, 0, 0, nil
+		return 0, 0, 0, 0, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -587,7 +588,7 @@ func (d *dustRules) stats() (active, rewrites, dropped int64, rules []DustRule) 
 		}
 		return rules[i].Kind+rules[i].Name < rules[j].Kind+rules[j].Name
 	})
-	return d.active, d.rewrites, d.dropped, rules
+	return d.active, d.rewrites, d.hinted, d.dropped, rules
 }
 
 // dustVariant reports whether t's URL is a variant, under its host's DUST

@@ -80,8 +80,11 @@ func TestDustRules(t *testing.T) {
 			t.Errorf("rule %+v learned from %s, not a DUST variant", r, r.Evidence[0].Variant)
 		}
 	}
-	t.Logf("%d variant fetches of %d page fetches; %d look-alikes; rules %d, rewrites %d, dropped %d",
-		variant, pages, len(w.Lookalikes(ProductToken(DefaultConfig().UserAgent), DefaultConfig().MaxDepth)), s.DustRules, s.DustRewrites, s.DustDropped)
+	if s.DustHinted == 0 || s.DustHinted > s.DustRewrites {
+		t.Errorf("%d links rewritten by hints of %d rewritten", s.DustHinted, s.DustRewrites)
+	}
+	t.Logf("%d variant fetches of %d page fetches; %d look-alikes; rules %d, rewrites %d (%d by hints), dropped %d",
+		variant, pages, len(w.Lookalikes(ProductToken(DefaultConfig().UserAgent), DefaultConfig().MaxDepth)), s.DustRules, s.DustRewrites, s.DustHinted, s.DustDropped)
 }
 
 // BenchmarkCrawlDustWeb crawls a 1,000-host web with 20 DUST hosts and 10
@@ -129,7 +132,7 @@ func TestDustRuleContradicted(t *testing.T) {
 	if len(got) != 2 || got[0].URL != "http://a.test/p/3" || got[1].URL != "http://b.test/p/3?ref=z" {
 		t.Fatalf("rewrite with the rule: %+v", got)
 	}
-	if active, _, _, rules := d.stats(); active != 1 || len(rules) != 1 || len(rules[0].Evidence) != 2 {
+	if active, _, _, _, rules := d.stats(); active != 1 || len(rules) != 1 || len(rules[0].Evidence) != 2 {
 		t.Fatalf("stats: %d active, %+v", active, rules)
 	}
 	d.page("http://a.test/p/4", 44)
@@ -142,7 +145,7 @@ func TestDustRuleContradicted(t *testing.T) {
 	d.page("http://a.test/p/5?ref=v", 55)
 	d.page("http://a.test/p/6", 66)
 	d.page("http://a.test/p/6?ref=u", 66)
-	if active, _, dropped, _ := d.stats(); active != 0 || dropped != 1 {
+	if active, _, _, dropped, _ := d.stats(); active != 0 || dropped != 1 {
 		t.Fatalf("after more agreeing pairs: %d active, %d dropped; want 0 and 1", active, dropped)
 	}
 	for i := range 2 * dustMaxURLs {
@@ -204,6 +207,9 @@ func TestDustHints(t *testing.T) {
 	d.page("http://c.test/p/1?ref=y", 32)
 	again("http://c.test/p/2?ref=y")
 	rewritten("http://c.test/p/3?ref=y", "")
+	if _, _, hinted, _, _ := d.stats(); hinted != 3 {
+		t.Errorf("%d links rewritten by hints, want 3", hinted)
+	}
 	if d.hints["param ref"] != 2 {
 		t.Errorf("hint counted on %d hosts, want 2 (a.test and b.test)", d.hints["param ref"])
 	}
