@@ -110,6 +110,9 @@ const (
 	// its own pairs confirm the rules: they are queued again if a hint is
 	// contradicted on the host. A host over it takes no more hints.
 	dustHintMemory = 64
+	// dustMaxRewritten is the most rewritten variants a host remembers
+	// to count each once.
+	dustMaxRewritten = 1024
 	// dustMaxRestore bounds the variants waiting to be queued again.
 	dustMaxRestore = 4096
 	// dustProbeWait is how long a probe (see hostDust) has to give its
@@ -470,8 +473,10 @@ func (d *dustRules) rewriteLocked(l frontier.Task, seen bool) (frontier.Task, bo
 	// through to check them again: a variant let through before is in
 	// the seen set, and would not be fetched again.
 	verify := false
-	if k := urls.URLHash(l.URL); !h.rewritten[k] && len(h.rewritten) < dustMaxURLs {
-		if h.rewritten == nil {
+	if k := urls.URLHash(l.URL); !h.rewritten[k] {
+		if h.rewritten == nil || len(h.rewritten) >= dustMaxRewritten {
+			// Forgetting costs at most a variant let through again,
+			// which the seen set holds already.
 			h.rewritten = map[uint64]bool{}
 		}
 		h.rewritten[k] = true
