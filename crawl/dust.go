@@ -103,8 +103,9 @@ const (
 	// dustHintHosts is on how many hosts a rule must be active before it
 	// is a hint for other hosts.
 	dustHintHosts = 1
-	// dustHintVerify: every dustHintVerify-th rewrite a host makes by
-	// hints lets the variant through, to check the hints on the host.
+	// dustVerifyEvery and dustHintVerify: every dustVerifyEvery-th
+	// distinct variant a host's rules rewrite (dustHintVerify-th with a
+	// hint) is let through, to check them on the host.
 	dustHintVerify = 16
 	// dustHintMemory is the most variants a host rewrites by hints before
 	// its own pairs confirm the rules: they are queued again if a hint is
@@ -127,7 +128,7 @@ var defaultDocs = []string{"index.html", "index.htm", "index.php", "index.asp", 
 type dustRules struct {
 	now func() time.Time
 
-	pending atomic.Int32 // len(restore), read without the lock
+	pending atomic.Int32 // len(restore)+len(requeue), read without the lock
 
 	mu       sync.Mutex
 	hosts    map[string]*hostDust // by origin
