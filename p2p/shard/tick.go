@@ -101,6 +101,7 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.antiEntropy(ctx, now)
 	m.reconcileStale(ctx, v)
 	m.checkWitnesses(ctx)
+	m.watchTick(ctx, now)
 }
 
 // observe notes changes of the view and of the replica set.
@@ -114,7 +115,7 @@ func (m *Manager) observe(v view, now time.Time) {
 	if len(v.succs) > 0 {
 		m.succCache = slices.Clone(v.succs)
 	}
-	replicas := v.succs[:min(len(v.succs), m.cfg.Replicas)]
+	replicas := m.replicaSetLocked(v.succs, now)
 	if !slices.Equal(replicas, m.replicas) {
 		m.replicas = slices.Clone(replicas)
 		m.beatNow = true
@@ -462,8 +463,9 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 
 // heartbeat (step 4) sends the active claims and pending progress to the
 // replicas every HeartbeatInterval, and at once when something changed.
-// An acknowledgement without rejection from the first successor renews
-// the lease; a rejection marks the claims it beats as stale.
+// Acknowledgements without rejection from a quorum of the replicas
+// (leaseQuorum) renew the lease; a rejection marks the claims it beats as
+// stale.
 func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	due := m.beatNow || len(m.progRecs)+len(m.progHosts) > 0 || now.Sub(m.lastBeat) >= m.cfg.HeartbeatInterval
@@ -496,6 +498,7 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		return m.tr.Replicate(ctx, p, req)
 	})
 	var rejected []Claim
+	acks, firstAck := 0, false
 	for i, r := range res {
 		if r.err != nil {
 			m.log.Debug("heartbeat failed", "to", r.peer, "err", r.err)
@@ -508,15 +511,22 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 			m.log.Warn("replica refused this node's claims", "to", r.peer, "reason", r.reply.Refused)
 		}
 		rejected = append(rejected, r.reply.Rejected...)
-		if i == 0 && len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
-			m.mu.Lock()
-			if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
-				m.own.mu.Lock()
-				m.own.leaseUntil = until
-				m.own.mu.Unlock()
-			}
-			m.mu.Unlock()
+		if len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
+			acks++
+			firstAck = firstAck || i == 0
 		}
+	}
+	if !m.cfg.LeaseFromFirst {
+		m.noteRefusers(res, now)
+	}
+	if firstAck && m.cfg.LeaseFromFirst || !m.cfg.LeaseFromFirst && acks >= leaseQuorum(len(replicas)) {
+		m.mu.Lock()
+		if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
+			m.own.mu.Lock()
+			m.own.leaseUntil = until
+			m.own.mu.Unlock()
+		}
+		m.mu.Unlock()
 	}
 	if len(rejected) > 0 {
 		m.handleRejected(rejected)
@@ -671,5 +681,64 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 		m.mu.Lock()
 		m.reconcile = subtract(m.reconcile, done)
 		m.mu.Unlock()
+	}
+}
+
+// leaseQuorum is how many of n replicas must acknowledge a heartbeat to
+// renew the lease: with the owner, a majority of the K+1 nodes that hold
+// its range ((n+1)/2 of them: 1 of 1 or 2, 2 of 3 or 4). One successor
+// withholding its acknowledgement then cannot stop its predecessor
+// (issue 29); an owner cut off from a majority still loses its lease
+// before any replica may promote itself, and a replica that promotes
+// while the owner holds a lease from the others fences it off at its
+// next write (its epoch is higher).
+func leaseQuorum(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max((n+1)/2, 1)
+}
+
+// refuserPause is how long a successor that refused this node's claims
+// is left out of its replicas.
+const refuserPause = time.Minute
+
+// replicaSetLocked returns this node's replicas among its successors in
+// replica order: the first K, less any that refused its claims within
+// refuserPause, whose places the next successors take (one withholding
+// successor neither costs the owner its lease nor a copy of its records;
+// issue 29). Callers hold m.mu.
+func (m *Manager) replicaSetLocked(succs []ring.Peer, now time.Time) []ring.Peer {
+	out := make([]ring.Peer, 0, m.cfg.Replicas)
+	for _, p := range succs {
+		if len(out) == m.cfg.Replicas {
+			break
+		}
+		if until, ok := m.refusers[p.Addr]; ok {
+			if now.Before(until) {
+				continue
+			}
+			delete(m.refusers, p.Addr)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// noteRefusers leaves the replicas that refused this node's claims
+// because of who it is (WriteReply.Refused) out of its replica set for
+// refuserPause.
+func (m *Manager) noteRefusers(res []result[*WriteReply], now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range res {
+		if r.err != nil || r.reply.Refused == "" {
+			continue
+		}
+		if len(m.refusers) >= maxPlaced {
+			clear(m.refusers)
+		}
+		m.refusers[r.peer.Addr] = now.Add(refuserPause)
+		m.beatNow = true
 	}
 }

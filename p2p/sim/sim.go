@@ -112,7 +112,11 @@ type Sim struct {
 	// droppedByDishonest the URLs they acknowledged and dropped.
 	dishonest          int
 	droppedByDishonest int64
-	rejectedTasks      int64
+	// squatWrites and squatTaken count the dishonest nodes' squat writes
+	// and those taken; watchFetches the pages replicas fetched for their
+	// owners (shard's "Replicas watch progress").
+	squatWrites, squatTaken, watchFetches int64
+	rejectedTasks                         int64
 	// records sent as tasks by Managers that gave a range up without a
 	// handoff (shard.App.Reroute)
 	rerouted int64
