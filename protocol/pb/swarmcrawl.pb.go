@@ -807,9 +807,16 @@ func (x *Task) GetRedirects() uint32 {
 // since it would not own the URLs the sender finds it owning. Empty
 // (a sender from before the field) is not checked.
 type TaskBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Tasks   []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	KeyMode string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// for_owner, when set, asks the receiver to hold the tasks for that
+	// owner (a peer address, as in Epoch.owner), its predecessor, whose
+	// acknowledgement the sender's receipts check did not vouch for
+	// (issue 29): the receiver stores them as the owner's replica, and
+	// answers not_owned for keys its epoch table does not name the owner
+	// for. Tasks so held are never seeds.
+	ForOwner      string `protobuf:"bytes,20,opt,name=for_owner,json=forOwner,proto3" json:"for_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +865,13 @@ func (x *TaskBatch) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatch) GetForOwner() string {
+	if x != nil {
+		return x.ForOwner
+	}
+	return ""
+}
+
 // TaskBatchResult tells the sender what the owner did with a batch.
 // Tasks whose keys the receiver does not own are returned in not_owned
 // untouched, so the sender can look their owner up again: nothing is lost.
@@ -866,14 +880,19 @@ func (x *TaskBatch) GetKeyMode() string {
 // key_mode, with error, says the batch was refused whole because the
 // owner computes ring keys another way: it is the owner's key mode.
 type TaskBatchResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Accepted      uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	Duplicates    uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
-	NotOwned      []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
-	Rejected      []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
-	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Accepted     uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Duplicates   uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	NotOwned     []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
+	Rejected     []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	RetryAfterNs int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	KeyMode      string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// receipts are the owner's replicas' signatures over the records of the
+	// accepted and duplicate tasks (issue 29): a sender that checks them
+	// counts the tasks accepted only with enough of them, from signers it
+	// finds among the owner's successors.
+	Receipts      []*Receipt `protobuf:"bytes,20,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -957,6 +976,124 @@ func (x *TaskBatchResult) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatchResult) GetReceipts() []*Receipt {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
+// Receipt is one replica's signature, with its libp2p identity key, over
+// the records of a write it holds: "swarmcrawl/shard-receipt/v1", a zero
+// byte, the owner's address, a zero byte, then the SHA-256 of the records'
+// (key, hash) pairs, sorted and deduplicated, each as two big-endian
+// uint64s. signer is the replica's ring member address (its peer ID, with
+// "/i" for position i).
+type Receipt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	Sig           []byte                 `protobuf:"bytes,2,opt,name=sig,proto3" json:"sig,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Receipt) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Receipt) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
+// RecordId names one shard record: its ring key and URL hash.
+type RecordId struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordId) Reset() {
+	*x = RecordId{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordId) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordId) ProtoMessage() {}
+
+func (x *RecordId) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordId.ProtoReflect.Descriptor instead.
+func (*RecordId) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordId) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *RecordId) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
 // Rejection says why a URL was refused.
 type Rejection struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -968,7 +1105,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1117,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1130,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Rejection) GetUrl() string {
@@ -1022,7 +1159,7 @@ type SeedRequest struct {
 
 func (x *SeedRequest) Reset() {
 	*x = SeedRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1171,7 @@ func (x *SeedRequest) String() string {
 func (*SeedRequest) ProtoMessage() {}
 
 func (x *SeedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1184,7 @@ func (x *SeedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedRequest.ProtoReflect.Descriptor instead.
 func (*SeedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SeedRequest) GetUrls() []string {
@@ -1076,7 +1213,7 @@ type SeedResponse struct {
 
 func (x *SeedResponse) Reset() {
 	*x = SeedResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1225,7 @@ func (x *SeedResponse) String() string {
 func (*SeedResponse) ProtoMessage() {}
 
 func (x *SeedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1238,7 @@ func (x *SeedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedResponse.ProtoReflect.Descriptor instead.
 func (*SeedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SeedResponse) GetError() string {
@@ -1157,7 +1294,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1306,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1319,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShardRange) GetFrom() uint64 {
@@ -1211,7 +1348,7 @@ type Epoch struct {
 
 func (x *Epoch) Reset() {
 	*x = Epoch{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1360,7 @@ func (x *Epoch) String() string {
 func (*Epoch) ProtoMessage() {}
 
 func (x *Epoch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1373,7 @@ func (x *Epoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Epoch.ProtoReflect.Descriptor instead.
 func (*Epoch) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Epoch) GetN() uint64 {
@@ -1264,7 +1401,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1413,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1426,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Claim) GetRange() *ShardRange {
@@ -1337,7 +1474,7 @@ type ShardRecord struct {
 
 func (x *ShardRecord) Reset() {
 	*x = ShardRecord{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1486,7 @@ func (x *ShardRecord) String() string {
 func (*ShardRecord) ProtoMessage() {}
 
 func (x *ShardRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1499,7 @@ func (x *ShardRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRecord.ProtoReflect.Descriptor instead.
 func (*ShardRecord) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ShardRecord) GetKey() uint64 {
@@ -1441,7 +1578,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1590,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1603,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HostState) GetKey() uint64 {
@@ -1511,7 +1648,7 @@ type HostPoliteness struct {
 
 func (x *HostPoliteness) Reset() {
 	*x = HostPoliteness{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1660,7 @@ func (x *HostPoliteness) String() string {
 func (*HostPoliteness) ProtoMessage() {}
 
 func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1673,7 @@ func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPoliteness.ProtoReflect.Descriptor instead.
 func (*HostPoliteness) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HostPoliteness) GetNotBeforeNs() int64 {
@@ -1582,17 +1719,29 @@ func (x *HostPoliteness) GetRobots() []byte {
 // pending (often none); an accepted heartbeat from its first successor
 // renews the owner's lease.
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Claims        []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
-	Records       []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
-	Hosts         []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Claims  []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	Records []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts   []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// held names records the owner holds already and acknowledges again
+	// (duplicates); with want_receipt the replica vouches for them only if
+	// it holds them too.
+	Held []*RecordId `protobuf:"bytes,20,rep,name=held,proto3" json:"held,omitempty"`
+	// want_receipt asks the replica for a receipt (WriteReply.receipt) over
+	// records and held, once it holds them all.
+	WantReceipt bool `protobuf:"varint,21,opt,name=want_receipt,json=wantReceipt,proto3" json:"want_receipt,omitempty"`
+	// watched are done marks of records the sender fetched for its own
+	// predecessor, which neither fetched nor explained them (issue 29);
+	// taken only from the receiver's ring predecessor, only as done marks,
+	// and only for keys the receiver's epoch table names a third node for.
+	Watched       []*ShardRecord `protobuf:"bytes,22,rep,name=watched,proto3" json:"watched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1753,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1766,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteRequest) GetClaims() []*Claim {
@@ -1641,6 +1790,27 @@ func (x *WriteRequest) GetHosts() []*HostState {
 	return nil
 }
 
+func (x *WriteRequest) GetHeld() []*RecordId {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetWantReceipt() bool {
+	if x != nil {
+		return x.WantReceipt
+	}
+	return false
+}
+
+func (x *WriteRequest) GetWatched() []*ShardRecord {
+	if x != nil {
+		return x.Watched
+	}
+	return nil
+}
+
 // WriteReply lists the refused claims, each with the higher epoch known.
 type WriteReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -1654,14 +1824,17 @@ type WriteReply struct {
 	// the epoch names another owner, is too far ahead of the replica's
 	// clock, or the sender cannot own the range in the replica's view of
 	// the ring. The write is not acknowledged.
-	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	// receipt is the replica's signature over the write's records and held
+	// (see Receipt), when asked for and it holds them all.
+	Receipt       []byte `protobuf:"bytes,20,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteReply) Reset() {
 	*x = WriteReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1846,7 @@ func (x *WriteReply) String() string {
 func (*WriteReply) ProtoMessage() {}
 
 func (x *WriteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1859,7 @@ func (x *WriteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
 func (*WriteReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteReply) GetError() string {
@@ -1717,6 +1890,13 @@ func (x *WriteReply) GetRefused() string {
 	return ""
 }
 
+func (x *WriteReply) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
 // HandoffRequest moves a key range's state to its new owner, on
 // /swarmcrawl/handoff/2.0.0, in chunks; the last has final set and makes
 // the receiver claim the range at a higher epoch. With merge set it only
@@ -1735,7 +1915,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1927,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1940,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HandoffRequest) GetRange() *ShardRange {
@@ -1821,7 +2001,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2013,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2026,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HandoffReply) GetError() string {
@@ -1906,7 +2086,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2098,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2111,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DigestRequest) GetRange() *ShardRange {
@@ -1968,7 +2148,7 @@ type DigestReply struct {
 
 func (x *DigestReply) Reset() {
 	*x = DigestReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2160,7 @@ func (x *DigestReply) String() string {
 func (*DigestReply) ProtoMessage() {}
 
 func (x *DigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2173,7 @@ func (x *DigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
 func (*DigestReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DigestReply) GetError() string {
@@ -2031,7 +2211,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2223,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2236,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PullRequest) GetRange() *ShardRange {
@@ -2105,7 +2285,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2297,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2310,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PullReply) GetError() string {
@@ -2212,7 +2392,7 @@ type FetchBatchRequest struct {
 
 func (x *FetchBatchRequest) Reset() {
 	*x = FetchBatchRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2404,7 @@ func (x *FetchBatchRequest) String() string {
 func (*FetchBatchRequest) ProtoMessage() {}
 
 func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2417,7 @@ func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
 func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FetchBatchRequest) GetHost() string {
@@ -2301,7 +2481,7 @@ type FetchTask struct {
 
 func (x *FetchTask) Reset() {
 	*x = FetchTask{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2493,7 @@ func (x *FetchTask) String() string {
 func (*FetchTask) ProtoMessage() {}
 
 func (x *FetchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2506,7 @@ func (x *FetchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
 func (*FetchTask) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FetchTask) GetUrl() string {
@@ -2410,7 +2590,7 @@ type UrlMeta struct {
 
 func (x *UrlMeta) Reset() {
 	*x = UrlMeta{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2602,7 @@ func (x *UrlMeta) String() string {
 func (*UrlMeta) ProtoMessage() {}
 
 func (x *UrlMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2615,7 @@ func (x *UrlMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
 func (*UrlMeta) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UrlMeta) GetUrl() string {
@@ -2546,7 +2726,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2738,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2751,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Capture) GetHolder() string {
@@ -2617,7 +2797,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2809,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2822,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2692,7 +2872,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2884,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2897,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2789,7 +2969,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2981,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2994,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2888,7 +3068,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3080,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3093,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -3001,7 +3181,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3193,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3206,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
@@ -3079,7 +3259,7 @@ type ArchiveList struct {
 
 func (x *ArchiveList) Reset() {
 	*x = ArchiveList{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3271,7 @@ func (x *ArchiveList) String() string {
 func (*ArchiveList) ProtoMessage() {}
 
 func (x *ArchiveList) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3284,7 @@ func (x *ArchiveList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
 func (*ArchiveList) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
 }
 
 // ArchiveRange asks for length bytes of the WARC file name (a name from
@@ -3122,7 +3302,7 @@ type ArchiveRange struct {
 
 func (x *ArchiveRange) Reset() {
 	*x = ArchiveRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3314,7 @@ func (x *ArchiveRange) String() string {
 func (*ArchiveRange) ProtoMessage() {}
 
 func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3327,7 @@ func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
 func (*ArchiveRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArchiveRange) GetName() string {
@@ -3187,7 +3367,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3379,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3392,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveResponse) GetError() string {
@@ -3259,7 +3439,7 @@ type ArchiveFile struct {
 
 func (x *ArchiveFile) Reset() {
 	*x = ArchiveFile{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3451,7 @@ func (x *ArchiveFile) String() string {
 func (*ArchiveFile) ProtoMessage() {}
 
 func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3464,7 @@ func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
 func (*ArchiveFile) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ArchiveFile) GetName() string {
@@ -3331,7 +3511,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3523,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3536,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetRequest) GetUrl() string {
@@ -3399,7 +3579,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3591,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3604,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetReply) GetState() int32 {
@@ -3473,7 +3653,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3665,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3678,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CaptureRequest) GetRecordId() string {
@@ -3521,7 +3701,7 @@ type CaptureReply struct {
 
 func (x *CaptureReply) Reset() {
 	*x = CaptureReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3713,7 @@ func (x *CaptureReply) String() string {
 func (*CaptureReply) ProtoMessage() {}
 
 func (x *CaptureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3726,7 @@ func (x *CaptureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
 func (*CaptureReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CaptureReply) GetError() string {
@@ -3575,7 +3755,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3767,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3780,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusRequest) GetSwarm() bool {
@@ -3623,7 +3803,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3815,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3828,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusReply) GetMember() *MemberStatus {
@@ -3688,7 +3868,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3880,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3893,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MemberStatus) GetPeerId() []byte {
@@ -3757,7 +3937,7 @@ type StatusPosition struct {
 
 func (x *StatusPosition) Reset() {
 	*x = StatusPosition{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3949,7 @@ func (x *StatusPosition) String() string {
 func (*StatusPosition) ProtoMessage() {}
 
 func (x *StatusPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3962,7 @@ func (x *StatusPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusPosition.ProtoReflect.Descriptor instead.
 func (*StatusPosition) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StatusPosition) GetRingId() uint64 {
@@ -3817,7 +3997,7 @@ type StatusCounter struct {
 
 func (x *StatusCounter) Reset() {
 	*x = StatusCounter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +4009,7 @@ func (x *StatusCounter) String() string {
 func (*StatusCounter) ProtoMessage() {}
 
 func (x *StatusCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +4022,7 @@ func (x *StatusCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusCounter.ProtoReflect.Descriptor instead.
 func (*StatusCounter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusCounter) GetName() string {
@@ -3878,7 +4058,7 @@ type SwarmCensus struct {
 
 func (x *SwarmCensus) Reset() {
 	*x = SwarmCensus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4070,7 @@ func (x *SwarmCensus) String() string {
 func (*SwarmCensus) ProtoMessage() {}
 
 func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4083,7 @@ func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmCensus.ProtoReflect.Descriptor instead.
 func (*SwarmCensus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SwarmCensus) GetMethod() string {
@@ -3975,7 +4155,7 @@ type CensusTotal struct {
 
 func (x *CensusTotal) Reset() {
 	*x = CensusTotal{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4167,7 @@ func (x *CensusTotal) String() string {
 func (*CensusTotal) ProtoMessage() {}
 
 func (x *CensusTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4180,7 @@ func (x *CensusTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CensusTotal.ProtoReflect.Descriptor instead.
 func (*CensusTotal) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CensusTotal) GetName() string {
@@ -4088,10 +4268,11 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x04Task\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
-	"\tredirects\x18\x03 \x01(\rR\tredirects\"Q\n" +
+	"\tredirects\x18\x03 \x01(\rR\tredirects\"n\n" +
 	"\tTaskBatch\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\x12\x19\n" +
-	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\"\x8c\x02\n" +
+	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\x12\x1b\n" +
+	"\tfor_owner\x18\x14 \x01(\tR\bforOwner\"\xc0\x02\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -4101,7 +4282,14 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tnot_owned\x18\x04 \x03(\v2\x13.swarmcrawl.v1.TaskR\bnotOwned\x124\n" +
 	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12$\n" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x19\n" +
-	"\bkey_mode\x18\a \x01(\tR\akeyMode\"5\n" +
+	"\bkey_mode\x18\a \x01(\tR\akeyMode\x122\n" +
+	"\breceipts\x18\x14 \x03(\v2\x16.swarmcrawl.v1.ReceiptR\breceipts\"3\n" +
+	"\aReceipt\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x10\n" +
+	"\x03sig\x18\x02 \x01(\fR\x03sig\"0\n" +
+	"\bRecordId\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x06R\x04hash\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"!\n" +
@@ -4147,18 +4335,22 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\rrobots_origin\x18\x02 \x01(\tR\frobotsOrigin\x12#\n" +
 	"\rrobots_status\x18\x03 \x01(\x05R\frobotsStatus\x12*\n" +
 	"\x11robots_fetched_ns\x18\x04 \x01(\x03R\x0frobotsFetchedNs\x12\x16\n" +
-	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa2\x01\n" +
+	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa8\x02\n" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"\x8f\x01\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12+\n" +
+	"\x04held\x18\x14 \x03(\v2\x17.swarmcrawl.v1.RecordIdR\x04held\x12!\n" +
+	"\fwant_receipt\x18\x15 \x01(\bR\vwantReceipt\x124\n" +
+	"\awatched\x18\x16 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\awatched\"\xa9\x01\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
 	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\x12\x1f\n" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
 	"storeError\x12\x18\n" +
-	"\arefused\x18\x04 \x01(\tR\arefused\"\xff\x01\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\x12\x18\n" +
+	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xff\x01\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
@@ -4352,7 +4544,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -4368,47 +4560,49 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Task)(nil),              // 11: swarmcrawl.v1.Task
 	(*TaskBatch)(nil),         // 12: swarmcrawl.v1.TaskBatch
 	(*TaskBatchResult)(nil),   // 13: swarmcrawl.v1.TaskBatchResult
-	(*Rejection)(nil),         // 14: swarmcrawl.v1.Rejection
-	(*SeedRequest)(nil),       // 15: swarmcrawl.v1.SeedRequest
-	(*SeedResponse)(nil),      // 16: swarmcrawl.v1.SeedResponse
-	(*ShardRange)(nil),        // 17: swarmcrawl.v1.ShardRange
-	(*Epoch)(nil),             // 18: swarmcrawl.v1.Epoch
-	(*Claim)(nil),             // 19: swarmcrawl.v1.Claim
-	(*ShardRecord)(nil),       // 20: swarmcrawl.v1.ShardRecord
-	(*HostState)(nil),         // 21: swarmcrawl.v1.HostState
-	(*HostPoliteness)(nil),    // 22: swarmcrawl.v1.HostPoliteness
-	(*WriteRequest)(nil),      // 23: swarmcrawl.v1.WriteRequest
-	(*WriteReply)(nil),        // 24: swarmcrawl.v1.WriteReply
-	(*HandoffRequest)(nil),    // 25: swarmcrawl.v1.HandoffRequest
-	(*HandoffReply)(nil),      // 26: swarmcrawl.v1.HandoffReply
-	(*DigestRequest)(nil),     // 27: swarmcrawl.v1.DigestRequest
-	(*DigestReply)(nil),       // 28: swarmcrawl.v1.DigestReply
-	(*PullRequest)(nil),       // 29: swarmcrawl.v1.PullRequest
-	(*PullReply)(nil),         // 30: swarmcrawl.v1.PullReply
-	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
-	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
-	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*Capture)(nil),           // 34: swarmcrawl.v1.Capture
-	(*Outlinks)(nil),          // 35: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
-	(*ArchiveRequest)(nil),    // 39: swarmcrawl.v1.ArchiveRequest
-	(*ArchiveList)(nil),       // 40: swarmcrawl.v1.ArchiveList
-	(*ArchiveRange)(nil),      // 41: swarmcrawl.v1.ArchiveRange
-	(*ArchiveResponse)(nil),   // 42: swarmcrawl.v1.ArchiveResponse
-	(*ArchiveFile)(nil),       // 43: swarmcrawl.v1.ArchiveFile
-	(*GetRequest)(nil),        // 44: swarmcrawl.v1.GetRequest
-	(*GetReply)(nil),          // 45: swarmcrawl.v1.GetReply
-	(*CaptureRequest)(nil),    // 46: swarmcrawl.v1.CaptureRequest
-	(*CaptureReply)(nil),      // 47: swarmcrawl.v1.CaptureReply
-	(*StatusRequest)(nil),     // 48: swarmcrawl.v1.StatusRequest
-	(*StatusReply)(nil),       // 49: swarmcrawl.v1.StatusReply
-	(*MemberStatus)(nil),      // 50: swarmcrawl.v1.MemberStatus
-	(*StatusPosition)(nil),    // 51: swarmcrawl.v1.StatusPosition
-	(*StatusCounter)(nil),     // 52: swarmcrawl.v1.StatusCounter
-	(*SwarmCensus)(nil),       // 53: swarmcrawl.v1.SwarmCensus
-	(*CensusTotal)(nil),       // 54: swarmcrawl.v1.CensusTotal
+	(*Receipt)(nil),           // 14: swarmcrawl.v1.Receipt
+	(*RecordId)(nil),          // 15: swarmcrawl.v1.RecordId
+	(*Rejection)(nil),         // 16: swarmcrawl.v1.Rejection
+	(*SeedRequest)(nil),       // 17: swarmcrawl.v1.SeedRequest
+	(*SeedResponse)(nil),      // 18: swarmcrawl.v1.SeedResponse
+	(*ShardRange)(nil),        // 19: swarmcrawl.v1.ShardRange
+	(*Epoch)(nil),             // 20: swarmcrawl.v1.Epoch
+	(*Claim)(nil),             // 21: swarmcrawl.v1.Claim
+	(*ShardRecord)(nil),       // 22: swarmcrawl.v1.ShardRecord
+	(*HostState)(nil),         // 23: swarmcrawl.v1.HostState
+	(*HostPoliteness)(nil),    // 24: swarmcrawl.v1.HostPoliteness
+	(*WriteRequest)(nil),      // 25: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 26: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 27: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 28: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 29: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 30: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 31: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 32: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 33: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 34: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 35: swarmcrawl.v1.UrlMeta
+	(*Capture)(nil),           // 36: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 37: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 38: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 39: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 40: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 41: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 42: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 43: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 44: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 45: swarmcrawl.v1.ArchiveFile
+	(*GetRequest)(nil),        // 46: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 47: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 48: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 49: swarmcrawl.v1.CaptureReply
+	(*StatusRequest)(nil),     // 50: swarmcrawl.v1.StatusRequest
+	(*StatusReply)(nil),       // 51: swarmcrawl.v1.StatusReply
+	(*MemberStatus)(nil),      // 52: swarmcrawl.v1.MemberStatus
+	(*StatusPosition)(nil),    // 53: swarmcrawl.v1.StatusPosition
+	(*StatusCounter)(nil),     // 54: swarmcrawl.v1.StatusCounter
+	(*SwarmCensus)(nil),       // 55: swarmcrawl.v1.SwarmCensus
+	(*CensusTotal)(nil),       // 56: swarmcrawl.v1.CensusTotal
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -4429,53 +4623,56 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	0,  // 15: swarmcrawl.v1.Neighbours.successors:type_name -> swarmcrawl.v1.Peer
 	11, // 16: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
 	11, // 17: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
-	14, // 18: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
-	14, // 19: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
-	17, // 20: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 21: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
-	33, // 22: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
-	22, // 23: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
-	19, // 24: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
-	20, // 25: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 26: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 27: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
-	17, // 28: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 29: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
-	20, // 30: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 31: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	17, // 32: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
-	18, // 33: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
-	17, // 34: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	19, // 35: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
-	17, // 36: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 37: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 38: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	35, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	34, // 43: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
-	37, // 44: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	40, // 48: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
-	41, // 49: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
-	43, // 50: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
-	34, // 51: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
-	50, // 52: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
-	53, // 53: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
-	51, // 54: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
-	52, // 55: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
-	0,  // 56: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
-	54, // 57: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
-	54, // 58: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
-	50, // 59: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	16, // 18: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
+	14, // 19: swarmcrawl.v1.TaskBatchResult.receipts:type_name -> swarmcrawl.v1.Receipt
+	16, // 20: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
+	19, // 21: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 22: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
+	35, // 23: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
+	24, // 24: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
+	21, // 25: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	22, // 26: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	23, // 27: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	15, // 28: swarmcrawl.v1.WriteRequest.held:type_name -> swarmcrawl.v1.RecordId
+	22, // 29: swarmcrawl.v1.WriteRequest.watched:type_name -> swarmcrawl.v1.ShardRecord
+	21, // 30: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	19, // 31: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	20, // 32: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	22, // 33: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	23, // 34: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	19, // 35: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	20, // 36: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	19, // 37: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 38: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
+	19, // 39: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	22, // 40: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	23, // 41: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	21, // 42: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	34, // 43: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	35, // 44: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	37, // 45: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	36, // 46: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	39, // 47: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	34, // 48: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	40, // 49: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	35, // 50: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	42, // 51: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	43, // 52: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	45, // 53: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	36, // 54: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	52, // 55: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
+	55, // 56: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
+	53, // 57: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
+	54, // 58: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
+	0,  // 59: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
+	56, // 60: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
+	56, // 61: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
+	52, // 62: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -4495,7 +4692,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
-	file_pb_swarmcrawl_proto_msgTypes[39].OneofWrappers = []any{
+	file_pb_swarmcrawl_proto_msgTypes[41].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
 	}
@@ -4505,7 +4702,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
