@@ -68,15 +68,18 @@ func encodeRecordIDs(ids []shard.RecordID) []*pb.RecordId {
 	return out
 }
 
-func decodeRecordIDs(ids []*pb.RecordId) []shard.RecordID {
+func decodeRecordIDs(ids []*pb.RecordId) ([]shard.RecordID, error) {
+	if len(ids) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d held records exceed %d", len(ids), protocol.MaxShardRecords)
+	}
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make([]shard.RecordID, len(ids))
 	for i, id := range ids {
 		out[i] = shard.RecordID{Key: id.GetKey(), Hash: id.GetHash()}
 	}
-	return out
+	return out, nil
 }
 
 // Handoff sends one chunk of a range's state to its new owner.
@@ -156,11 +159,12 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 			recs, err2 := decodeRecords(req.Records)
 			hosts, err3 := decodeHosts(req.Hosts)
 			watched, err4 := decodeRecords(req.Watched)
-			if err := errors.Join(err, err2, err3, err4); err != nil {
+			held, err5 := decodeRecordIDs(req.Held)
+			if err := errors.Join(err, err2, err3, err4, err5); err != nil {
 				return &pb.WriteReply{Error: err.Error()}
 			}
 			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts,
-				Held: decodeRecordIDs(req.Held), WantReceipt: req.WantReceipt, Watched: watched})
+				Held: held, WantReceipt: req.WantReceipt, Watched: watched})
 			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: r.Receipt}
 		})
 	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },

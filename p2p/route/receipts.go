@@ -84,10 +84,6 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 	if len(covered) == 0 {
 		return true
 	}
-	succs := r.successorsOf(ctx, owner, 2*c.Replicas)
-	if len(succs) == 0 {
-		return true // nobody to vouch: a ring of one machine
-	}
 	ids := make([]shard.RecordID, 0, len(covered))
 	for _, t := range covered {
 		u, err := c.URLs.Normalize(t.URL)
@@ -101,19 +97,33 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 		ids = append(ids, shard.RecordID{Key: key, Hash: c.URLs.Hash(u)})
 	}
 	msg := shard.ReceiptMessage(owner.Addr, ids)
+	// The owner's successors are looked up lazily, nearest first, and
+	// only as far as the receipts need: usually the first one signed.
 	valid := 0
 	var seen []string
-	for _, rc := range res.Receipts {
-		if !slices.Contains(succs, rc.Signer) || slices.Contains(seen, rc.Signer.Addr) {
-			continue
+	found := 0
+	for k := 1; k <= 2*c.Replicas && valid < c.Need; k++ {
+		succs := r.successorsOf(ctx, owner, k)
+		if len(succs) < k {
+			break
 		}
-		if len(rc.Sig) == 0 || len(rc.Sig) > shard.MaxReceiptSig || !c.Verifier.Verify(rc.Signer, msg, rc.Sig) {
-			continue
+		found = k
+		p := succs[k-1]
+		for _, rc := range res.Receipts {
+			if rc.Signer != p || slices.Contains(seen, p.Addr) {
+				continue
+			}
+			if len(rc.Sig) == 0 || len(rc.Sig) > shard.MaxReceiptSig || !c.Verifier.Verify(rc.Signer, msg, rc.Sig) {
+				continue
+			}
+			seen = append(seen, p.Addr)
+			valid++
 		}
-		seen = append(seen, rc.Signer.Addr)
-		valid++
 	}
-	return valid >= min(c.Need, len(succs))
+	if found == 0 {
+		return true // nobody to vouch: a ring of one machine
+	}
+	return valid >= min(c.Need, found)
 }
 
 // A note on the signers. An owner's replicas are its first K successors
@@ -147,24 +157,60 @@ func ackedTasks(sent []Task, res Result) []Task {
 	return acked
 }
 
+// succsTTL is how long the router remembers an owner's successors for
+// checking receipts; an acknowledgement they fail to vouch for makes it
+// look them up again.
+const succsTTL = 30 * time.Second
+
+// cachedSuccs is an owner's successors as found so far.
+type cachedSuccs struct {
+	peers   []ring.Peer
+	end     bool // the walk came round to the owner: there are no more
+	expires time.Time
+}
+
 // successorsOf returns owner's first k successors on machines other than
-// owner's, as this node's lookups find them (cached like owners).
+// owner's, as this node's lookups find them, remembered for succsTTL and
+// extended as far as asked.
 func (r *Router) successorsOf(ctx context.Context, owner ring.Peer, k int) []ring.Peer {
-	var out []ring.Peer
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	c, ok := r.succs[owner.Addr]
+	r.mu.Unlock()
+	if !ok || !now.Before(c.expires) {
+		c = cachedSuccs{expires: now.Add(succsTTL)}
+	}
+	if len(c.peers) >= k || c.end {
+		return c.peers[:min(k, len(c.peers))]
+	}
 	machines := map[string]bool{owner.Machine(): true}
 	p := owner
-	for step := 0; len(out) < k && step < 2*k+2; step++ {
+	for _, q := range c.peers {
+		machines[q.Machine()] = true
+		p = q
+	}
+	for step := 0; len(c.peers) < k && step < 2*k+2; step++ {
 		q, err := r.lookup(ctx, p.ID+1)
-		if err != nil || q == owner || q.IsZero() {
+		if err != nil {
+			break
+		}
+		if q == owner || q.IsZero() {
+			c.end = true
 			break
 		}
 		if !machines[q.Machine()] {
 			machines[q.Machine()] = true
-			out = append(out, q)
+			c.peers = append(c.peers, q)
 		}
 		p = q
 	}
-	return out
+	r.mu.Lock()
+	if len(r.succs) >= suspectMax {
+		clear(r.succs)
+	}
+	r.succs[owner.Addr] = c
+	r.mu.Unlock()
+	return c.peers[:min(k, len(c.peers))]
 }
 
 // suspected reports whether owner's acknowledgements were recently not
@@ -194,6 +240,7 @@ func (r *Router) suspect(owner ring.Peer) {
 		clear(r.suspects)
 	}
 	r.suspects[owner.Addr] = now.Add(r.receipts.SuspectFor)
+	delete(r.succs, owner.Addr)
 }
 
 // fallback hands tasks that owner acknowledged without receipts (or that

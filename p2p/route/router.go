@@ -86,6 +86,8 @@ type Router struct {
 	// suspects holds, per owner address, until when its tasks go to its
 	// successor (receipts.go).
 	suspects map[string]time.Time
+	// succs holds owners' successors as found for checking receipts.
+	succs map[string]cachedSuccs
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
 	lookups    atomic.Int64
@@ -109,7 +111,8 @@ const warnedMax = 1024
 // node's own keys to owner and sends the others over send.
 func NewRouter(r Ring, owner *Owner, send Transport, cfg Config) *Router {
 	rt := &Router{cfg: cfg.WithDefaults(), ring: r, owner: owner, send: send,
-		cache: map[ring.ID]cachedOwner{}, warned: map[string]bool{}, suspects: map[string]time.Time{}}
+		cache: map[ring.ID]cachedOwner{}, warned: map[string]bool{}, suspects: map[string]time.Time{},
+		succs: map[string]cachedSuccs{}}
 	if cfg.Receipts != nil {
 		c := cfg.Receipts.withDefaults()
 		rt.receipts = &c

@@ -48,11 +48,24 @@
 // cannot fence nodes out of their ranges, and a table poisoned with
 // epochs from the future loses them when the node starts.
 //
-// An owner also needs a lease: Owns is true only while the first
-// successor acknowledged a heartbeat without refusal within Lease (always,
-// for a node with no successor). Lease is shorter than FailureTimeout, so
-// an owner cut off from its replicas stops fetching before a replica may
+// An owner also needs a lease: Owns is true only while a quorum of its
+// replicas (leaseQuorum: (K+1)/2 of them, a majority of the K+1 nodes
+// with the owner) acknowledged a heartbeat without refusal within Lease
+// (always, for a node with no successor). A successor that refuses the
+// owner's claims is left out of its replicas for a while, the next
+// successor taking its place, so one withholding successor cannot stop
+// its predecessor (issue 29). Lease is shorter than FailureTimeout, so an
+// owner cut off from its replicas stops fetching before a replica may
 // promote itself.
+//
+// # Receipts and watching
+//
+// A replica asked for it signs a receipt over the records of a write it
+// holds (receipts.go), which the owner returns with its acknowledgement
+// so that the sender can check it (package route). A replica also watches
+// what its owner does with the pending records it holds, per host key,
+// and fetches them itself (through the App's Watcher) when the owner
+// neither fetched nor explained them within WatchTimeout (watch.go).
 //
 // # Writes
 //

@@ -46,8 +46,8 @@ type Config struct {
 	// FailureTimeout is how long a replica waits without hearing from an
 	// owner before it takes the owner's range over. Default 5s.
 	FailureTimeout time.Duration
-	// Lease is how long an owner may keep working after its first
-	// successor last acknowledged a heartbeat. It must be shorter than
+	// Lease is how long an owner may keep working after a quorum of its
+	// replicas last acknowledged a heartbeat. It must be shorter than
 	// FailureTimeout so an owner cut off from its replicas stops before
 	// they promote. Default FailureTimeout/2.
 	Lease time.Duration
@@ -170,8 +170,8 @@ func (c Config) Effective() (Config, error) {
 type Stats struct {
 	// Claims are the active claims; Releasing the parts being handed off.
 	Claims, Releasing []Claim
-	// LeaseValid: the first successor acknowledged a heartbeat within
-	// Lease (always true with no successor).
+	// LeaseValid: a quorum of the replicas acknowledged a heartbeat
+	// within Lease (always true with no successor).
 	LeaseValid bool
 	// Degraded: the last Accept could not reach every replica.
 	Degraded bool
