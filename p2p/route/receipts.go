@@ -160,7 +160,7 @@ func ackedTasks(sent []Task, res Result) []Task {
 // succsTTL is how long the router remembers an owner's successors for
 // checking receipts; an acknowledgement they fail to vouch for makes it
 // look them up again.
-const succsTTL = 30 * time.Second
+const succsTTL = 5 * time.Minute
 
 // cachedSuccs is an owner's successors as found so far.
 type cachedSuccs struct {

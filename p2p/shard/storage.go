@@ -134,6 +134,13 @@ func (s *MemStorage) Record(key, hash uint64) (Record, bool) {
 	return s.recs[i], true
 }
 
+// AnyPending reports whether a stored record is not Done.
+func (s *MemStorage) AnyPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.recs, func(r Record) bool { return !r.Done })
+}
+
 // Len returns how many records are stored.
 func (s *MemStorage) Len() int {
 	s.mu.Lock()

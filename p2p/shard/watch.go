@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -144,6 +145,8 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		}
 	}
 	m.mu.Unlock()
+	// In key order: the same every run, as a simulation needs.
+	slices.SortFunc(todo, func(a, b due) int { return cmpUint64(a.key, b.key) })
 	for _, d := range todo {
 		var pending []Record
 		k := ring.ID(d.key)

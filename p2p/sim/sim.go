@@ -338,6 +338,17 @@ func (s *Sim) crawlIdle() bool {
 			return false
 		}
 	}
+	// A pending record an honest position holds is work left too: its
+	// owner's, or one a replica holds for an owner that does not crawl
+	// it, and will fetch itself once the watch runs out.
+	for _, v := range s.members {
+		if v.phys.dishonest || s.cfg.NoDefences {
+			continue
+		}
+		if v.st.AnyPending() {
+			return false
+		}
+	}
 	return true
 }
 
