@@ -794,8 +794,19 @@ func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
 	}
 }
 
-// storedRecord reads one record through Storage.ScanRecords.
+// RecordGetter is implemented by a Storage that reads one record by its
+// key and hash directly (a point lookup, not a scan of its host's
+// records): checking the records a receipt vouches for uses it.
+type RecordGetter interface {
+	GetRecord(key, hash uint64) (Record, bool, error)
+}
+
+// storedRecord reads one record, through RecordGetter if the storage has
+// it, else through Storage.ScanRecords.
 func (m *Manager) storedRecord(key, hash uint64) (Record, bool, error) {
+	if g, ok := m.st.(RecordGetter); ok {
+		return g.GetRecord(key, hash)
+	}
 	var out Record
 	found := false
 	k := ring.ID(key)

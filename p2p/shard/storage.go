@@ -134,6 +134,12 @@ func (s *MemStorage) Record(key, hash uint64) (Record, bool) {
 	return s.recs[i], true
 }
 
+// GetRecord implements RecordGetter.
+func (s *MemStorage) GetRecord(key, hash uint64) (Record, bool, error) {
+	r, ok := s.Record(key, hash)
+	return r, ok, nil
+}
+
 // AnyPending reports whether a stored record is not Done.
 func (s *MemStorage) AnyPending() bool {
 	s.mu.Lock()
