@@ -126,6 +126,24 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 	return valid >= min(c.Need, found)
 }
 
+// vouchedFresh is vouched, asked once more with the owner's successors
+// looked up afresh when the remembered ones do not vouch: the ring may
+// have moved since.
+func (r *Router) vouchedFresh(ctx context.Context, owner ring.Peer, sent []Task, res Result) bool {
+	if r.vouched(ctx, owner, sent, res) {
+		return true
+	}
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	c, ok := r.succs[owner.Addr]
+	stale := ok && now.Sub(c.found) >= succsRefresh
+	if stale {
+		delete(r.succs, owner.Addr)
+	}
+	r.mu.Unlock()
+	return stale && r.vouched(ctx, owner, sent, res)
+}
+
 // A note on the signers. An owner's replicas are its first K successors
 // on distinct machines, less any that refused its claims (shard's
 // replicaSetLocked), whose places the next successors take: so the
@@ -158,14 +176,20 @@ func ackedTasks(sent []Task, res Result) []Task {
 }
 
 // succsTTL is how long the router remembers an owner's successors for
-// checking receipts; an acknowledgement they fail to vouch for makes it
-// look them up again.
-const succsTTL = 5 * time.Minute
+// checking receipts: a lookup per owner and sender per succsTTL. An
+// acknowledgement the remembered successors do not vouch for makes it
+// look them up again, if they were found succsRefresh ago or more, so a
+// ring that moved meanwhile costs one lookup, not a refusal.
+const (
+	succsTTL     = 30 * time.Minute
+	succsRefresh = 10 * time.Second
+)
 
 // cachedSuccs is an owner's successors as found so far.
 type cachedSuccs struct {
 	peers   []ring.Peer
 	end     bool // the walk came round to the owner: there are no more
+	found   time.Time
 	expires time.Time
 }
 
@@ -178,7 +202,7 @@ func (r *Router) successorsOf(ctx context.Context, owner ring.Peer, k int) []rin
 	c, ok := r.succs[owner.Addr]
 	r.mu.Unlock()
 	if !ok || !now.Before(c.expires) {
-		c = cachedSuccs{expires: now.Add(succsTTL)}
+		c = cachedSuccs{found: now, expires: now.Add(succsTTL)}
 	}
 	if len(c.peers) >= k || c.end {
 		return c.peers[:min(k, len(c.peers))]

@@ -186,7 +186,7 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 		r.failed(b, err)
 		return Delivery{Undelivered: b.Tasks}
 	}
-	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 && !r.vouched(ctx, b.To, b.Tasks, res) {
+	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 && !r.vouchedFresh(ctx, b.To, b.Tasks, res) {
 		// The owner's word alone: not an acceptance (receipts.go).
 		r.unvouched.Add(1)
 		r.suspect(b.To)

@@ -301,7 +301,6 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		witness:   make(witnessTable),
 		placed:    make(map[string]placed),
 		watch:     make(map[uint64]*watched),
-		refusers:  make(map[string]time.Time),
 		lastSync:  make(map[string]time.Time),
 		waitStart: r.Clock().Now(),
 		serial:    cfg.Sequential,

@@ -115,7 +115,7 @@ func (m *Manager) observe(v view, now time.Time) {
 	if len(v.succs) > 0 {
 		m.succCache = slices.Clone(v.succs)
 	}
-	replicas := m.replicaSetLocked(v.succs, now)
+	replicas := v.succs[:min(len(v.succs), m.cfg.Replicas)]
 	if !slices.Equal(replicas, m.replicas) {
 		m.replicas = slices.Clone(replicas)
 		m.beatNow = true
@@ -498,7 +498,7 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		return m.tr.Replicate(ctx, p, req)
 	})
 	var rejected []Claim
-	acks, firstAck := 0, false
+	acks, firstAck, firstRefused := 0, false, false
 	for i, r := range res {
 		if r.err != nil {
 			m.log.Debug("heartbeat failed", "to", r.peer, "err", r.err)
@@ -509,6 +509,7 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		}
 		if r.reply.Refused != "" {
 			m.log.Warn("replica refused this node's claims", "to", r.peer, "reason", r.reply.Refused)
+			firstRefused = firstRefused || i == 0
 		}
 		rejected = append(rejected, r.reply.Rejected...)
 		if len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
@@ -516,10 +517,11 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 			firstAck = firstAck || i == 0
 		}
 	}
-	if !m.cfg.LeaseFromFirst {
-		m.noteRefusers(res, now)
-	}
-	if firstAck && m.cfg.LeaseFromFirst || !m.cfg.LeaseFromFirst && acks >= leaseQuorum(len(replicas)) {
+	// The first successor's acknowledgement renews the lease, as it
+	// always did; one that refuses (withholds) is outvoted by a quorum of
+	// the replicas. One that does not answer at all (crashed, cut off) is
+	// not: the owner stops before it may promote itself, as before.
+	if firstAck || !m.cfg.LeaseFromFirst && firstRefused && acks >= leaseQuorum(m.cfg.Replicas) {
 		m.mu.Lock()
 		if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
 			m.own.mu.Lock()
@@ -685,60 +687,13 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 }
 
 // leaseQuorum is how many of n replicas must acknowledge a heartbeat to
-// renew the lease: with the owner, a majority of the K+1 nodes that hold
-// its range ((n+1)/2 of them: 1 of 1 or 2, 2 of 3 or 4). One successor
-// withholding its acknowledgement then cannot stop its predecessor
-// (issue 29); an owner cut off from a majority still loses its lease
-// before any replica may promote itself, and a replica that promotes
-// while the owner holds a lease from the others fences it off at its
-// next write (its epoch is higher).
+// renew the lease when the first successor refuses it: with the owner, a
+// majority of the K+1 nodes that hold its range ((n+1)/2 of them: 1 of 1
+// or 2, 2 of 3 or 4). One successor withholding its acknowledgement then
+// cannot stop its predecessor (issue 29).
 func leaseQuorum(n int) int {
 	if n <= 0 {
 		return 0
 	}
 	return max((n+1)/2, 1)
-}
-
-// refuserPause is how long a successor that refused this node's claims
-// is left out of its replicas.
-const refuserPause = time.Minute
-
-// replicaSetLocked returns this node's replicas among its successors in
-// replica order: the first K, less any that refused its claims within
-// refuserPause, whose places the next successors take (one withholding
-// successor neither costs the owner its lease nor a copy of its records;
-// issue 29). Callers hold m.mu.
-func (m *Manager) replicaSetLocked(succs []ring.Peer, now time.Time) []ring.Peer {
-	out := make([]ring.Peer, 0, m.cfg.Replicas)
-	for _, p := range succs {
-		if len(out) == m.cfg.Replicas {
-			break
-		}
-		if until, ok := m.refusers[p.Addr]; ok {
-			if now.Before(until) {
-				continue
-			}
-			delete(m.refusers, p.Addr)
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// noteRefusers leaves the replicas that refused this node's claims
-// because of who it is (WriteReply.Refused) out of its replica set for
-// refuserPause.
-func (m *Manager) noteRefusers(res []result[*WriteReply], now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range res {
-		if r.err != nil || r.reply.Refused == "" {
-			continue
-		}
-		if len(m.refusers) >= maxPlaced {
-			clear(m.refusers)
-		}
-		m.refusers[r.peer.Addr] = now.Add(refuserPause)
-		m.beatNow = true
-	}
 }
