@@ -521,6 +521,13 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	// always did; one that refuses (withholds) is outvoted by a quorum of
 	// the replicas. One that does not answer at all (crashed, cut off) is
 	// not: the owner stops before it may promote itself, as before.
+	if !firstAck && !m.cfg.LeaseFromFirst && firstRefused && acks < leaseQuorum(m.cfg.Replicas) {
+		// Every replica withholds: the claims alone go to the next K
+		// successors, whose acknowledgements count towards the quorum.
+		more, rej := m.leaseWitnesses(ctx, replicas, claims)
+		acks += more
+		rejected = append(rejected, rej...)
+	}
 	if firstAck || !m.cfg.LeaseFromFirst && firstRefused && acks >= leaseQuorum(m.cfg.Replicas) {
 		m.mu.Lock()
 		if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
@@ -684,6 +691,45 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 		m.reconcile = subtract(m.reconcile, done)
 		m.mu.Unlock()
 	}
+}
+
+// leaseWitnesses sends claims alone (a heartbeat) to the K successors
+// after replicas, when every replica refused them, and returns how many
+// acknowledged them without refusal, with the higher epochs they
+// reported. Only while the replicas withhold: the owner's records stay
+// with its replicas.
+func (m *Manager) leaseWitnesses(ctx context.Context, replicas []ring.Peer, claims []Claim) (int, []Claim) {
+	m.mu.Lock()
+	succs := slices.Clone(m.succCache)
+	m.mu.Unlock()
+	var extra []ring.Peer
+	for _, p := range succs {
+		if len(extra) == m.cfg.Replicas {
+			break
+		}
+		if !slices.Contains(replicas, p) {
+			extra = append(extra, p)
+		}
+	}
+	if len(extra) == 0 {
+		return 0, nil
+	}
+	req := &WriteRequest{Claims: claims}
+	res := fanout(m, ctx, extra, func(ctx context.Context, p ring.Peer) (*WriteReply, error) {
+		return m.tr.Replicate(ctx, p, req)
+	})
+	acks := 0
+	var rejected []Claim
+	for _, r := range res {
+		if r.err != nil {
+			continue
+		}
+		rejected = append(rejected, r.reply.Rejected...)
+		if len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
+			acks++
+		}
+	}
+	return acks, rejected
 }
 
 // leaseQuorum is how many of n replicas must acknowledge a heartbeat to
