@@ -194,9 +194,9 @@ type ShardStatus struct {
 	Claims   []ClaimInfo `json:"claims"`
 	// Releasing are ranges being handed to their new owner.
 	Releasing []ClaimInfo `json:"releasing,omitempty"`
-	// LeaseValid is false while a quorum of the replicas has not confirmed
-	// the node's claims recently; the node then neither fetches nor
-	// accepts.
+	// LeaseValid is false while the first successor (or, when it
+	// refuses, a quorum of the replicas) has not confirmed the node's
+	// claims recently; the node then neither fetches nor accepts.
 	LeaseValid bool `json:"lease_valid"`
 	// Degraded is set while new URLs are acknowledged without every
 	// replica holding them (a replica is slow or unreachable).

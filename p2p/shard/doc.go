@@ -48,15 +48,16 @@
 // cannot fence nodes out of their ranges, and a table poisoned with
 // epochs from the future loses them when the node starts.
 //
-// An owner also needs a lease: Owns is true only while a quorum of its
-// replicas (leaseQuorum: (K+1)/2 of them, a majority of the K+1 nodes
-// with the owner) acknowledged a heartbeat without refusal within Lease
-// (always, for a node with no successor). A successor that refuses the
-// owner's claims is left out of its replicas for a while, the next
-// successor taking its place, so one withholding successor cannot stop
-// its predecessor (issue 29). Lease is shorter than FailureTimeout, so an
-// owner cut off from its replicas stops fetching before a replica may
-// promote itself.
+// An owner also needs a lease: Owns is true only while its first
+// successor acknowledged a heartbeat without refusal within Lease
+// (always, for a node with no successor), or, when the first successor
+// refused it (withholds), a quorum of the replicas did (leaseQuorum:
+// (K+1)/2 of them, with the owner a majority of the K+1 nodes holding
+// the range; when every replica refuses, the next K successors are sent
+// the claims alone and counted), so that one withholding successor
+// cannot stop its predecessor (issue 29). Lease is shorter than
+// FailureTimeout, so an owner cut off from its replicas stops fetching
+// before a replica may promote itself.
 //
 // # Receipts and watching
 //

@@ -46,8 +46,9 @@ type Config struct {
 	// FailureTimeout is how long a replica waits without hearing from an
 	// owner before it takes the owner's range over. Default 5s.
 	FailureTimeout time.Duration
-	// Lease is how long an owner may keep working after a quorum of its
-	// replicas last acknowledged a heartbeat. It must be shorter than
+	// Lease is how long an owner may keep working after its first
+	// successor (or, when that one withholds, a quorum of its replicas)
+	// last acknowledged a heartbeat. It must be shorter than
 	// FailureTimeout so an owner cut off from its replicas stops before
 	// they promote. Default FailureTimeout/2.
 	Lease time.Duration
@@ -89,9 +90,9 @@ type Config struct {
 	// long. Default 60s; negative turns watching off.
 	WatchTimeout time.Duration
 	// LeaseFromFirst renews the lease on the first successor's
-	// acknowledgement alone, as before issue 29, instead of a quorum of
-	// the replicas (see Ownership). For measuring the defence; default
-	// false.
+	// acknowledgement alone, as before issue 29: a first successor that
+	// refuses is not outvoted by a quorum of the replicas (see
+	// Ownership). For measuring the defence; default false.
 	LeaseFromFirst bool
 	// Sequential makes every fan-out to the replicas call them one after
 	// the other in the caller's goroutine instead of in parallel, so a
@@ -170,8 +171,9 @@ func (c Config) Effective() (Config, error) {
 type Stats struct {
 	// Claims are the active claims; Releasing the parts being handed off.
 	Claims, Releasing []Claim
-	// LeaseValid: a quorum of the replicas acknowledged a heartbeat
-	// within Lease (always true with no successor).
+	// LeaseValid: the first successor, or when it withholds a quorum of
+	// the replicas, acknowledged a heartbeat within Lease (always true
+	// with no successor).
 	LeaseValid bool
 	// Degraded: the last Accept could not reach every replica.
 	Degraded bool
@@ -262,9 +264,6 @@ type Manager struct {
 	// watch holds, per host key, the pending records this node keeps as
 	// a replica and whether their owner makes progress (watch.go).
 	watch map[uint64]*watched
-	// refusers holds, per address, until when a successor that refused
-	// this node's claims is left out of its replicas (replicaSetLocked).
-	refusers      map[string]time.Time
 	lastWatchScan time.Time
 	progRecs      []Record
 	progHosts     []HostState
