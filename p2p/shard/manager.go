@@ -263,7 +263,7 @@ type Manager struct {
 	beatNow, syncNow bool
 	// watch holds, per host key, the pending records this node keeps as
 	// a replica and whether their owner makes progress (watch.go).
-	watch map[uint64]*watched
+	watch         map[uint64]*watched
 	lastWatchScan time.Time
 	progRecs      []Record
 	progHosts     []HostState
