@@ -140,7 +140,11 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		if e.lastDone.After(last) {
 			last = e.lastDone
 		}
-		if e.taken || now.Sub(last) > time.Duration(e.rank)*m.cfg.WatchTimeout {
+		// Only an owner that is alive (this node heard from it within
+		// FailureTimeout) is watched: a silent one's range is promotion's
+		// to take back, and its records are fetched by its successor then.
+		alive := now.Sub(m.heard[e.owner].at) <= m.cfg.FailureTimeout
+		if e.taken || alive && now.Sub(last) > time.Duration(e.rank)*m.cfg.WatchTimeout {
 			todo = append(todo, due{k, e.owner})
 		}
 	}
