@@ -39,7 +39,8 @@ func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req
 // Replicate sends an owner's writes to a replica.
 func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
 	resp := &pb.WriteReply{}
-	msg := &pb.WriteRequest{Claims: encodeClaims(req.Claims), Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts)}
+	msg := &pb.WriteRequest{Claims: encodeClaims(req.Claims), Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
+		Held: encodeRecordIDs(req.Held), WantReceipt: req.WantReceipt, Watched: encodeRecords(req.Watched)}
 	if err := t.call(ctx, to, protocol.ReplicateID, msg, resp); err != nil {
 		return nil, err
 	}
@@ -50,7 +51,36 @@ func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard
 	if err != nil {
 		return nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
-	return &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError, Refused: resp.Refused}, nil
+	out := &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError, Refused: resp.Refused}
+	if n := len(resp.Receipt); n > 0 && n <= shard.MaxReceiptSig {
+		out.Receipt = resp.Receipt
+	}
+	return out, nil
+}
+
+func encodeRecordIDs(ids []shard.RecordID) []*pb.RecordId {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]*pb.RecordId, len(ids))
+	for i, id := range ids {
+		out[i] = &pb.RecordId{Key: id.Key, Hash: id.Hash}
+	}
+	return out
+}
+
+func decodeRecordIDs(ids []*pb.RecordId) ([]shard.RecordID, error) {
+	if len(ids) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d held records exceed %d", len(ids), protocol.MaxShardRecords)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]shard.RecordID, len(ids))
+	for i, id := range ids {
+		out[i] = shard.RecordID{Key: id.GetKey(), Hash: id.GetHash()}
+	}
+	return out, nil
 }
 
 // Handoff sends one chunk of a range's state to its new owner.
@@ -129,11 +159,14 @@ func (t *ShardTransport) Serve(h shard.Handler) {
 			claims, err := decodeClaims(req.Claims)
 			recs, err2 := decodeRecords(req.Records)
 			hosts, err3 := decodeHosts(req.Hosts)
-			if err := errors.Join(err, err2, err3); err != nil {
+			watched, err4 := decodeRecords(req.Watched)
+			held, err5 := decodeRecordIDs(req.Held)
+			if err := errors.Join(err, err2, err3, err4, err5); err != nil {
 				return &pb.WriteReply{Error: err.Error()}
 			}
-			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
-			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
+			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts,
+				Held: held, WantReceipt: req.WantReceipt, Watched: watched})
+			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: r.Receipt}
 		})
 	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -23,6 +24,9 @@ import (
 type TaskTransport struct {
 	streams *Streams
 	keyMode string
+	// hold answers batches a sender asks this node to hold for its
+	// predecessor (TaskBatch.for_owner; ServeHolds), nil to refuse them.
+	hold func(ctx context.Context, in Inbound, owner string, tasks []*pb.Task) *pb.TaskBatchResult
 }
 
 // NewTaskTransport returns the task transport over s for a node that
@@ -54,8 +58,27 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 	if err != nil {
 		return nil, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
 	}
+	return t.send(ctx, id, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode})
+}
+
+// SendFor asks the node to to hold tasks for owner, its predecessor,
+// whose acknowledgement of them no receipts vouched for (issue 29; see
+// route.FallbackTransport). The answer accounts for every task as Send's
+// does: accepted or duplicate (held), not owned (not the receiver's to
+// hold), or rejected.
+func (t *TaskTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks []*pb.Task) (*pb.TaskBatchResult, error) {
+	id, _, err := PositionOf(to)
+	if err != nil {
+		return nil, fmt.Errorf("send tasks for %s: holder %q: %w", owner.Addr, to.Addr, err)
+	}
+	return t.send(ctx, id, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode, ForOwner: owner.Addr})
+}
+
+// send delivers one batch and checks the answer.
+func (t *TaskTransport) send(ctx context.Context, id peer.ID, batch *pb.TaskBatch) (*pb.TaskBatchResult, error) {
+	tasks := batch.Tasks
 	resp := &pb.TaskBatchResult{}
-	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode}, resp); err != nil {
+	if err := t.streams.Call(ctx, id, protocol.TasksID, batch, resp); err != nil {
 		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
 	}
 	if resp.KeyMode != "" && resp.KeyMode != t.keyMode {
@@ -90,8 +113,24 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 					KeyMode: t.keyMode,
 				}
 			}
+			if batch.ForOwner != "" {
+				if t.hold == nil || len(batch.ForOwner) > maxOwnerBytes {
+					return &pb.TaskBatchResult{Error: "this node holds no tasks for other owners"}
+				}
+				return t.hold(ctx, in, batch.ForOwner, batch.Tasks)
+			}
 			return accept(ctx, in, batch.Tasks)
 		})
+}
+
+// maxOwnerBytes bounds TaskBatch.for_owner: a peer ID and a position.
+const maxOwnerBytes = 128
+
+// ServeHolds makes the tasks protocol answer batches a sender asks this
+// node to hold for its predecessor (TaskBatch.for_owner) with hold. Call
+// it before ServeTasks.
+func (t *TaskTransport) ServeHolds(hold func(ctx context.Context, in Inbound, owner string, tasks []*pb.Task) *pb.TaskBatchResult) {
+	t.hold = hold
 }
 
 // maxKeyModeBytes bounds a peer's key mode quoted in an error: the known

@@ -76,6 +76,9 @@ type Node struct {
 	// owners (nil with URL keys), whatever this node's own HotQueue.
 	delegator *delegator
 	helper    *helper
+	// watcher fetches what a predecessor neither fetched nor explained
+	// (watch.go); nil without host keys.
+	watcher   *watcher
 	finished  *finishedURLs
 	progressQ *route.Progress // finished URLs waiting for their links
 	crawler   *crawl.Crawler
@@ -275,9 +278,23 @@ func (n *Node) build() error {
 		shardCfg.Logger = n.log
 	}
 	tr := checkedTransport{Transport: n.shardTr, check: n.peerState, log: n.log}
-	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db, seeds: n.seeds}, n.intake, shardCfg)
+	// Receipts are signed with the identity key; a replica watches its
+	// predecessors' progress through the crawler's helper path, which
+	// needs host keys (watch.go).
+	if shardCfg.Signer, err = p2p.NewIdentitySigner(h.Peerstore().PrivKey(h.ID())); err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	var app shard.App = n.intake
+	if keyMode == urls.KeyHost {
+		n.watcher = newWatcher(n.log, 0, n.crawler.FetchBatch)
+		app = watchingApp{intake: n.intake, w: n.watcher}
+	}
+	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db, seeds: n.seeds}, app, shardCfg)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
+	}
+	if n.watcher != nil {
+		n.watcher.done = n.shard.WatchDone
 	}
 
 	rules := urlRules{mode: keyMode}
@@ -288,7 +305,9 @@ func (n *Node) build() error {
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
-	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
+	n.tasks.ServeHolds(n.holdTasks)
+	receipts := &route.ReceiptCheck{URLs: rules, Verifier: p2p.IdentityVerifier{}, Replicas: n.shardCfg.Replicas}
+	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
@@ -311,7 +330,8 @@ func (t taskSender) Send(ctx context.Context, to ring.Peer, tasks []route.Task) 
 	if err != nil {
 		return route.Result{}, err
 	}
-	res := route.Result{Accepted: int(resp.Accepted), Duplicates: int(resp.Duplicates), NotOwned: decodeTasks(resp.NotOwned)}
+	res := route.Result{Accepted: int(resp.Accepted), Duplicates: int(resp.Duplicates), NotOwned: decodeTasks(resp.NotOwned),
+		Receipts: p2p.DecodeReceipts(resp.Receipts)}
 	for _, r := range resp.Rejected {
 		res.Rejected = append(res.Rejected, route.Rejection{URL: r.Url, Reason: r.Reason})
 	}
@@ -378,6 +398,9 @@ func (n *Node) Start(ctx context.Context) error {
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
 	n.goRun("router", func() { n.links.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
+	if n.watcher != nil {
+		n.goRun("watcher", func() { n.watcher.Run(runCtx) })
+	}
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	n.goRun("reachability", func() { n.reachLoop(runCtx) })
 	n.goRun("store watch", func() { n.watchStore(runCtx) })

@@ -40,7 +40,8 @@ func (n *Node) acceptTasks(ctx context.Context, in p2p.Inbound, tasks []*pb.Task
 	if err != nil {
 		return &pb.TaskBatchResult{Error: err.Error()}
 	}
-	out := &pb.TaskBatchResult{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), NotOwned: encodeTasks(res.NotOwned)}
+	out := &pb.TaskBatchResult{Accepted: uint32(res.Accepted), Duplicates: uint32(res.Duplicates), NotOwned: encodeTasks(res.NotOwned),
+		Receipts: p2p.EncodeReceipts(res.Receipts)}
 	for _, r := range res.Rejected {
 		out.Rejected = append(out.Rejected, &pb.Rejection{Url: r.URL, Reason: r.Reason})
 	}

@@ -56,6 +56,17 @@ func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) er
 	})
 }
 
+var _ shard.RecordGetter = shardStorage{}
+
+// GetRecord implements shard.RecordGetter: one point lookup.
+func (s shardStorage) GetRecord(key, hash uint64) (shard.Record, bool, error) {
+	x, ok, err := s.db.ShardRecord(key, hash)
+	if err != nil || !ok {
+		return shard.Record{}, false, err
+	}
+	return shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, Meta: x.Meta, MetaVersion: x.MetaVersion}, true, nil
+}
+
 func (s shardStorage) PutHosts(hs []shard.HostState) error {
 	out := make([]store.ShardHost, len(hs))
 	for i, h := range hs {

@@ -204,8 +204,9 @@ type ShardStatus struct {
 	Claims   []ClaimInfo `json:"claims"`
 	// Releasing are ranges being handed to their new owner.
 	Releasing []ClaimInfo `json:"releasing,omitempty"`
-	// LeaseValid is false while the first successor has not confirmed the
-	// node's claims recently; the node then neither fetches nor accepts.
+	// LeaseValid is false while the first successor (or, when it
+	// refuses, a quorum of the replicas) has not confirmed the node's
+	// claims recently; the node then neither fetches nor accepts.
 	LeaseValid bool `json:"lease_valid"`
 	// Degraded is set while new URLs are acknowledged without every
 	// replica holding them (a replica is slow or unreachable).
@@ -239,6 +240,16 @@ type ShardStatus struct {
 	// squatting a key, or a node whose join had not settled yet); its
 	// messages are refused.
 	Unplaced int64 `json:"unplaced"`
+	// Issue 29's watch on owners: HeldFor counts the URLs senders gave
+	// this node to hold for its predecessor because the predecessor's
+	// acknowledgement came without its replicas' receipts; Watching the
+	// hosts this node holds pending URLs of for a predecessor, and
+	// WatchFetches the URLs it took over to fetch itself, their owner
+	// having neither fetched nor explained them within
+	// shard.Config.WatchTimeout.
+	HeldFor      int64 `json:"held_for_owner"`
+	Watching     int64 `json:"watching"`
+	WatchFetches int64 `json:"watch_fetches"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -275,6 +286,9 @@ func (n *Node) shardStatus() ShardStatus {
 		Pulls:           st.Pulls,
 		Implausible:     st.Implausible,
 		FutureEpochs:    st.FutureEpochs,
+		HeldFor:         st.HeldFor,
+		Watching:        st.Watching,
+		WatchFetches:    st.WatchFetches,
 		Witnessed:       st.Witnessed,
 		Rerouted:        st.Rerouted,
 		Unplaced:        st.Unplaced,

@@ -819,9 +819,16 @@ func (x *Task) GetSeedProof() *SeedProof {
 // since it would not own the URLs the sender finds it owning. Empty
 // (a sender from before the field) is not checked.
 type TaskBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Tasks   []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	KeyMode string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// for_owner, when set, asks the receiver to hold the tasks for that
+	// owner (a peer address, as in Epoch.owner), its predecessor, whose
+	// acknowledgement the sender's receipts check did not vouch for
+	// (issue 29): the receiver stores them as the owner's replica, and
+	// answers not_owned for keys its epoch table does not name the owner
+	// for. Tasks so held are never seeds.
+	ForOwner      string `protobuf:"bytes,20,opt,name=for_owner,json=forOwner,proto3" json:"for_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -870,6 +877,13 @@ func (x *TaskBatch) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatch) GetForOwner() string {
+	if x != nil {
+		return x.ForOwner
+	}
+	return ""
+}
+
 // TaskBatchResult tells the sender what the owner did with a batch.
 // Tasks whose keys the receiver does not own are returned in not_owned
 // untouched, so the sender can look their owner up again: nothing is lost.
@@ -878,14 +892,19 @@ func (x *TaskBatch) GetKeyMode() string {
 // key_mode, with error, says the batch was refused whole because the
 // owner computes ring keys another way: it is the owner's key mode.
 type TaskBatchResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Accepted      uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	Duplicates    uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
-	NotOwned      []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
-	Rejected      []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
-	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Accepted     uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Duplicates   uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	NotOwned     []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
+	Rejected     []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	RetryAfterNs int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	KeyMode      string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// receipts are the owner's replicas' signatures over the records of the
+	// accepted and duplicate tasks (issue 29): a sender that checks them
+	// counts the tasks accepted only with enough of them, from signers it
+	// finds among the owner's successors.
+	Receipts      []*Receipt `protobuf:"bytes,20,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -969,6 +988,124 @@ func (x *TaskBatchResult) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatchResult) GetReceipts() []*Receipt {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
+// Receipt is one replica's signature, with its libp2p identity key, over
+// the records of a write it holds: "swarmcrawl/shard-receipt/v1", a zero
+// byte, the owner's address, a zero byte, then the SHA-256 of the records'
+// (key, hash) pairs, sorted and deduplicated, each as two big-endian
+// uint64s. signer is the replica's ring member address (its peer ID, with
+// "/i" for position i).
+type Receipt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	Sig           []byte                 `protobuf:"bytes,2,opt,name=sig,proto3" json:"sig,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Receipt) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Receipt) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
+// RecordId names one shard record: its ring key and URL hash.
+type RecordId struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordId) Reset() {
+	*x = RecordId{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordId) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordId) ProtoMessage() {}
+
+func (x *RecordId) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordId.ProtoReflect.Descriptor instead.
+func (*RecordId) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordId) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *RecordId) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
 // Rejection says why a URL was refused.
 type Rejection struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -980,7 +1117,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1129,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1142,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Rejection) GetUrl() string {
@@ -1038,7 +1175,7 @@ type SeedRequest struct {
 
 func (x *SeedRequest) Reset() {
 	*x = SeedRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1187,7 @@ func (x *SeedRequest) String() string {
 func (*SeedRequest) ProtoMessage() {}
 
 func (x *SeedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1200,7 @@ func (x *SeedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedRequest.ProtoReflect.Descriptor instead.
 func (*SeedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SeedRequest) GetUrls() []string {
@@ -1099,7 +1236,7 @@ type SeedProof struct {
 
 func (x *SeedProof) Reset() {
 	*x = SeedProof{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1248,7 @@ func (x *SeedProof) String() string {
 func (*SeedProof) ProtoMessage() {}
 
 func (x *SeedProof) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1261,7 @@ func (x *SeedProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedProof.ProtoReflect.Descriptor instead.
 func (*SeedProof) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SeedProof) GetPublicKey() []byte {
@@ -1167,7 +1304,7 @@ type SeedResponse struct {
 
 func (x *SeedResponse) Reset() {
 	*x = SeedResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1316,7 @@ func (x *SeedResponse) String() string {
 func (*SeedResponse) ProtoMessage() {}
 
 func (x *SeedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1329,7 @@ func (x *SeedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedResponse.ProtoReflect.Descriptor instead.
 func (*SeedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SeedResponse) GetError() string {
@@ -1248,7 +1385,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1397,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1410,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShardRange) GetFrom() uint64 {
@@ -1302,7 +1439,7 @@ type Epoch struct {
 
 func (x *Epoch) Reset() {
 	*x = Epoch{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1451,7 @@ func (x *Epoch) String() string {
 func (*Epoch) ProtoMessage() {}
 
 func (x *Epoch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1464,7 @@ func (x *Epoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Epoch.ProtoReflect.Descriptor instead.
 func (*Epoch) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Epoch) GetN() uint64 {
@@ -1355,7 +1492,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1504,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1517,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Claim) GetRange() *ShardRange {
@@ -1433,7 +1570,7 @@ type ShardRecord struct {
 
 func (x *ShardRecord) Reset() {
 	*x = ShardRecord{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1582,7 @@ func (x *ShardRecord) String() string {
 func (*ShardRecord) ProtoMessage() {}
 
 func (x *ShardRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1595,7 @@ func (x *ShardRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRecord.ProtoReflect.Descriptor instead.
 func (*ShardRecord) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ShardRecord) GetKey() uint64 {
@@ -1544,7 +1681,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1693,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1706,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HostState) GetKey() uint64 {
@@ -1614,7 +1751,7 @@ type HostPoliteness struct {
 
 func (x *HostPoliteness) Reset() {
 	*x = HostPoliteness{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1763,7 @@ func (x *HostPoliteness) String() string {
 func (*HostPoliteness) ProtoMessage() {}
 
 func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1776,7 @@ func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPoliteness.ProtoReflect.Descriptor instead.
 func (*HostPoliteness) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HostPoliteness) GetNotBeforeNs() int64 {
@@ -1685,17 +1822,29 @@ func (x *HostPoliteness) GetRobots() []byte {
 // pending (often none); an accepted heartbeat from its first successor
 // renews the owner's lease.
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Claims        []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
-	Records       []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
-	Hosts         []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Claims  []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	Records []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts   []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// held names records the owner holds already and acknowledges again
+	// (duplicates); with want_receipt the replica vouches for them only if
+	// it holds them too.
+	Held []*RecordId `protobuf:"bytes,20,rep,name=held,proto3" json:"held,omitempty"`
+	// want_receipt asks the replica for a receipt (WriteReply.receipt) over
+	// records and held, once it holds them all.
+	WantReceipt bool `protobuf:"varint,21,opt,name=want_receipt,json=wantReceipt,proto3" json:"want_receipt,omitempty"`
+	// watched are done marks of records the sender fetched for its own
+	// predecessor, which neither fetched nor explained them (issue 29);
+	// taken only from the receiver's ring predecessor, only as done marks,
+	// and only for keys the receiver's epoch table names a third node for.
+	Watched       []*ShardRecord `protobuf:"bytes,22,rep,name=watched,proto3" json:"watched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1856,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1869,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteRequest) GetClaims() []*Claim {
@@ -1744,6 +1893,27 @@ func (x *WriteRequest) GetHosts() []*HostState {
 	return nil
 }
 
+func (x *WriteRequest) GetHeld() []*RecordId {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetWantReceipt() bool {
+	if x != nil {
+		return x.WantReceipt
+	}
+	return false
+}
+
+func (x *WriteRequest) GetWatched() []*ShardRecord {
+	if x != nil {
+		return x.Watched
+	}
+	return nil
+}
+
 // WriteReply lists the refused claims, each with the higher epoch known.
 type WriteReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -1757,14 +1927,17 @@ type WriteReply struct {
 	// the epoch names another owner, is too far ahead of the replica's
 	// clock, or the sender cannot own the range in the replica's view of
 	// the ring. The write is not acknowledged.
-	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	// receipt is the replica's signature over the write's records and held
+	// (see Receipt), when asked for and it holds them all.
+	Receipt       []byte `protobuf:"bytes,20,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteReply) Reset() {
 	*x = WriteReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1949,7 @@ func (x *WriteReply) String() string {
 func (*WriteReply) ProtoMessage() {}
 
 func (x *WriteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1962,7 @@ func (x *WriteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
 func (*WriteReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteReply) GetError() string {
@@ -1820,6 +1993,13 @@ func (x *WriteReply) GetRefused() string {
 	return ""
 }
 
+func (x *WriteReply) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
 // HandoffRequest moves a key range's state to its new owner, on
 // /swarmcrawl/handoff/2.0.0, in chunks; the last has final set and makes
 // the receiver claim the range at a higher epoch. With merge set it only
@@ -1838,7 +2018,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2030,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2043,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HandoffRequest) GetRange() *ShardRange {
@@ -1924,7 +2104,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2116,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2129,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HandoffReply) GetError() string {
@@ -2009,7 +2189,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2201,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2214,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DigestRequest) GetRange() *ShardRange {
@@ -2071,7 +2251,7 @@ type DigestReply struct {
 
 func (x *DigestReply) Reset() {
 	*x = DigestReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2263,7 @@ func (x *DigestReply) String() string {
 func (*DigestReply) ProtoMessage() {}
 
 func (x *DigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2276,7 @@ func (x *DigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
 func (*DigestReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DigestReply) GetError() string {
@@ -2134,7 +2314,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2326,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2339,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PullRequest) GetRange() *ShardRange {
@@ -2208,7 +2388,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2400,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2413,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PullReply) GetError() string {
@@ -2315,7 +2495,7 @@ type FetchBatchRequest struct {
 
 func (x *FetchBatchRequest) Reset() {
 	*x = FetchBatchRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2507,7 @@ func (x *FetchBatchRequest) String() string {
 func (*FetchBatchRequest) ProtoMessage() {}
 
 func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2520,7 @@ func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
 func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FetchBatchRequest) GetHost() string {
@@ -2404,7 +2584,7 @@ type FetchTask struct {
 
 func (x *FetchTask) Reset() {
 	*x = FetchTask{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2596,7 @@ func (x *FetchTask) String() string {
 func (*FetchTask) ProtoMessage() {}
 
 func (x *FetchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2609,7 @@ func (x *FetchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
 func (*FetchTask) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FetchTask) GetUrl() string {
@@ -2513,7 +2693,7 @@ type UrlMeta struct {
 
 func (x *UrlMeta) Reset() {
 	*x = UrlMeta{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2705,7 @@ func (x *UrlMeta) String() string {
 func (*UrlMeta) ProtoMessage() {}
 
 func (x *UrlMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2718,7 @@ func (x *UrlMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
 func (*UrlMeta) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UrlMeta) GetUrl() string {
@@ -2649,7 +2829,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2841,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2854,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Capture) GetHolder() string {
@@ -2720,7 +2900,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2912,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2925,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2795,7 +2975,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2987,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3000,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2892,7 +3072,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3084,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3097,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2991,7 +3171,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3183,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3196,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -3104,7 +3284,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3296,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3309,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
@@ -3182,7 +3362,7 @@ type ArchiveList struct {
 
 func (x *ArchiveList) Reset() {
 	*x = ArchiveList{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3374,7 @@ func (x *ArchiveList) String() string {
 func (*ArchiveList) ProtoMessage() {}
 
 func (x *ArchiveList) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3387,7 @@ func (x *ArchiveList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
 func (*ArchiveList) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
 }
 
 // ArchiveRange asks for length bytes of the WARC file name (a name from
@@ -3225,7 +3405,7 @@ type ArchiveRange struct {
 
 func (x *ArchiveRange) Reset() {
 	*x = ArchiveRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3417,7 @@ func (x *ArchiveRange) String() string {
 func (*ArchiveRange) ProtoMessage() {}
 
 func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3430,7 @@ func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
 func (*ArchiveRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveRange) GetName() string {
@@ -3290,7 +3470,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3482,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3495,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ArchiveResponse) GetError() string {
@@ -3362,7 +3542,7 @@ type ArchiveFile struct {
 
 func (x *ArchiveFile) Reset() {
 	*x = ArchiveFile{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3554,7 @@ func (x *ArchiveFile) String() string {
 func (*ArchiveFile) ProtoMessage() {}
 
 func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3567,7 @@ func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
 func (*ArchiveFile) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ArchiveFile) GetName() string {
@@ -3434,7 +3614,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3626,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3639,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetRequest) GetUrl() string {
@@ -3502,7 +3682,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3694,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3707,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetReply) GetState() int32 {
@@ -3576,7 +3756,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +3768,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +3781,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CaptureRequest) GetRecordId() string {
@@ -3624,7 +3804,7 @@ type CaptureReply struct {
 
 func (x *CaptureReply) Reset() {
 	*x = CaptureReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3816,7 @@ func (x *CaptureReply) String() string {
 func (*CaptureReply) ProtoMessage() {}
 
 func (x *CaptureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3829,7 @@ func (x *CaptureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
 func (*CaptureReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CaptureReply) GetError() string {
@@ -3678,7 +3858,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +3870,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +3883,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRequest) GetSwarm() bool {
@@ -3726,7 +3906,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3918,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3931,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusReply) GetMember() *MemberStatus {
@@ -3791,7 +3971,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3803,7 +3983,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3816,7 +3996,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MemberStatus) GetPeerId() []byte {
@@ -3860,7 +4040,7 @@ type StatusPosition struct {
 
 func (x *StatusPosition) Reset() {
 	*x = StatusPosition{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +4052,7 @@ func (x *StatusPosition) String() string {
 func (*StatusPosition) ProtoMessage() {}
 
 func (x *StatusPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +4065,7 @@ func (x *StatusPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusPosition.ProtoReflect.Descriptor instead.
 func (*StatusPosition) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusPosition) GetRingId() uint64 {
@@ -3920,7 +4100,7 @@ type StatusCounter struct {
 
 func (x *StatusCounter) Reset() {
 	*x = StatusCounter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4112,7 @@ func (x *StatusCounter) String() string {
 func (*StatusCounter) ProtoMessage() {}
 
 func (x *StatusCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4125,7 @@ func (x *StatusCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusCounter.ProtoReflect.Descriptor instead.
 func (*StatusCounter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StatusCounter) GetName() string {
@@ -3981,7 +4161,7 @@ type SwarmCensus struct {
 
 func (x *SwarmCensus) Reset() {
 	*x = SwarmCensus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3993,7 +4173,7 @@ func (x *SwarmCensus) String() string {
 func (*SwarmCensus) ProtoMessage() {}
 
 func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4006,7 +4186,7 @@ func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmCensus.ProtoReflect.Descriptor instead.
 func (*SwarmCensus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SwarmCensus) GetMethod() string {
@@ -4078,7 +4258,7 @@ type CensusTotal struct {
 
 func (x *CensusTotal) Reset() {
 	*x = CensusTotal{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4270,7 @@ func (x *CensusTotal) String() string {
 func (*CensusTotal) ProtoMessage() {}
 
 func (x *CensusTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4283,7 @@ func (x *CensusTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CensusTotal.ProtoReflect.Descriptor instead.
 func (*CensusTotal) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{55}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CensusTotal) GetName() string {
@@ -4193,10 +4373,11 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
 	"\tredirects\x18\x03 \x01(\rR\tredirects\x127\n" +
 	"\n" +
-	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"Q\n" +
+	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"n\n" +
 	"\tTaskBatch\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\x12\x19\n" +
-	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\"\x8c\x02\n" +
+	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\x12\x1b\n" +
+	"\tfor_owner\x18\x14 \x01(\tR\bforOwner\"\xc0\x02\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -4206,7 +4387,14 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tnot_owned\x18\x04 \x03(\v2\x13.swarmcrawl.v1.TaskR\bnotOwned\x124\n" +
 	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12$\n" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x19\n" +
-	"\bkey_mode\x18\a \x01(\tR\akeyMode\"5\n" +
+	"\bkey_mode\x18\a \x01(\tR\akeyMode\x122\n" +
+	"\breceipts\x18\x14 \x03(\v2\x16.swarmcrawl.v1.ReceiptR\breceipts\"3\n" +
+	"\aReceipt\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x10\n" +
+	"\x03sig\x18\x02 \x01(\fR\x03sig\"0\n" +
+	"\bRecordId\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x06R\x04hash\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
@@ -4260,18 +4448,22 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\rrobots_origin\x18\x02 \x01(\tR\frobotsOrigin\x12#\n" +
 	"\rrobots_status\x18\x03 \x01(\x05R\frobotsStatus\x12*\n" +
 	"\x11robots_fetched_ns\x18\x04 \x01(\x03R\x0frobotsFetchedNs\x12\x16\n" +
-	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa2\x01\n" +
+	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa8\x02\n" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\"\x8f\x01\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12+\n" +
+	"\x04held\x18\x14 \x03(\v2\x17.swarmcrawl.v1.RecordIdR\x04held\x12!\n" +
+	"\fwant_receipt\x18\x15 \x01(\bR\vwantReceipt\x124\n" +
+	"\awatched\x18\x16 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\awatched\"\xa9\x01\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
 	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\x12\x1f\n" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
 	"storeError\x12\x18\n" +
-	"\arefused\x18\x04 \x01(\tR\arefused\"\xff\x01\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\x12\x18\n" +
+	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xff\x01\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
@@ -4465,7 +4657,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -4481,48 +4673,50 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Task)(nil),              // 11: swarmcrawl.v1.Task
 	(*TaskBatch)(nil),         // 12: swarmcrawl.v1.TaskBatch
 	(*TaskBatchResult)(nil),   // 13: swarmcrawl.v1.TaskBatchResult
-	(*Rejection)(nil),         // 14: swarmcrawl.v1.Rejection
-	(*SeedRequest)(nil),       // 15: swarmcrawl.v1.SeedRequest
-	(*SeedProof)(nil),         // 16: swarmcrawl.v1.SeedProof
-	(*SeedResponse)(nil),      // 17: swarmcrawl.v1.SeedResponse
-	(*ShardRange)(nil),        // 18: swarmcrawl.v1.ShardRange
-	(*Epoch)(nil),             // 19: swarmcrawl.v1.Epoch
-	(*Claim)(nil),             // 20: swarmcrawl.v1.Claim
-	(*ShardRecord)(nil),       // 21: swarmcrawl.v1.ShardRecord
-	(*HostState)(nil),         // 22: swarmcrawl.v1.HostState
-	(*HostPoliteness)(nil),    // 23: swarmcrawl.v1.HostPoliteness
-	(*WriteRequest)(nil),      // 24: swarmcrawl.v1.WriteRequest
-	(*WriteReply)(nil),        // 25: swarmcrawl.v1.WriteReply
-	(*HandoffRequest)(nil),    // 26: swarmcrawl.v1.HandoffRequest
-	(*HandoffReply)(nil),      // 27: swarmcrawl.v1.HandoffReply
-	(*DigestRequest)(nil),     // 28: swarmcrawl.v1.DigestRequest
-	(*DigestReply)(nil),       // 29: swarmcrawl.v1.DigestReply
-	(*PullRequest)(nil),       // 30: swarmcrawl.v1.PullRequest
-	(*PullReply)(nil),         // 31: swarmcrawl.v1.PullReply
-	(*FetchBatchRequest)(nil), // 32: swarmcrawl.v1.FetchBatchRequest
-	(*FetchTask)(nil),         // 33: swarmcrawl.v1.FetchTask
-	(*UrlMeta)(nil),           // 34: swarmcrawl.v1.UrlMeta
-	(*Capture)(nil),           // 35: swarmcrawl.v1.Capture
-	(*Outlinks)(nil),          // 36: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 37: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 38: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 39: swarmcrawl.v1.DeadLetter
-	(*ArchiveRequest)(nil),    // 40: swarmcrawl.v1.ArchiveRequest
-	(*ArchiveList)(nil),       // 41: swarmcrawl.v1.ArchiveList
-	(*ArchiveRange)(nil),      // 42: swarmcrawl.v1.ArchiveRange
-	(*ArchiveResponse)(nil),   // 43: swarmcrawl.v1.ArchiveResponse
-	(*ArchiveFile)(nil),       // 44: swarmcrawl.v1.ArchiveFile
-	(*GetRequest)(nil),        // 45: swarmcrawl.v1.GetRequest
-	(*GetReply)(nil),          // 46: swarmcrawl.v1.GetReply
-	(*CaptureRequest)(nil),    // 47: swarmcrawl.v1.CaptureRequest
-	(*CaptureReply)(nil),      // 48: swarmcrawl.v1.CaptureReply
-	(*StatusRequest)(nil),     // 49: swarmcrawl.v1.StatusRequest
-	(*StatusReply)(nil),       // 50: swarmcrawl.v1.StatusReply
-	(*MemberStatus)(nil),      // 51: swarmcrawl.v1.MemberStatus
-	(*StatusPosition)(nil),    // 52: swarmcrawl.v1.StatusPosition
-	(*StatusCounter)(nil),     // 53: swarmcrawl.v1.StatusCounter
-	(*SwarmCensus)(nil),       // 54: swarmcrawl.v1.SwarmCensus
-	(*CensusTotal)(nil),       // 55: swarmcrawl.v1.CensusTotal
+	(*Receipt)(nil),           // 14: swarmcrawl.v1.Receipt
+	(*RecordId)(nil),          // 15: swarmcrawl.v1.RecordId
+	(*Rejection)(nil),         // 16: swarmcrawl.v1.Rejection
+	(*SeedRequest)(nil),       // 17: swarmcrawl.v1.SeedRequest
+	(*SeedProof)(nil),         // 18: swarmcrawl.v1.SeedProof
+	(*SeedResponse)(nil),      // 19: swarmcrawl.v1.SeedResponse
+	(*ShardRange)(nil),        // 20: swarmcrawl.v1.ShardRange
+	(*Epoch)(nil),             // 21: swarmcrawl.v1.Epoch
+	(*Claim)(nil),             // 22: swarmcrawl.v1.Claim
+	(*ShardRecord)(nil),       // 23: swarmcrawl.v1.ShardRecord
+	(*HostState)(nil),         // 24: swarmcrawl.v1.HostState
+	(*HostPoliteness)(nil),    // 25: swarmcrawl.v1.HostPoliteness
+	(*WriteRequest)(nil),      // 26: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 27: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 28: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 29: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 30: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 31: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 32: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 33: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 34: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 35: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 36: swarmcrawl.v1.UrlMeta
+	(*Capture)(nil),           // 37: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 38: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 39: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 40: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 41: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 42: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 43: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 44: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 45: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 46: swarmcrawl.v1.ArchiveFile
+	(*GetRequest)(nil),        // 47: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 48: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 49: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 50: swarmcrawl.v1.CaptureReply
+	(*StatusRequest)(nil),     // 51: swarmcrawl.v1.StatusRequest
+	(*StatusReply)(nil),       // 52: swarmcrawl.v1.StatusReply
+	(*MemberStatus)(nil),      // 53: swarmcrawl.v1.MemberStatus
+	(*StatusPosition)(nil),    // 54: swarmcrawl.v1.StatusPosition
+	(*StatusCounter)(nil),     // 55: swarmcrawl.v1.StatusCounter
+	(*SwarmCensus)(nil),       // 56: swarmcrawl.v1.SwarmCensus
+	(*CensusTotal)(nil),       // 57: swarmcrawl.v1.CensusTotal
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -4541,58 +4735,61 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	0,  // 13: swarmcrawl.v1.StepResult.successors:type_name -> swarmcrawl.v1.Peer
 	0,  // 14: swarmcrawl.v1.Neighbours.predecessor:type_name -> swarmcrawl.v1.Peer
 	0,  // 15: swarmcrawl.v1.Neighbours.successors:type_name -> swarmcrawl.v1.Peer
-	16, // 16: swarmcrawl.v1.Task.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	18, // 16: swarmcrawl.v1.Task.seed_proof:type_name -> swarmcrawl.v1.SeedProof
 	11, // 17: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
 	11, // 18: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
-	14, // 19: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
-	16, // 20: swarmcrawl.v1.SeedRequest.proofs:type_name -> swarmcrawl.v1.SeedProof
-	14, // 21: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
-	18, // 22: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
-	19, // 23: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
-	34, // 24: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
-	16, // 25: swarmcrawl.v1.ShardRecord.seed_proof:type_name -> swarmcrawl.v1.SeedProof
-	23, // 26: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
-	20, // 27: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
-	21, // 28: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	22, // 29: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	20, // 30: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
-	18, // 31: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	19, // 32: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
-	21, // 33: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	22, // 34: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	18, // 35: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
-	19, // 36: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
-	18, // 37: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 38: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
-	18, // 39: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	21, // 40: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	22, // 41: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	20, // 42: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	33, // 43: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	34, // 44: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	36, // 45: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	35, // 46: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
-	38, // 47: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	33, // 48: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	39, // 49: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	34, // 50: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	41, // 51: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
-	42, // 52: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
-	44, // 53: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
-	35, // 54: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
-	51, // 55: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
-	54, // 56: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
-	52, // 57: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
-	53, // 58: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
-	0,  // 59: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
-	55, // 60: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
-	55, // 61: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
-	51, // 62: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	16, // 19: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
+	14, // 20: swarmcrawl.v1.TaskBatchResult.receipts:type_name -> swarmcrawl.v1.Receipt
+	18, // 21: swarmcrawl.v1.SeedRequest.proofs:type_name -> swarmcrawl.v1.SeedProof
+	16, // 22: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
+	20, // 23: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 24: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
+	36, // 25: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
+	18, // 26: swarmcrawl.v1.ShardRecord.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	25, // 27: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
+	22, // 28: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	23, // 29: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 30: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	15, // 31: swarmcrawl.v1.WriteRequest.held:type_name -> swarmcrawl.v1.RecordId
+	23, // 32: swarmcrawl.v1.WriteRequest.watched:type_name -> swarmcrawl.v1.ShardRecord
+	22, // 33: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	20, // 34: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 35: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	23, // 36: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 37: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	20, // 38: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	21, // 39: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	20, // 40: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	22, // 41: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
+	20, // 42: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	23, // 43: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 44: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	22, // 45: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	35, // 46: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	36, // 47: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	38, // 48: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	37, // 49: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	40, // 50: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	35, // 51: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	41, // 52: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	36, // 53: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	43, // 54: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	44, // 55: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	46, // 56: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	37, // 57: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	53, // 58: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
+	56, // 59: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
+	54, // 60: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
+	55, // 61: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
+	0,  // 62: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
+	57, // 63: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
+	57, // 64: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
+	53, // 65: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
+	66, // [66:66] is the sub-list for method output_type
+	66, // [66:66] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -4612,7 +4809,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
-	file_pb_swarmcrawl_proto_msgTypes[40].OneofWrappers = []any{
+	file_pb_swarmcrawl_proto_msgTypes[42].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
 	}
@@ -4622,7 +4819,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
