@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -66,6 +67,48 @@ func TestDishonestOwner(t *testing.T) {
 			t.Errorf("without the defences only %d of the dishonest node's %d URLs were lost: the attack is not modelled", lost, len(theirs))
 		case defences && (lost > 0 || dup > 0 || c.outboxes() > 0):
 			t.Errorf("with the defences %d URLs lost, %d fetched more than once, %d undelivered", lost, dup, c.outboxes())
+		}
+	}
+}
+
+// TestSeedsHeldForAnOwnerKeepTheirMarks: seeds whose owner does not vouch
+// for them are held by its successor as seeds (their statements honoured
+// there), not as links: a scoped crawl would refuse a link to a host no
+// seed brought in, and the seed would be lost.
+func TestSeedsHeldForAnOwnerKeepTheirMarks(t *testing.T) {
+	c := newClusterWith(t, 3, 6, true)
+	bad := c.nodes[2]
+	bad.dishonest = true
+	c.tnet.Register(bad.peer, dropAll{})
+	var theirs []Task
+	for i := 0; len(theirs) < 5 && i < 2000; i++ {
+		tk, _ := NewTask(testURLs{}, fmt.Sprintf("http://s%d.test/", i), 0, 0)
+		if bad.m.Owns(tk.Key) {
+			tk.SeedProof = "good:" + tk.URL
+			theirs = append(theirs, tk)
+		}
+	}
+	if len(theirs) == 0 {
+		t.Fatal("the dishonest node owns none of the seeds' hosts")
+	}
+	honest := []*testNode{c.nodes[0], c.nodes[1], c.nodes[3], c.nodes[4], c.nodes[5]}
+	for _, n := range honest {
+		n.owner.VerifySeeds(goodSeeds{})
+		n.owner.scope = scopeFunc(func(u string) string { return "" })
+	}
+	c.nodes[0].outbox = append(c.nodes[0].outbox, theirs...)
+	for range 20 {
+		c.round(50)
+	}
+	for _, tk := range theirs {
+		marked := false
+		for _, n := range honest {
+			if r, ok := n.q.st.Record(tk.Key, sum64(tk.URL)); ok && r.Seed && string(r.SeedProof) == tk.SeedProof {
+				marked = true
+			}
+		}
+		if !marked {
+			t.Errorf("%s: no honest node holds it marked as a seed", tk.URL)
 		}
 	}
 }

@@ -220,7 +220,7 @@ func heldIDs(offered, fresh []Admission) []shard.RecordID {
 // AcceptFor takes tasks a sender could not get owner (this node's
 // predecessor, by address) to vouch for, to hold as owner's replica (see
 // "Verifiable acknowledgements" in receipts.go): the URLs are read and
-// judged as Accept judges them, never as seeds, and stored, not queued;
+// judged as Accept judges them (a seed by its statement alone), and stored, not queued;
 // keys this node's epoch table does not name owner for go back as not
 // owned.
 func (o *Owner) AcceptFor(ctx context.Context, tasks []Task, owner string) (res Result, err error) {
@@ -247,8 +247,16 @@ func (o *Owner) AcceptFor(ctx context.Context, tasks []Task, owner string) (res 
 			res.Rejected = append(res.Rejected, Rejection{t.URL, err.Error()})
 			continue
 		}
+		// A seed held for its owner keeps its mark when its statement is
+		// one this node honours (a signature needs no word of the sender's),
+		// so that a scoped crawl does not refuse it here.
+		seed := t.Depth == 0 && t.Redirects == 0 && o.seeds != nil && o.seeds.Honours(u, t.SeedProof)
+		var proof []byte
+		if seed {
+			proof = []byte(t.SeedProof)
+		}
 		if o.scope != nil {
-			reason, err := o.scope.Judge(u, false, t.Depth, t.Redirects)
+			reason, err := o.scope.Judge(u, seed, t.Depth, t.Redirects)
 			if err != nil {
 				return res, fmt.Errorf("hold %d tasks: %w", len(tasks), err)
 			}
@@ -257,7 +265,7 @@ func (o *Owner) AcceptFor(ctx context.Context, tasks []Task, owner string) (res 
 				continue
 			}
 		}
-		recs = append(recs, shard.Record{Key: key, Hash: o.urls.Hash(u), URL: u, Depth: t.Depth, Redirects: t.Redirects})
+		recs = append(recs, shard.Record{Key: key, Hash: o.urls.Hash(u), URL: u, Depth: t.Depth, Redirects: t.Redirects, Seed: seed, SeedProof: proof})
 		kept = append(kept, t)
 	}
 	held, took, dups, err := h.HoldFor(owner, recs)
