@@ -271,7 +271,7 @@ func TestSwarmExport(t *testing.T) {
 	}
 	partial := t.TempDir()
 	partialArgs := []string{"--swarm", "--peer", nodes[1].addrs[0], "--swarm-key", keyFile, "--format", "folder", "--out", partial}
-	code, stdout, stderr = runExportCmd(t, bin, nil, partialArgs...)
+	code, _, stderr = runExportCmd(t, bin, nil, partialArgs...)
 	if err := os.Rename(hidden, filepath.Join(holder.data, "warc")); err != nil {
 		t.Fatal(err)
 	}
