@@ -115,16 +115,9 @@ func Decode(b []byte) (*pb.SeedProof, error) {
 // without checking the signature: a verifier that would refuse the signer
 // anyway spares itself the check.
 func Signer(proof []byte) (peer.ID, error) {
-	p, err := Decode(proof)
+	_, pub, err := open(proof)
 	if err != nil {
 		return "", err
-	}
-	if p == nil {
-		return "", ErrNoProof
-	}
-	pub, err := crypto.UnmarshalPublicKey(p.PublicKey)
-	if err != nil {
-		return "", fmt.Errorf("seed signature: public key: %w", err)
 	}
 	return peer.IDFromPublicKey(pub)
 }
@@ -132,16 +125,9 @@ func Signer(proof []byte) (peer.ID, error) {
 // Verify checks the encoded statement proof over the normalised url and
 // returns its signer.
 func Verify(proof []byte, url string) (peer.ID, error) {
-	p, err := Decode(proof)
+	p, pub, err := open(proof)
 	if err != nil {
 		return "", err
-	}
-	if p == nil {
-		return "", ErrNoProof
-	}
-	pub, err := crypto.UnmarshalPublicKey(p.PublicKey)
-	if err != nil {
-		return "", fmt.Errorf("seed signature: public key: %w", err)
 	}
 	ok, err := pub.Verify(message(url, p.Time), p.Signature)
 	if err != nil || !ok {
@@ -152,6 +138,22 @@ func Verify(proof []byte, url string) (peer.ID, error) {
 		return "", fmt.Errorf("seed signature: %w", err)
 	}
 	return id, nil
+}
+
+// open decodes the encoded statement proof and the public key it names.
+func open(proof []byte) (*pb.SeedProof, crypto.PubKey, error) {
+	p, err := Decode(proof)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p == nil {
+		return nil, nil, ErrNoProof
+	}
+	pub, err := crypto.UnmarshalPublicKey(p.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("seed signature: public key: %w", err)
+	}
+	return p, pub, nil
 }
 
 func truncate(u string) string {

@@ -96,9 +96,9 @@ type churn struct {
 	*cluster
 	seed        uint64
 	schedule    []string
-	accepted    map[recID]Record
-	fetched     map[recID]int // times fetched
-	holder      map[recID]*testNode
+	accepted    map[RecordID]Record
+	fetched     map[RecordID]int // times fetched
+	holder      map[RecordID]*testNode
 	sampleKeys  []uint64
 	seenEpochs  map[string][]Epoch // per node address, per sample key
 	partitioned bool
@@ -124,9 +124,9 @@ func runChurn(t *testing.T, seed uint64) churnTotals {
 	c := &churn{
 		cluster:       newCluster(t, seed),
 		seed:          seed,
-		accepted:      make(map[recID]Record),
-		fetched:       make(map[recID]int),
-		holder:        make(map[recID]*testNode),
+		accepted:      make(map[RecordID]Record),
+		fetched:       make(map[RecordID]int),
+		holder:        make(map[RecordID]*testNode),
 		seenEpochs:    make(map[string][]Epoch),
 		fetchPerRound: 1,
 	}
@@ -240,7 +240,7 @@ func (c *churn) step(rounds int, fail func(string, ...any)) {
 			// so crashes catch owners with pending work.
 			if c.draining || c.rng.IntN(10) < 3 {
 				for _, r := range n.fetch(c.fetchPerRound) {
-					c.fetched[idOf(r)]++
+					c.fetched[IDOf(r)]++
 				}
 			}
 		}
@@ -397,7 +397,7 @@ func (c *churn) submit(n int) {
 			continue
 		}
 		to.app.enqueue(rec)
-		c.accepted[idOf(rec)] = rec
+		c.accepted[IDOf(rec)] = rec
 		ok++
 	}
 	c.note("submit %d URLs, %d accepted", n, ok)
@@ -418,7 +418,7 @@ func (c *churn) invariants() error {
 		}
 		held := false
 		for _, n := range live {
-			if _, ok := n.st.Record(id.key, id.hash); ok {
+			if _, ok := n.st.Record(id.Key, id.Hash); ok {
 				held = true
 				c.holder[id] = n
 				break
@@ -427,11 +427,11 @@ func (c *churn) invariants() error {
 		if !held {
 			var where []string
 			for _, n := range c.nodes {
-				if _, ok := n.st.Record(id.key, id.hash); ok {
+				if _, ok := n.st.Record(id.Key, id.Hash); ok {
 					where = append(where, n.peer.Addr)
 				}
 			}
-			return fmt.Errorf("accepted URL %s (key %s) is on no live node; stored only on %v", rec.URL, ring.ID(id.key), where)
+			return fmt.Errorf("accepted URL %s (key %s) is on no live node; stored only on %v", rec.URL, ring.ID(id.Key), where)
 		}
 	}
 	// Epoch tables never go down, across restarts too.
@@ -509,9 +509,9 @@ func (c *churn) converged() error {
 		if c.fetched[id] > 0 {
 			continue
 		}
-		owner := c.ownerOf(id.key)
+		owner := c.ownerOf(id.Key)
 		if !owner.app.queued(id) {
-			stored, _ := owner.st.Record(id.key, id.hash)
+			stored, _ := owner.st.Record(id.Key, id.Hash)
 			return fmt.Errorf("accepted URL %s not queued at its owner %s (owner storage: %+v)", rec.URL, owner.peer.Addr, stored)
 		}
 	}

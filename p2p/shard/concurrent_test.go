@@ -39,7 +39,7 @@ func TestRunConcurrently(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	accepted := map[recID]Record{}
+	accepted := map[RecordID]Record{}
 	var fetched atomic.Int64
 	nodes := func() []*testNode {
 		mu.Lock()
@@ -63,7 +63,7 @@ func TestRunConcurrently(t *testing.T) {
 		if to.m.Accept(ctx, []Record{rec}) == nil {
 			to.app.enqueue(rec)
 			mu.Lock()
-			accepted[idOf(rec)] = rec
+			accepted[IDOf(rec)] = rec
 			mu.Unlock()
 		}
 	}
@@ -134,8 +134,8 @@ func TestRunConcurrently(t *testing.T) {
 	}
 	missing := 0
 	for id := range accepted {
-		owner := c.ownerOf(id.key)
-		if r, ok := owner.st.Record(id.key, id.hash); !ok || (!r.Done && !owner.app.queued(id)) {
+		owner := c.ownerOf(id.Key)
+		if r, ok := owner.st.Record(id.Key, id.Hash); !ok || (!r.Done && !owner.app.queued(id)) {
 			missing++
 		}
 	}

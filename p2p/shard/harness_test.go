@@ -15,11 +15,6 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 )
 
-// recID identifies a record.
-type recID struct{ key, hash uint64 }
-
-func idOf(r Record) recID { return recID{r.Key, r.Hash} }
-
 // testApp is the crawler stand-in: its queue is the pending records of the
 // ranges the Manager activated, and it checks that the Manager drives it
 // in a sane order (Activate only what is inactive, Deactivate only what
@@ -29,7 +24,7 @@ type testApp struct {
 	st         *MemStorage
 	own        *Ownership // what the node may fetch, as the crawler asks
 	active     spanSet
-	queue      map[recID]Record
+	queue      map[RecordID]Record
 	hosts      map[string]HostState // host states the app would save on Deactivate
 	violations []string
 	log        []string
@@ -44,7 +39,7 @@ type testApp struct {
 }
 
 func newTestApp(st *MemStorage, own *Ownership) *testApp {
-	a := &testApp{st: st, own: own, queue: make(map[recID]Record), hosts: make(map[string]HostState), inflight: make(map[uint64]int)}
+	a := &testApp{st: st, own: own, queue: make(map[RecordID]Record), hosts: make(map[string]HostState), inflight: make(map[uint64]int)}
 	a.cond = sync.NewCond(&a.mu)
 	return a
 }
@@ -56,7 +51,7 @@ func (a *testApp) fetchOne(work func(Record)) bool {
 	var rec Record
 	found := false
 	for id, r := range a.queue {
-		if a.own.Owns(id.key) {
+		if a.own.Owns(id.Key) {
 			rec, found = r, true
 			delete(a.queue, id)
 			break
@@ -86,13 +81,13 @@ func (a *testApp) Activate(ctx context.Context, r Range) error {
 	a.active = union(a.active, s)
 	a.log = append(a.log, "activate "+r.String())
 	for id := range a.queue {
-		if s.contains(id.key) {
+		if s.contains(id.Key) {
 			delete(a.queue, id)
 		}
 	}
 	return a.st.ScanRecords(r, func(rec Record) error {
 		if !rec.Done {
-			a.queue[idOf(rec)] = rec
+			a.queue[IDOf(rec)] = rec
 		}
 		return nil
 	})
@@ -119,7 +114,7 @@ func (a *testApp) Deactivate(ctx context.Context, r Range) error {
 		a.cond.Wait()
 	}
 	for id := range a.queue {
-		if s.contains(id.key) {
+		if s.contains(id.Key) {
 			delete(a.queue, id)
 		}
 	}
@@ -147,7 +142,7 @@ func (a *testApp) Merged(ctx context.Context, recs []Record) {
 			continue
 		}
 		if !rec.Done {
-			a.queue[idOf(rec)] = rec
+			a.queue[IDOf(rec)] = rec
 		}
 	}
 }
@@ -171,11 +166,11 @@ func (a *testApp) enqueue(recs ...Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range recs {
-		a.queue[idOf(r)] = r
+		a.queue[IDOf(r)] = r
 	}
 }
 
-func (a *testApp) queued(id recID) bool {
+func (a *testApp) queued(id RecordID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, ok := a.queue[id]
@@ -200,11 +195,11 @@ func (a *testApp) problems() []string {
 func (n *testNode) fetch(k int) []Record {
 	a, m := n.app, n.m
 	a.mu.Lock()
-	ids := slices.SortedFunc(maps.Keys(a.queue), func(x, y recID) int {
-		if x.key != y.key {
-			return cmpU64(x.key, y.key)
+	ids := slices.SortedFunc(maps.Keys(a.queue), func(x, y RecordID) int {
+		if x.Key != y.Key {
+			return cmpU64(x.Key, y.Key)
 		}
-		return cmpU64(x.hash, y.hash)
+		return cmpU64(x.Hash, y.Hash)
 	})
 	a.mu.Unlock()
 	var out []Record
@@ -212,7 +207,7 @@ func (n *testNode) fetch(k int) []Record {
 		if len(out) == k {
 			break
 		}
-		if !m.Owns(id.key) {
+		if !m.Owns(id.Key) {
 			continue
 		}
 		a.mu.Lock()

@@ -339,7 +339,7 @@ func TestPromotionAfterFailureTimeout(t *testing.T) {
 			t.Fatalf("promoted claim %v not above the old %v", cl, claim)
 		}
 	}
-	if !succ.app.queued(idOf(rec)) {
+	if !succ.app.queued(IDOf(rec)) {
 		t.Fatal("promoted node did not queue the crashed owner's record")
 	}
 	c.until(100, "settle after promotion", c.settled)
@@ -386,10 +386,10 @@ func TestJoinHandoff(t *testing.T) {
 		if slice.Contains(ring.ID(r.Key)) {
 			holder, other = n, old
 		}
-		if !holder.app.queued(idOf(r)) {
+		if !holder.app.queued(IDOf(r)) {
 			t.Fatalf("record %s not queued at its owner %s", ring.ID(r.Key), holder.peer.Addr)
 		}
-		if other.app.queued(idOf(r)) {
+		if other.app.queued(IDOf(r)) {
 			t.Fatalf("record %s queued at non-owner %s", ring.ID(r.Key), other.peer.Addr)
 		}
 	}
@@ -441,11 +441,11 @@ func TestGracefulLeave(t *testing.T) {
 		}
 	}
 	for _, r := range recs[1:] {
-		if !succ.app.queued(idOf(r)) {
+		if !succ.app.queued(IDOf(r)) {
 			t.Fatalf("record %s not queued at the successor", ring.ID(r.Key))
 		}
 	}
-	if succ.app.queued(idOf(done)) {
+	if succ.app.queued(IDOf(done)) {
 		t.Fatal("a Done record was queued again")
 	}
 	if r, _ := succ.st.Record(done.Key, done.Hash); !r.Done {
@@ -650,7 +650,7 @@ func TestStaleRecordsMergedIntoOwner(t *testing.T) {
 		if err := c.settled(); err != nil {
 			return err
 		}
-		if !j1.app.queued(idOf(lost)) {
+		if !j1.app.queued(IDOf(lost)) {
 			return errors.New("record not queued at its owner")
 		}
 		return nil

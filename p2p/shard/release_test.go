@@ -59,7 +59,7 @@ func TestReleaseAfterManyJoins(t *testing.T) {
 		if _, ok := owner.st.Record(r.Key, r.Hash); !ok {
 			t.Errorf("record at %s accepted by %s never reached its owner %s", ring.ID(r.Key), old.peer.Addr, owner.peer.Addr)
 		}
-		if owner != old && !owner.app.queued(idOf(r)) {
+		if owner != old && !owner.app.queued(IDOf(r)) {
 			t.Errorf("record at %s not queued at its owner %s", ring.ID(r.Key), owner.peer.Addr)
 		}
 	}
@@ -116,7 +116,7 @@ func TestUnwitnessedReleaseRerouted(t *testing.T) {
 		if _, ok := owner.st.Record(r.Key, r.Hash); !ok {
 			t.Errorf("record at %s accepted by %s never reached its owner %s", ring.ID(r.Key), old.peer.Addr, owner.peer.Addr)
 		}
-		if owner != old && !owner.app.queued(idOf(r)) {
+		if owner != old && !owner.app.queued(IDOf(r)) {
 			t.Errorf("record at %s not queued at its owner %s", ring.ID(r.Key), owner.peer.Addr)
 		}
 	}

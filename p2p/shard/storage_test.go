@@ -50,20 +50,20 @@ func TestMemStorageScanOrder(t *testing.T) {
 	if err := s.PutRecords(recs); err != nil {
 		t.Fatal(err)
 	}
-	scan := func(r Range) []recID {
-		var out []recID
-		if err := s.ScanRecords(r, func(rec Record) error { out = append(out, idOf(rec)); return nil }); err != nil {
+	scan := func(r Range) []RecordID {
+		var out []RecordID
+		if err := s.ScanRecords(r, func(rec Record) error { out = append(out, IDOf(rec)); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
 	got := scan(Range{50, 5}) // wraps: (50, max] then [0, 5]
-	want := []recID{{100, 7}, {1 << 63, 4}, {uint64(mx), 9}, {0, 8}, {5, 6}, {5, 10}}
+	want := []RecordID{{100, 7}, {1 << 63, 4}, {uint64(mx), 9}, {0, 8}, {5, 6}, {5, 10}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("wrapping scan = %v, want %v", got, want)
 	}
 	all := scan(Range{6, 6})
-	if len(all) != len(recs) || all[0] != (recID{7, 0}) || all[599] != (recID{7, 599}) || all[600] != (recID{50, 5}) {
+	if len(all) != len(recs) || all[0] != (RecordID{7, 0}) || all[599] != (RecordID{7, 599}) || all[600] != (RecordID{50, 5}) {
 		t.Fatalf("whole-ring scan from 6: %d records, starts %v", len(all), all[:3])
 	}
 	stop := errors.New("stop")
@@ -103,10 +103,10 @@ func TestPaging(t *testing.T) {
 	}
 	c.nodes[0].st.PutRecords(recs)
 	for _, r := range []Range{{mx - 1, 2}, {2, 2}, {0, 1}} {
-		var want []recID
-		c.nodes[0].st.ScanRecords(r, func(rec Record) error { want = append(want, idOf(rec)); return nil })
+		var want []RecordID
+		c.nodes[0].st.ScanRecords(r, func(rec Record) error { want = append(want, IDOf(rec)); return nil })
 		for _, limit := range []int{1, 3, 7, 100} {
-			var got []recID
+			var got []RecordID
 			var after *cursor
 			for {
 				page, more, err := m.pageRecords(r, after, limit, nil)
@@ -114,7 +114,7 @@ func TestPaging(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, p := range page {
-					got = append(got, idOf(p))
+					got = append(got, IDOf(p))
 				}
 				if !more {
 					break
