@@ -262,7 +262,7 @@ func (n *Node) build() error {
 	n.admit = route.NewIntake(n.db, n.queue, maxDepth)
 	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
 		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
-	n.shardTr = p2p.NewShardTransport(n.streams)
+	n.shardTr = p2p.NewShardTransport(h, n.streams)
 	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
