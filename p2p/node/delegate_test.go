@@ -262,7 +262,7 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 	th.streams = p2p.NewStreams(th.h, 0, p2p.NoRingWork)
 	th.srv = &helper{log: log,
 		predecessors: func() []ring.Peer { return []ring.Peer{{Addr: th.pred.Load().(string)}} },
-		vouch:       func(uint64, string) bool { return th.vouch.Load() },
+		vouch:        func(uint64, string) bool { return th.vouch.Load() },
 		fetch: func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 			th.calls.Add(1)
 			th.lastMu.Lock()
