@@ -33,7 +33,7 @@ type nodeOptions struct {
 	failureTimeout, reservationTimeout              time.Duration
 	ringWork                                        int
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
-	maxConnsPerIP, replicas, hotQueue               int
+	maxConnsPerIP, replicas, hotQueue, vnodes       int
 	maxBody, warcMaxBytes                           int64
 	minFreeDisk                                     sizeFlag
 	nat, discovery, allowPrivate, sitemaps          bool
@@ -72,6 +72,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	o.minFreeDisk = sizeFlag(nd.Store.MinFreeBytes)
 	fs.Var(&o.minFreeDisk, "min-free-disk", "`size` of the free space on the data dir's disk below which the node accepts no new URLs (e.g. 500MiB, 2GB; 0 = no check)")
 	fs.IntVar(&o.replicas, "replicas", nd.Shard.Replicas, "successors that hold a copy of each range this node owns (K); new URLs are acknowledged once they hold them")
+	fs.IntVar(&o.vnodes, "vnodes", nd.VNodes, fmt.Sprintf("ring positions (virtual nodes) this node holds, 1 to %d: more spread the swarm's hosts more evenly over its nodes, at V times the ring and shard maintenance (docs/operations.md, \"Virtual nodes\")", node.MaxVNodes))
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its first successor (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
 	fs.IntVar(&o.ringWork, "ring-work", nd.RingWork.Bits(), "bits of proof of work each member's identity carries, the same on every node of a swarm: the node creates its identity with it (about 2^bits key generations, once per data dir) and refuses as members peers without it (0 = none)")
@@ -179,6 +180,9 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	if err := o.admission(&cfg); err != nil {
 		return node.Config{}, err
 	}
+	if o.vnodes < 1 || o.vnodes > node.MaxVNodes {
+		return node.Config{}, usageErr(fmt.Sprintf("--vnodes must be between 1 and %d", node.MaxVNodes))
+	}
 	if o.replicas < 1 || o.replicas > 7 {
 		return node.Config{}, usageErr("--replicas must be between 1 and 7 (the successor list holds 8 peers)")
 	}
@@ -194,6 +198,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	}
 	cfg.DataDir = o.data
 	cfg.Shard.Replicas = o.replicas
+	cfg.VNodes = o.vnodes
 	cfg.Shard.FailureTimeout = o.failureTimeout
 	if len(o.listen) > 0 {
 		cfg.Host.Listen = o.listen
