@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -107,15 +108,21 @@ func (ps positions) accept(ctx context.Context, recs []shard.Record, fn func(*sh
 	if len(ps) == 1 {
 		return fn(ps[0].shard, ctx, recs)
 	}
-	var errs []error
+	// The positions replicate to their replicas at the same time: a
+	// batch spread over V positions waits for one round trip, not V.
 	groups := ps.group(recs, ps.owner)
-	for _, p := range ps {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
 		if g := groups[p]; len(g) > 0 {
-			if err := fn(p.shard, ctx, g); err != nil {
-				errs = append(errs, fmt.Errorf("position %d: %w", p.index, err))
-			}
+			wg.Go(func() {
+				if err := fn(p.shard, ctx, g); err != nil {
+					errs[i] = fmt.Errorf("position %d: %w", p.index, err)
+				}
+			})
 		}
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -191,8 +198,10 @@ func (ps positions) machineAlone() bool {
 
 // machineRing is the ring as the router sees it: lookups start at
 // position 0, which answers any key one of the node's positions holds
-// without a hop (ring.Config.Siblings), and a key any position holds is
-// this node's, handled locally.
+// without a hop (ring.Config.Siblings); a key any position holds is this
+// node's, handled locally, and a key a position of another node holds is
+// that node's, whatever the position: its tasks go in one batch per node,
+// and the owner takes each with the position that owns it.
 type machineRing struct{ ps positions }
 
 var _ route.Ring = machineRing{}
@@ -200,14 +209,20 @@ var _ route.Ring = machineRing{}
 // Self implements route.Ring.
 func (r machineRing) Self() ring.Peer { return r.ps[0].ring.Self() }
 
-// Lookup implements route.Ring: an owner that is one of this node's
-// positions is this node.
+// Lookup implements route.Ring: the owner is the first position of the
+// node whose position holds key.
 func (r machineRing) Lookup(ctx context.Context, key ring.ID) (ring.Peer, int, error) {
 	owner, hops, err := r.ps[0].ring.Lookup(ctx, key)
-	if err == nil && owner.Machine() == r.Self().Machine() {
-		owner = r.Self()
+	if err != nil {
+		return owner, hops, err
 	}
-	return owner, hops, err
+	if owner.Machine() == r.Self().Machine() {
+		return r.Self(), hops, nil
+	}
+	if id, i, err := p2p.PositionOf(owner); err == nil && i > 0 {
+		owner = p2p.RingPeer(id)
+	}
+	return owner, hops, nil
 }
 
 // newPositions builds the node's ring positions: ring members that answer
