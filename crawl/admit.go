@@ -142,7 +142,7 @@ func (c *Crawler) admitOne(ctx context.Context, l *frontier.Lease, t frontier.Ta
 		c.countError("trap")
 		c.drop(l, t)
 		return dropped
-	case c.dustCopy(t):
+	case c.dustVariant(ctx, t):
 		c.countError("dust")
 		c.drop(l, t)
 		return dropped

@@ -14,6 +14,6 @@ func (p *Page) WARCExchange() warc.Exchange {
 		URL: p.Task.URL, Date: p.FetchedAt, RemoteAddr: p.RemoteAddr, Method: http.MethodGet,
 		RequestHeader: p.Request, Proto: p.Proto, Status: p.Status, ResponseHeader: p.Header,
 		Body: p.RawBody, Truncated: p.Truncated, Title: p.Title, Text: p.MainText, Simhash: p.Simhash,
-		ResponseID: p.ResponseID,
+		ResponseID: p.ResponseID, PayloadDigest: p.PayloadDigest,
 	}
 }

@@ -134,11 +134,14 @@ func TestCrawlCaseWeb(t *testing.T) {
 		}
 		return n
 	}
-	if n := pagesOf(w.CaseHost("calendar")); n < cfg.TrapDates || n > cfg.TrapDates+3 {
-		t.Errorf("calendar: %d pages requested, want about TrapDates (%d)", n, cfg.TrapDates)
+	// The calendar links the days before and after its first page, which
+	// judges it then (calendar navigation); the deep host's /d1/ links
+	// /d1/d2/, a segment counted up, judged at sight.
+	if n := pagesOf(w.CaseHost("calendar")); n < 1 || n > 3 {
+		t.Errorf("calendar: %d pages requested, want 1 to 3", n)
 	}
-	if n := pagesOf(w.CaseHost("deep")); n != 1+3+cfg.TrapGrowth {
-		t.Errorf("deep: %d pages requested, want %d (/, /a/a/a/ and /d1/.../d%d/)", n, 1+3+cfg.TrapGrowth, cfg.TrapGrowth)
+	if n := pagesOf(w.CaseHost("deep")); n != 1+3+1 {
+		t.Errorf("deep: %d pages requested, want %d (/, /a/a/a/ and /d1/)", n, 1+3+1)
 	}
 	judged := map[string]bool{}
 	for _, r := range s.Traps {

@@ -80,18 +80,24 @@ type Config struct {
 	// and links from one of its pages to another are no longer followed
 	// (default 5: a calendar then costs about 5 fetches, and links into
 	// the pattern from elsewhere, such as an archive index, are still
-	// followed). None: dates are not watched. See trapDetector.
+	// followed). A dated page that links the dates just before and after
+	// its own is judged at once, calendar navigation. None: dates are not
+	// watched. See trapDetector.
 	TrapDates int
 	// TrapGrowth is how many levels (path segments plus query
 	// parameters) a URL may have when its page links it by adding to its
 	// own path or query; a link that grows beyond is a trap and is not
-	// followed (default 10). None: growth is not watched.
+	// followed (default 10). A link that adds a segment or parameter its
+	// page has, counted up (/t/n1/ to /t/n1/n2/, ?f=1 to ?f=1&f=2), is one
+	// at once. None: growth is not watched.
 	TrapGrowth int
 	// TrapRun is how many pages in a row of one URL shape of a host (the
 	// URL with its numbers blanked out) with nearly the same main content
 	// judge the shape a trap, after which links from one of its pages to
-	// another are no longer followed (default 5). None: runs are not
-	// watched.
+	// another are no longer followed (default 5). A chain takes two: a
+	// page with nearly the same main content (50 words or more) as the
+	// page of its shape, or the page it extends, that linked it. None:
+	// runs and chains are not watched.
 	TrapRun int
 	// TrapSessions is how many fetched pages with the same content, whose
 	// URLs differ only in a token-like query parameter, judge the

@@ -55,8 +55,10 @@ type Page struct {
 	RawBody []byte
 	// ResponseID is the WARC-Record-ID the response record is to get, set
 	// when the fetch is recorded as a capture (Config.CaptureHolder); ""
-	// lets the archive pick one.
-	ResponseID string
+	// lets the archive pick one. PayloadDigest is then the capture's
+	// digest of RawBody (warc.PayloadDigest), computed once for the
+	// capture and the response record.
+	ResponseID, PayloadDigest string
 	// Body is the decoded body, at most Config.MaxBodyBytes. It is nil
 	// for a 304 and for a content coding the crawler cannot decode.
 	Body []byte
@@ -99,7 +101,10 @@ type Page struct {
 // were reported from as shallow a depth), or the target of a redirect (same
 // depth, Redirects+1). It is called again, without a fetch, for a page
 // queued again from a shorter path (see Enqueue), with the page's links
-// from the new depth. Several workers call it concurrently.
+// from the new depth, for the twin of a DUST variant dropped at admission
+// (same depth), and for variants a DUST hint rewrote that go back to the
+// queue (from the zero Task; see dust.go). Several workers call it
+// concurrently.
 type LinkSink interface {
 	Discovered(ctx context.Context, from frontier.Task, links []frontier.Task)
 }
@@ -139,6 +144,7 @@ type Stats struct {
 	Traps           []TrapReport        `json:"traps"`            // the newest of them (at most 100), by host, each with its reason
 	DustRules       int64               `json:"dust_rules"`       // URL equivalence rules active (see dust.go)
 	DustRewrites    int64               `json:"dust_rewrites"`    // links rewritten to a twin by them
+	DustHinted      int64               `json:"dust_hinted"`      // of those, rewritten by a hint learned on other hosts
 	DustDropped     int64               `json:"dust_dropped"`     // rules dropped because a fetched pair contradicted them
 	Dust            []DustRule          `json:"dust"`             // the newest rules (at most 100), by host, each with its evidence
 	BudgetDropped   int64               `json:"budget_dropped"`   // tasks dropped because their host's page budget was spent
@@ -431,7 +437,7 @@ func (c *Crawler) Stats() Stats {
 		ErrorsByKind:    make(map[string]int64),
 	}
 	s.TrapPatterns, s.TrapLinks, s.Traps = c.traps.stats()
-	s.DustRules, s.DustRewrites, s.DustDropped, s.Dust = c.dust.stats()
+	s.DustRules, s.DustRewrites, s.DustHinted, s.DustDropped, s.Dust = c.dust.stats()
 	if c.dialer != nil {
 		s.Dial = c.dialer.Stats()
 	}

@@ -289,10 +289,14 @@ func (c *Crawler) pageLinks(f *fetch, p *Page, doc *parsed, hash uint64) ([]fron
 		}
 		tasks = append(tasks, frontier.Task{URL: u, Depth: t.Depth + 1})
 	}
-	if host, err := urls.HostOf(t.URL); err == nil {
-		c.traps.page(host, t.URL, p.Simhash)
+	solid := p.Simhash // a chain of pages is judged on enough text only
+	if solid != 0 && !hasWords(p.MainText, minNearDupWords) {
+		solid = 0
 	}
-	tasks = c.traps.filter(t.URL, tasks)
+	if host, err := urls.HostOf(t.URL); err == nil {
+		c.traps.page(host, t.URL, p.Simhash, solid)
+	}
+	tasks = c.traps.filter(t.URL, solid, tasks)
 	c.dust.page(t.URL, hash)
 	tasks = c.dust.rewrite(tasks)
 	if len(tasks) > 0 {
@@ -369,9 +373,9 @@ func (c *Crawler) nextMeta(f *fetch, r *response, p *Page, hash uint64, changed 
 	if c.cfg.CaptureHolder != "" && r.status != http.StatusNotModified {
 		// A 304 archives no body: the previous capture stays the page's.
 		if id, err := warc.NewRecordID(); err == nil {
-			p.ResponseID = id
+			p.ResponseID, p.PayloadDigest = id, warc.PayloadDigest(p.RawBody)
 			m.Captures = store.AddCapture(f.meta.Captures, store.Capture{
-				Holder: c.cfg.CaptureHolder, RecordID: id, Digest: warc.PayloadDigest(p.RawBody), Time: p.FetchedAt})
+				Holder: c.cfg.CaptureHolder, RecordID: id, Digest: p.PayloadDigest, Time: p.FetchedAt})
 		}
 	}
 	if c.cfg.MaxRecrawl > 0 {
@@ -394,6 +398,15 @@ func (c *Crawler) deliver(ctx context.Context, p *Page, links []frontier.Task) {
 	c.fetched.Add(1)
 	if err := c.pages.StorePage(ctx, p); err != nil {
 		c.countError("store")
+	}
+	if back, again := c.dust.restored(); len(back)+len(again) > 0 {
+		// Variants a DUST hint rewrote: a probe, or on a host where the
+		// hint proved wrong.
+		if len(back) > 0 {
+			c.linksReported.Add(int64(len(back)))
+			c.links.Discovered(ctx, frontier.Task{}, back)
+		}
+		c.Enqueue(again...)
 	}
 	if len(links) == 0 {
 		return

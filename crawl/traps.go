@@ -31,9 +31,22 @@ import (
 //   - growth: links that extend their page's path by more segments, or
 //     its query by more parameters, beyond TrapGrowth levels (repeated
 //     segments are refused outright, see Config.MaxRepeatedSegments).
+//   - calendar navigation: a dated page that links the dates just before
+//     and just after its own, in its own URL shape, is a calendar: its
+//     pattern is judged at once, from its first page.
+//   - counters: a link that adds to its page's path a segment that is the
+//     page's last one with its number changed (/tree/n1/ to
+//     /tree/n1/n2/), or to its query a parameter the query has already
+//     (/shop?f=1 to /shop?f=1&f=2), is a generator counting up, judged
+//     at sight like repeated segments.
 //   - runs: TrapRun pages in a row of one URL shape (the URL with its
 //     numbers blanked out) whose main content is nearly the same: a
-//     generator changing a number in the URL and little on the page.
+//     generator changing a number in the URL and little on the page. A
+//     chain is judged sooner: a page linked from a page of its own shape,
+//     or from the page whose path or query it extends (a page with at
+//     most trapChainLinks such links), with nearly the same main content
+//     (of minNearDupWords or more) as that page judges the pattern at its
+//     second page (pagination past the last post, folders of nothing).
 //   - session ids: two fetched pages whose URLs differ only in the value of
 //     a token-like query parameter (16 or more letters and digits) and
 //     whose content is the same: the parameter is a session id, and is
@@ -71,6 +84,11 @@ const (
 	trapRunDistance = 12
 	// sessionTokenLen is the shortest query value taken for a token.
 	sessionTokenLen = 16
+	// trapChainLinks is the most links along its pattern a page may have
+	// for them to be watched as a chain, and trapMaxChain the most such
+	// links remembered per host.
+	trapChainLinks = 2
+	trapMaxChain   = 256
 	// sessionDistance is the largest fingerprint distance of two pages
 	// taken for the same page under two session ids: the same text, whose
 	// links differ in their ids only.
@@ -96,6 +114,14 @@ type hostTraps struct {
 	sessions map[string]sessionSeen     // URL without a token parameter -> its first page
 	traps    map[string]*TrapReport     // signal + pattern -> report
 	strip    map[string]bool            // session parameters judged
+	chain    map[string]chainLink       // path+query linked along a pattern -> the linking page
+}
+
+// chainLink is a link from a page to another of its shape, or to one that
+// extends its path or query: the linking page's main-text fingerprint.
+type chainLink struct {
+	fp    uint64
+	grows bool
 }
 
 // pageRun is the current run of nearly identical pages of one shape.
@@ -160,8 +186,10 @@ func (d *trapDetector) cutLocked(r *TrapReport) {
 }
 
 // page takes note of a fetched page of host (its URL and the fingerprint
-// of its main text) for the run and session signals.
-func (d *trapDetector) page(host, u string, fp uint64) {
+// of its main text) for the run and session signals; solid is the
+// fingerprint again when the main text is long enough for a chain to be
+// judged on it (see minNearDupWords), 0 otherwise.
+func (d *trapDetector) page(host, u string, fp, solid uint64) {
 	if d == nil || (d.run == 0 && d.sessions == 0) {
 		return
 	}
@@ -169,6 +197,16 @@ func (d *trapDetector) page(host, u string, fp uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.hostLocked(host)
+	if cl, ok := h.chain[pq]; ok && d.run > 0 {
+		delete(h.chain, pq)
+		if solid != 0 && SimhashDistance(cl.fp, solid) <= trapRunDistance {
+			if cl.grows {
+				d.judgeLocked(h, host, "growth", growthPattern(pq), "a page linked from the page whose path or query it extends has nearly the same main content")
+			} else {
+				d.judgeLocked(h, host, "run", numberShape(pq), "a page linked from another page of its shape has nearly the same main content")
+			}
+		}
+	}
 	if d.run > 0 && fp != 0 {
 		shape := numberShape(pq)
 		if h.runs == nil || len(h.runs) >= trapMaxPatterns && h.runs[shape] == nil {
@@ -207,11 +245,12 @@ func (d *trapDetector) page(host, u string, fp uint64) {
 	}
 }
 
-// filter returns the links of page `from` to follow (normalised, all of
-// them from.Depth+1), leaving out those that feed a pattern judged a trap
-// and rewriting those that carry a session id judged for the host. Only
-// links within the page's host are judged.
-func (d *trapDetector) filter(from string, links []frontier.Task) []frontier.Task {
+// filter returns the links of page `from` (whose main text has
+// fingerprint fp, 0 when it is too short to judge a chain on) to follow (normalised, all of them from.Depth+1),
+// leaving out those that feed a pattern judged a trap and rewriting those
+// that carry a session id judged for the host. Only links within the
+// page's host are judged.
+func (d *trapDetector) filter(from string, fp uint64, links []frontier.Task) []frontier.Task {
 	if d == nil || (d.dates == 0 && d.growth == 0 && d.run == 0 && d.sessions == 0) {
 		return links
 	}
@@ -228,7 +267,13 @@ func (d *trapDetector) filter(from string, links []frontier.Task) []frontier.Tas
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.hostLocked(host)
+	if fdates != "" && h.traps["dates "+fshape] == nil && calendarNav(origin, fshape, fdates, links) {
+		d.judgeLocked(h, host, "dates", fshape, "a dated page links the dates just before and after its own: calendar navigation")
+	}
 	kept := links[:0]
+	var chain [trapChainLinks]chainLink
+	var chainTo [trapChainLinks]string
+	nchain := 0
 	for _, l := range links {
 		if !strings.HasPrefix(l.URL, origin) || len(l.URL) == len(origin) || l.URL[len(origin)] != '/' {
 			kept = append(kept, l) // another host
@@ -236,9 +281,153 @@ func (d *trapDetector) filter(from string, links []frontier.Task) []frontier.Tas
 		}
 		if d.follow(h, host, fpq, fshape, fdates, fnum, &l) {
 			kept = append(kept, l)
+			if tpq := l.URL[len(origin):]; d.run > 0 && fp != 0 && tpq != fpq && nchain <= trapChainLinks {
+				grows := extends(fpq, tpq)
+				if grows || sameNumberShape(fpq, tpq) {
+					if nchain < trapChainLinks {
+						chain[nchain], chainTo[nchain] = chainLink{fp: fp, grows: grows}, tpq
+					}
+					nchain++
+				}
+			}
+		}
+	}
+	// A generator's page links one or two pages along its pattern (the
+	// next, the one before); a page that links more of its shape is a
+	// site's index, and its links are not watched as a chain.
+	if nchain > 0 && nchain <= trapChainLinks {
+		if h.chain == nil || len(h.chain) >= trapMaxChain {
+			h.chain = map[string]chainLink{}
+		}
+		for i := range nchain {
+			h.chain[chainTo[i]] = chain[i]
 		}
 	}
 	return kept
+}
+
+// sameNumberShape reports, without allocating, whether a and b have the
+// same numberShape.
+func sameNumberShape(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if isDigit(a[i]) && isDigit(b[j]) {
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			continue
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+	return i == len(a) && j == len(b)
+}
+
+// extends reports, without allocating, whether tpq grows fpq (see
+// growth): a longer path under fpq's, or fpq's path with fpq's query and
+// more.
+func extends(fpq, tpq string) bool {
+	fp, fq, _ := strings.Cut(fpq, "?")
+	tp, tq, _ := strings.Cut(tpq, "?")
+	if tp == fp {
+		return len(tq) > len(fq) && strings.HasPrefix(tq, fq)
+	}
+	f, t := strings.Trim(fp, "/"), strings.Trim(tp, "/")
+	return f != "" && len(t) > len(f) && strings.HasPrefix(t, f) && t[len(f)] == '/'
+}
+
+// calendarNav reports whether a page of date shape fshape, whose URL holds
+// the one date fdates, links (among links, absolute URLs of origin) the
+// dates just before and just after its own in its own shape.
+func calendarNav(origin, fshape, fdates string, links []frontier.Task) bool {
+	day, unit, ok := parseDate(fdates)
+	if !ok {
+		return false
+	}
+	before, after := false, false
+	for _, l := range links {
+		if !strings.HasPrefix(l.URL, origin) || len(l.URL) == len(origin) || l.URL[len(origin)] != '/' {
+			continue
+		}
+		tshape, tdates := dateShape(l.URL[len(origin):])
+		if tshape != fshape || tdates == fdates {
+			continue
+		}
+		t, tunit, ok := parseDate(tdates)
+		if !ok || tunit != unit {
+			continue
+		}
+		switch {
+		case unit == 'd' && t.Equal(day.AddDate(0, 0, -1)), unit == 'm' && t.Equal(day.AddDate(0, -1, 0)):
+			before = true
+		case unit == 'd' && t.Equal(day.AddDate(0, 0, 1)), unit == 'm' && t.Equal(day.AddDate(0, 1, 0)):
+			after = true
+		}
+	}
+	return before && after
+}
+
+// dateUnit returns, without allocating, the unit of dates as dateShape
+// joins them: 'd' for a day, 'm' for a month, 0 for anything else
+// (several dates among them).
+func dateUnit(dates string) byte {
+	runs, digits := 0, 0
+	for i := 0; i < len(dates); i++ {
+		switch {
+		case dates[i] == ' ':
+			return 0
+		case isDigit(dates[i]):
+			if i == 0 || !isDigit(dates[i-1]) {
+				runs++
+			}
+			digits++
+		}
+	}
+	switch {
+	case runs == 3, runs == 1 && digits == 8:
+		return 'd'
+	case runs == 2:
+		return 'm'
+	}
+	return 0
+}
+
+// parseDate reads one date as dateAt finds them: its day (the first of
+// the month for a month) and its unit, 'd' or 'm'; ok false for anything
+// else, several dates among them.
+func parseDate(s string) (t time.Time, unit byte, ok bool) {
+	if len(s) < 6 || dateAt(s, 0) != len(s) {
+		return time.Time{}, 0, false
+	}
+	var nums []int
+	for i := 0; i < len(s); {
+		if !isDigit(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		v, _ := strconv.Atoi(s[i:j])
+		nums = append(nums, v)
+		i = j
+	}
+	if len(nums) == 1 && len(s) == 8 { // YYYYMMDD
+		nums = []int{nums[0] / 10000, nums[0] / 100 % 100, nums[0] % 100}
+	}
+	switch len(nums) {
+	case 2:
+		return time.Date(nums[0], time.Month(nums[1]), 1, 0, 0, 0, 0, time.UTC), 'm', true
+	case 3:
+		return time.Date(nums[0], time.Month(nums[1]), nums[2], 0, 0, 0, 0, time.UTC), 'd', true
+	}
+	return time.Time{}, 0, false
 }
 
 // follow decides on one link of the host's page fpq (with its date shape
@@ -261,7 +450,10 @@ func (d *trapDetector) follow(h *hostTraps, host, fpq, fshape, fdates, fnum stri
 	}
 	if fdates != "" {
 		if tshape, tdates := dateShape(tpq); tshape == fshape && tdates != fdates {
-			if r := h.traps["dates "+tshape]; r != nil {
+			// A month's page linking its days is an index, not the
+			// calendar's chain: only links between dates of one unit are
+			// cut.
+			if r := h.traps["dates "+tshape]; r != nil && dateUnit(fdates) == dateUnit(tdates) {
 				d.cutLocked(r)
 				return false
 			}
@@ -283,9 +475,19 @@ func (d *trapDetector) follow(h *hostTraps, host, fpq, fshape, fdates, fnum stri
 		}
 	}
 	if d.growth > 0 {
-		if level, grows := growth(fpq, tpq); grows && level > d.growth {
+		level, grows := growth(fpq, tpq)
+		switch {
+		case !grows:
+		case level > d.growth:
 			r := d.judgeLocked(h, host, "growth", growthPattern(tpq), "links keep adding to the path or query, "+strconv.Itoa(level)+" levels deep")
 			d.cutLocked(r)
+			return false
+		case counting(fpq, tpq):
+			r := d.judgeLocked(h, host, "growth", growthPattern(tpq), "a link adds to its page's path or query a segment or parameter its page has, counted up")
+			d.cutLocked(r)
+			return false
+		case len(h.traps) > 0 && h.traps["growth "+growthPattern(tpq)] != nil:
+			d.cutLocked(h.traps["growth "+growthPattern(tpq)])
 			return false
 		}
 	}
@@ -503,6 +705,38 @@ func growth(fpq, tpq string) (level int, grows bool) {
 		return level, true
 	}
 	return level, false
+}
+
+// counting reports whether tpq, which grows fpq (see growth), adds one
+// path segment that is fpq's last one with its number changed (n1, then
+// n2; a segment with letters and digits), or one query parameter whose
+// name fpq's query has already: a generator counting up.
+func counting(fpq, tpq string) bool {
+	fp, fq, _ := strings.Cut(fpq, "?")
+	tp, tq, _ := strings.Cut(tpq, "?")
+	if tp == fp {
+		if fq == "" || len(tq) <= len(fq)+1 || tq[len(fq)] != '&' {
+			return false
+		}
+		added := tq[len(fq)+1:]
+		name, _, _ := strings.Cut(added, "=")
+		if name == "" || strings.Contains(added, "&") {
+			return false
+		}
+		for _, kv := range strings.Split(fq, "&") {
+			if k, _, _ := strings.Cut(kv, "="); k == name {
+				return true
+			}
+		}
+		return false
+	}
+	fsegs, tsegs := segments(fp), segments(tp)
+	if len(fsegs) == 0 || len(tsegs) != len(fsegs)+1 {
+		return false
+	}
+	last, added := fsegs[len(fsegs)-1], tsegs[len(tsegs)-1]
+	letters := strings.IndexFunc(added, func(r rune) bool { return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' }) >= 0
+	return added != last && letters && strings.ContainsAny(added, "0123456789") && numberShape(added) == numberShape(last)
 }
 
 // segments splits a path into its non-empty segments.

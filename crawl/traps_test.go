@@ -37,7 +37,8 @@ func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
 // is fetched once, the calendar is judged a trap with its reason, no
 // other host's pattern is, and the calendar costs at most 1.5% of the
 // crawl's page fetches (issue 31 asks 2%; 10 of 555, 1.8%, with TrapDates
-// and TrapRun at 10; 5 of 550 at 5).
+// and TrapRun at 10; 5 of 550 at 5; 1 of 546 since its first page's
+// links to the days before and after judge it).
 func TestTrapHostDetected(t *testing.T) {
 	w, c := crawlTrapWeb(t, synthweb.Config{Seed: 1, Hosts: 80, TrapHosts: 1})
 	token := ProductToken(DefaultConfig().UserAgent)
@@ -71,10 +72,14 @@ func TestTrapHostDetected(t *testing.T) {
 	t.Logf("%d trap fetches of %d page fetches; traps %+v", trap, pages, s.Traps)
 }
 
-// TestTrapKindsDetected: on a web with one trap host of each kind, each
-// endless section stops after a handful of fetches, for the reason its
-// kind calls for, and nothing reachable is lost or fetched twice (the
-// session host's ids are stripped by normalisation).
+// TestTrapKindsDetected: on a dense web with one trap host of each kind
+// (40 hosts, 5 of them trap hosts), each endless section stops after a
+// handful of fetches, for the reason its kind calls for, the traps cost
+// at most 2% of the page fetches (issue 31; 28 of 310, 9%, when each
+// signal waited for its threshold; 5 of 287 with calendar navigation,
+// counters and chains judged at sight or at the second page), and nothing
+// reachable is lost or fetched twice (the session host's ids are stripped
+// by normalisation).
 func TestTrapKindsDetected(t *testing.T) {
 	w, c := crawlTrapWeb(t, synthweb.Config{Seed: 2, Hosts: 40, TrapHosts: 5})
 	token := ProductToken(DefaultConfig().UserAgent)
@@ -112,12 +117,32 @@ func TestTrapKindsDetected(t *testing.T) {
 		for _, sig := range want[kind] {
 			found = found || signals[h][sig]
 		}
-		if !found || trapsOf[h] > 15 {
-			t.Errorf("%s (%s): judged %v, %d trap fetches; want one of %v within 15", h, kind, signals[h], trapsOf[h], want[kind])
+		if !found || trapsOf[h] > 3 {
+			t.Errorf("%s (%s): judged %v, %d trap fetches; want one of %v within 3", h, kind, signals[h], trapsOf[h], want[kind])
 		}
 	}
 	trap, pages := w.TrapRequests()
+	if trap*1000 > 20*pages {
+		t.Errorf("%d trap fetches of %d page fetches, over 2%%", trap, pages)
+	}
 	t.Logf("%d trap fetches of %d page fetches; by host %v; traps %+v", trap, pages, trapsOf, c.Stats().Traps)
+}
+
+// TestDenseTrapWebs: other 40-host webs with 5 trap hosts (each with four
+// endless sections) spend at most 2% of their page fetches on traps and
+// lose no reachable page (5 of 257 and 5 of 293; a web denser still,
+// 60 hosts with 10 trap hosts, spent 10 of 432, 2.3%: each section's
+// first page is a fetch no signal can spare, 1.9% there).
+func TestDenseTrapWebs(t *testing.T) {
+	token := ProductToken(DefaultConfig().UserAgent)
+	for _, seed := range []int64{3, 4} {
+		w, _ := crawlTrapWeb(t, synthweb.Config{Seed: seed, Hosts: 40, TrapHosts: 5})
+		reportAll(t, "missing", w.Missing(token))
+		trap, pages := w.TrapRequests()
+		if trap*1000 > 20*pages {
+			t.Errorf("seed %d: %d trap fetches of %d page fetches, over 2%%", seed, trap, pages)
+		}
+	}
 }
 
 // TestSessionParameterStripped: a site that puts a session id of a name
@@ -202,6 +227,55 @@ func TestTrapSignals(t *testing.T) {
 		if level, grows := growth(tc.from, tc.to); level != tc.level || grows != tc.grows {
 			t.Errorf("growth(%q, %q) = %d, %v; want %d, %v", tc.from, tc.to, level, grows, tc.level, tc.grows)
 		}
+		if got := extends(tc.from, tc.to); got != tc.grows {
+			t.Errorf("extends(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.grows)
+		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"/tree/n1/", "/tree/n1/n2/", true},
+		{"/shop?f=1", "/shop?f=1&f=2", true},
+		{"/shop?f=1&g=2", "/shop?f=1&g=2&g=3", true},
+		{"/2026/", "/2026/01/", false},    // a year's months: no letters
+		{"/docs/", "/docs/intro/", false}, // another name
+		{"/p/n1/", "/p/n1/n1/", false},    // repeated, left to MaxRepeatedSegments
+		{"/list?cat=1", "/list?cat=1&page=2", false},
+		{"/tree/n1/", "/tree/n1/n2/n3/", false}, // two levels at once
+	} {
+		if got := counting(tc.from, tc.to); got != tc.want {
+			t.Errorf("counting(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+	links := func(u ...string) []frontier.Task {
+		var ts []frontier.Task
+		for _, x := range u {
+			ts = append(ts, frontier.Task{URL: "http://h.test" + x})
+		}
+		return ts
+	}
+	for _, tc := range []struct {
+		page  string
+		links []frontier.Task
+		want  bool
+	}{
+		{"/events/2026-01-01", links("/events/2025-12-31", "/events/2026-01-02"), true},
+		{"/cal?d=20260301", links("/cal?d=20260228", "/cal?d=20260302", "/"), true},
+		{"/m/2026-01", links("/m/2025-12", "/m/2026-02"), true},
+		{"/events/2026-01-01", links("/events/2026-01-02", "/events/2026-01-03"), false}, // no day before
+		{"/events/2026-01-01", links("/news/2025-12-31", "/events/2026-01-02"), false},   // another shape
+		{"/2026/01/", links("/2026/01/01/", "/2026/01/02/"), false},                      // a month's days
+	} {
+		shape, dates := dateShape(tc.page)
+		if got := calendarNav("http://h.test", shape, dates, tc.links); got != tc.want {
+			t.Errorf("calendarNav(%s) = %v, want %v", tc.page, got, tc.want)
+		}
+	}
+	for _, pair := range [][2]string{{"/p/1", "/p/22"}, {"/p/1", "/p/a"}, {"/a?page=1", "/a?page=10&x"}, {"/n1/", "/n12/"}, {"/1", "/12x"}, {"", ""}} {
+		if got, want := sameNumberShape(pair[0], pair[1]), numberShape(pair[0]) == numberShape(pair[1]); got != want {
+			t.Errorf("sameNumberShape(%q, %q) = %v, want %v", pair[0], pair[1], got, want)
+		}
 	}
 	if got := numberShape("/list?cat=12&page=3"); got != "/list?cat=#&page=#" {
 		t.Errorf("numberShape = %q", got)
@@ -216,7 +290,8 @@ func TestTrapSignals(t *testing.T) {
 
 // TestTrapDetectorCutsOnlyTheChain: once a date pattern is judged a trap,
 // links from its pages to its pages are cut, but links into it from
-// another page and out of it to other pages are followed.
+// another page, from a month's page to its days, and out of it to other
+// pages are followed.
 func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
 	cfg := DefaultConfig()
 	d := newTrapDetector(&cfg)
@@ -228,7 +303,7 @@ func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
 		for _, u := range to {
 			ts = append(ts, frontier.Task{URL: u})
 		}
-		return len(d.filter(from, ts))
+		return len(d.filter(from, 0, ts))
 	}
 	for i := 0; i < cfg.TrapDates; i++ {
 		if follow(day(i), day(i+1)) != 1 {
@@ -237,6 +312,9 @@ func TestTrapDetectorCutsOnlyTheChain(t *testing.T) {
 	}
 	if follow(day(20), day(21)) != 0 {
 		t.Error("the calendar's own links are still followed past the limit")
+	}
+	if follow("http://h.test/events/2026-01", day(31), day(32)) != 2 {
+		t.Error("a month's links to its days were cut")
 	}
 	if follow("http://h.test/", day(30)) != 1 || follow(day(30), "http://h.test/about", "http://other.test/"+day(1)[len("http://h.test/"):]) != 2 {
 		t.Error("a link into the pattern, or out of it, was cut")

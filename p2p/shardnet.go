@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/seedsig"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
@@ -92,6 +93,7 @@ func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req
 func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
 	resp := &pb.WriteReply{}
 	msg := &pb.WriteRequest{Claims: encodeClaims(req.Claims), Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
+		Held: encodeRecordIDs(req.Held), WantReceipt: req.WantReceipt, Watched: encodeRecords(req.Watched),
 		ToPosition: positionIndex(to), FromPosition: t.from}
 	if err := t.call(ctx, to, protocol.ReplicateID, msg, resp); err != nil {
 		return nil, err
@@ -103,7 +105,36 @@ func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard
 	if err != nil {
 		return nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
-	return &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError, Refused: resp.Refused}, nil
+	out := &shard.WriteReply{Rejected: rejected, StoreError: resp.StoreError, Refused: resp.Refused}
+	if n := len(resp.Receipt); n > 0 && n <= shard.MaxReceiptSig {
+		out.Receipt = resp.Receipt
+	}
+	return out, nil
+}
+
+func encodeRecordIDs(ids []shard.RecordID) []*pb.RecordId {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]*pb.RecordId, len(ids))
+	for i, id := range ids {
+		out[i] = &pb.RecordId{Key: id.Key, Hash: id.Hash}
+	}
+	return out
+}
+
+func decodeRecordIDs(ids []*pb.RecordId) ([]shard.RecordID, error) {
+	if len(ids) > protocol.MaxShardRecords {
+		return nil, fmt.Errorf("%d held records exceed %d", len(ids), protocol.MaxShardRecords)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]shard.RecordID, len(ids))
+	for i, id := range ids {
+		out[i] = shard.RecordID{Key: id.GetKey(), Hash: id.GetHash()}
+	}
+	return out, nil
 }
 
 // Handoff sends one chunk of a range's state to its new owner.
@@ -231,11 +262,14 @@ func serveShard(ctx context.Context, hs []shard.Handler, sender peer.ID, pid str
 		claims, err := decodeClaims(req.Claims)
 		recs, err2 := decodeRecords(req.Records)
 		hosts, err3 := decodeHosts(req.Hosts)
-		if err := errors.Join(err, err2, err3); err != nil {
+		watched, err4 := decodeRecords(req.Watched)
+		held, err5 := decodeRecordIDs(req.Held)
+		if err := errors.Join(err, err2, err3, err4, err5); err != nil {
 			return &pb.WriteReply{Error: err.Error()}
 		}
-		r := h.HandleReplicate(ctx, from, &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts})
-		return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
+		r := h.HandleReplicate(ctx, from, &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts,
+			Held: held, WantReceipt: req.WantReceipt, Watched: watched})
+		return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: r.Receipt}
 	case *pb.HandoffRequest:
 		if bad != "" {
 			return &pb.HandoffReply{Error: bad}
@@ -329,6 +363,9 @@ func encodeRecords(rs []shard.Record) []*pb.ShardRecord {
 	out := make([]*pb.ShardRecord, len(rs))
 	for i, r := range rs {
 		rec := &pb.ShardRecord{Key: r.Key, Hash: r.Hash, Url: r.URL, Depth: int32(r.Depth), Redirects: int32(r.Redirects), Done: r.Done, Seed: r.Seed}
+		if r.Seed {
+			rec.SeedProof, _ = seedsig.Decode(r.SeedProof) // a damaged one travels as none
+		}
 		if len(r.Meta) > 0 {
 			m := &pb.UrlMeta{}
 			if err := proto.Unmarshal(r.Meta, m); err == nil {
@@ -357,12 +394,19 @@ func decodeRecords(rs []*pb.ShardRecord) ([]shard.Record, error) {
 				return nil, fmt.Errorf("record %d: meta: %w", i, err)
 			}
 		}
+		var proof []byte
+		if r.Seed {
+			var err error
+			if proof, err = seedsig.Encode(r.SeedProof); err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+		}
 		if r.Url == "" || len(r.Url) > protocol.MaxURLBytes || r.Depth < 0 || r.Redirects < 0 ||
 			len(meta) > shard.MaxMetaBytes || len(meta) == 0 && r.MetaVersion != 0 {
 			return nil, fmt.Errorf("record %d: malformed (url %d bytes, depth %d, redirects %d, meta %d bytes, meta version %d)",
 				i, len(r.Url), r.Depth, r.Redirects, len(meta), r.MetaVersion)
 		}
-		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Seed: r.Seed, Meta: meta, MetaVersion: r.MetaVersion}
+		out[i] = shard.Record{Key: r.Key, Hash: r.Hash, URL: r.Url, Depth: int(r.Depth), Redirects: int(r.Redirects), Done: r.Done, Seed: r.Seed, SeedProof: proof, Meta: meta, MetaVersion: r.MetaVersion}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -23,6 +24,9 @@ import (
 type TaskTransport struct {
 	streams *Streams
 	keyMode string
+	// hold answers batches a sender asks this node to hold for its
+	// predecessor (TaskBatch.for_owner; ServeHolds), nil to refuse them.
+	hold func(ctx context.Context, in Inbound, owner string, tasks []*pb.Task) *pb.TaskBatchResult
 }
 
 // NewTaskTransport returns the task transport over s for a node that
@@ -54,8 +58,27 @@ func (t *TaskTransport) Send(ctx context.Context, to ring.Peer, tasks []*pb.Task
 	if err != nil {
 		return nil, fmt.Errorf("send tasks: owner %q: %w", to.Addr, err)
 	}
+	return t.send(ctx, id, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode})
+}
+
+// SendFor asks the node to to hold tasks for owner, its predecessor,
+// whose acknowledgement of them no receipts vouched for (issue 29; see
+// route.FallbackTransport). The answer accounts for every task as Send's
+// does: accepted or duplicate (held), not owned (not the receiver's to
+// hold), or rejected.
+func (t *TaskTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks []*pb.Task) (*pb.TaskBatchResult, error) {
+	id, _, err := PositionOf(to)
+	if err != nil {
+		return nil, fmt.Errorf("send tasks for %s: holder %q: %w", owner.Addr, to.Addr, err)
+	}
+	return t.send(ctx, id, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode, ForOwner: owner.Addr})
+}
+
+// send delivers one batch and checks the answer.
+func (t *TaskTransport) send(ctx context.Context, id peer.ID, batch *pb.TaskBatch) (*pb.TaskBatchResult, error) {
+	tasks := batch.Tasks
 	resp := &pb.TaskBatchResult{}
-	if err := t.streams.Call(ctx, id, protocol.TasksID, &pb.TaskBatch{Tasks: tasks, KeyMode: t.keyMode}, resp); err != nil {
+	if err := t.streams.Call(ctx, id, protocol.TasksID, batch, resp); err != nil {
 		return nil, fmt.Errorf("send %d tasks: %w", len(tasks), err)
 	}
 	if resp.KeyMode != "" && resp.KeyMode != t.keyMode {
@@ -90,8 +113,24 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 					KeyMode: t.keyMode,
 				}
 			}
+			if batch.ForOwner != "" {
+				if t.hold == nil || len(batch.ForOwner) > maxOwnerBytes {
+					return &pb.TaskBatchResult{Error: "this node holds no tasks for other owners"}
+				}
+				return t.hold(ctx, in, batch.ForOwner, batch.Tasks)
+			}
 			return accept(ctx, in, batch.Tasks)
 		})
+}
+
+// maxOwnerBytes bounds TaskBatch.for_owner: a peer ID and a position.
+const maxOwnerBytes = 128
+
+// ServeHolds makes the tasks protocol answer batches a sender asks this
+// node to hold for its predecessor (TaskBatch.for_owner) with hold. Call
+// it before ServeTasks.
+func (t *TaskTransport) ServeHolds(hold func(ctx context.Context, in Inbound, owner string, tasks []*pb.Task) *pb.TaskBatchResult) {
+	t.hold = hold
 }
 
 // maxKeyModeBytes bounds a peer's key mode quoted in an error: the known
@@ -99,16 +138,20 @@ func (t *TaskTransport) ServeTasks(accept func(ctx context.Context, in Inbound, 
 const maxKeyModeBytes = 32
 
 // ServeSeeds answers the seed protocol with submit, which decides whether
-// the sender may seed. A request above protocol.MaxSeedURLs is refused
-// whole before submit sees it.
-func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, in Inbound, urls []string) *pb.SeedResponse) {
+// the sender may seed, with the client's signed statements (one per URL,
+// or none). A request above protocol.MaxSeedURLs, or whose statements do
+// not match its URLs one for one, is refused whole before submit sees it.
+func (t *TaskTransport) ServeSeeds(submit func(ctx context.Context, in Inbound, urls []string, proofs []*pb.SeedProof) *pb.SeedResponse) {
 	t.streams.Handle(protocol.SeedID, func() proto.Message { return &pb.SeedRequest{} },
 		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
 			req := m.(*pb.SeedRequest)
 			if len(req.Urls) > protocol.MaxSeedURLs {
 				return &pb.SeedResponse{Error: fmt.Sprintf("%d seeds exceed the limit of %d per request", len(req.Urls), protocol.MaxSeedURLs)}
 			}
-			return submit(ctx, in, req.Urls)
+			if len(req.Proofs) != 0 && len(req.Proofs) != len(req.Urls) {
+				return &pb.SeedResponse{Error: fmt.Sprintf("%d seed signatures for %d URLs: want one for each, or none", len(req.Proofs), len(req.Urls))}
+			}
+			return submit(ctx, in, req.Urls, req.Proofs)
 		})
 }
 
@@ -145,8 +188,19 @@ var ErrNoConnection = errors.New("cannot connect")
 // /p2p/ multiaddr) over the seed protocol, from a short-lived host h, in
 // requests of at most protocol.MaxSeedURLs URLs. A request the member
 // refuses for now (the client's seed quota is spent) is sent again when
-// the member says, until ctx ends.
+// the member says, until ctx ends. The seeds go unsigned: the member signs
+// for a client it takes seeds from (see SubmitSignedSeeds).
 func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (SeedResult, error) {
+	return SubmitSignedSeeds(ctx, h, addr, urls, nil)
+}
+
+// SubmitSignedSeeds is SubmitSeeds with the client's signed statements
+// (package seedsig), proofs[i] over the normalised urls[i]; nil proofs
+// sends none.
+func SubmitSignedSeeds(ctx context.Context, h host.Host, addr string, urls []string, proofs []*pb.SeedProof) (SeedResult, error) {
+	if len(proofs) != 0 && len(proofs) != len(urls) {
+		return SeedResult{}, fmt.Errorf("submit seeds: %d signatures for %d URLs", len(proofs), len(urls))
+	}
 	if len(urls) == 0 {
 		return SeedResult{}, errors.New("submit seeds: no URLs")
 	}
@@ -165,7 +219,11 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 	for len(urls) > 0 {
 		n := min(len(urls), protocol.MaxSeedURLs)
 		resp := &pb.SeedResponse{}
-		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, &pb.SeedRequest{Urls: urls[:n]}, resp); err != nil {
+		req := &pb.SeedRequest{Urls: urls[:n]}
+		if len(proofs) > 0 {
+			req.Proofs = proofs[:n]
+		}
+		if err := s.Call(ctx, infos[0].ID, protocol.SeedID, req, resp); err != nil {
 			return total, fmt.Errorf("submit seeds: %w", err)
 		}
 		if resp.RetryAfterNs > 0 {
@@ -188,6 +246,9 @@ func SubmitSeeds(ctx context.Context, h host.Host, addr string, urls []string) (
 			total.Rejected = append(total.Rejected, Rejection{URL: r.Url, Reason: r.Reason})
 		}
 		urls = urls[n:]
+		if len(proofs) > 0 {
+			proofs = proofs[n:]
+		}
 	}
 	return total, nil
 }

@@ -266,6 +266,10 @@ func sampleMessages() map[string]proto.Message {
 	claim := &pb.Claim{Range: &pb.ShardRange{From: 1 << 62, To: 1 << 63}, Epoch: &pb.Epoch{N: 7, Owner: "12D3KooWA1b2C3d4"}}
 	record := &pb.ShardRecord{Key: 0x1d5b2b8d6c7e0f11, Hash: 0xaf63bd4c8601b7df, Url: "http://a.test/page", Depth: 2, Redirects: 1, Done: true, Meta: meta, MetaVersion: 1767366245000000000}
 	pending := &pb.ShardRecord{Key: 0x1d5b2b8d6c7e0f11, Hash: 0x3f1c, Url: "http://a.test/next?q=1", Depth: 3}
+	// A seed's signed statement: an Ed25519 key (libp2p-marshalled) and
+	// its signature.
+	proof := &pb.SeedProof{PublicKey: append([]byte{0x08, 0x01, 0x12, 0x20}, bytes.Repeat([]byte{0x5a}, 32)...), Signature: bytes.Repeat([]byte{0xa5}, 64), Time: 1767366245}
+	seedRec := &pb.ShardRecord{Key: 0x1d5b2b8d6c7e0f11, Hash: 0x77, Url: "http://a.test/", Seed: true, SeedProof: proof}
 	task := &pb.FetchTask{Url: "http://a.test/page", Depth: 2, Attempts: 1, Recrawl: true, Meta: meta, HasMeta: true}
 	return map[string]proto.Message{
 		"ring-find-successor": &pb.RingRequest{Body: &pb.RingRequest_FindSuccessorStep{FindSuccessorStep: &pb.FindSuccessorStep{Key: 42}}},
@@ -274,11 +278,12 @@ func sampleMessages() map[string]proto.Message {
 		"ring-step":           &pb.RingResponse{Body: &pb.RingResponse_Step{Step: &pb.StepResult{Found: true, Next: p, Successors: []*pb.Peer{p}}}},
 		"ring-neighbours":     &pb.RingResponse{Body: &pb.RingResponse_Neighbours{Neighbours: &pb.Neighbours{Predecessor: p, Successors: []*pb.Peer{p, p}}}},
 		"ring-error":          &pb.RingResponse{Error: "unknown ring request"},
-		"tasks":               &pb.TaskBatch{Tasks: []*pb.Task{{Url: "http://a.test/", Depth: 1}, {Url: "https://b.test/x?y=1", Depth: 4, Redirects: 2}}},
+		"tasks":               &pb.TaskBatch{Tasks: []*pb.Task{{Url: "http://a.test/", Depth: 1}, {Url: "https://b.test/x?y=1", Depth: 4, Redirects: 2}, {Url: "http://a.test/", SeedProof: proof}}},
 		"tasks-result":        &pb.TaskBatchResult{Accepted: 1, Duplicates: 1, NotOwned: []*pb.Task{{Url: "http://c.test/"}}, Rejected: []*pb.Rejection{{Url: "ftp://x", Reason: `unsupported scheme "ftp"`}}},
 		"seed":                &pb.SeedRequest{Urls: []string{"http://a.test/", " https://B.test/x#frag "}},
+		"seed-signed":         &pb.SeedRequest{Urls: []string{"http://a.test/", "x"}, Proofs: []*pb.SeedProof{proof, {}}},
 		"seed-response":       &pb.SeedResponse{Accepted: 1, Pending: 1, Rejected: []*pb.Rejection{{Url: "x", Reason: "missing scheme"}}},
-		"write":               &pb.WriteRequest{Claims: []*pb.Claim{claim}, Records: []*pb.ShardRecord{record, pending}, Hosts: []*pb.HostState{host}},
+		"write":               &pb.WriteRequest{Claims: []*pb.Claim{claim}, Records: []*pb.ShardRecord{record, pending, seedRec}, Hosts: []*pb.HostState{host}},
 		"write-reply":         &pb.WriteReply{Rejected: []*pb.Claim{claim}, StoreError: "no space left on device"},
 		"handoff":             &pb.HandoffRequest{Range: claim.Range, Epoch: claim.Epoch, Records: []*pb.ShardRecord{record}, Hosts: []*pb.HostState{host}, Final: true},
 		"handoff-reply":       &pb.HandoffReply{Accepted: true, Owned: claim.Range, HasOwned: true, Epoch: &pb.Epoch{N: 8, Owner: "12D3KooWB"}},
@@ -298,6 +303,7 @@ func sampleMessages() map[string]proto.Message {
 		"host-state":      host,
 		"host-politeness": host.Politeness,
 		"claim":           claim,
+		"seed-proof":      proof,
 		"shard-record":    record,
 		"fetch-task":      task,
 	}

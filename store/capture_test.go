@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,5 +69,40 @@ func TestAddCaptureKeepsNewestFew(t *testing.T) {
 	}
 	if _, ok := NearestCapture(nil, time.Time{}); ok {
 		t.Error("nearest of none found one")
+	}
+}
+
+// TestPutPageRecordsCaptureLocation: a page stored with its response
+// record's ID can be found by that ID (get reads the capture through it),
+// a refetch moves it without counting a second page, and an over-long ID
+// is refused with nothing written.
+func TestPutPageRecordsCaptureLocation(t *testing.T) {
+	db := openTest(t, t.TempDir(), testOptions(SeenExact))
+	p := &Page{Key: 1, URLHash: 2, URL: "http://a.test/", Status: 200, FetchedAt: time.Unix(100, 0),
+		ResponseID: "<urn:uuid:1>", Location: RecordLocation{File: "a.warc.gz", Offset: 10, Length: 20}}
+	if err := db.PutPage(p); err != nil {
+		t.Fatal(err)
+	}
+	if loc, ok, err := db.RecordLocationOf("<urn:uuid:1>"); err != nil || !ok || loc != p.Location {
+		t.Fatalf("RecordLocationOf = %+v, %v, %v; want %+v", loc, ok, err, p.Location)
+	}
+	again := *p
+	again.ResponseID, again.Location = "<urn:uuid:2>", RecordLocation{File: "b.warc.gz", Offset: 5, Length: 7}
+	if err := db.PutPage(&again); err != nil {
+		t.Fatal(err)
+	}
+	if loc, ok, err := db.RecordLocationOf("<urn:uuid:2>"); err != nil || !ok || loc != again.Location {
+		t.Fatalf("after a refetch RecordLocationOf = %+v, %v, %v; want %+v", loc, ok, err, again.Location)
+	}
+	if n := db.PageCount(); n != 1 {
+		t.Fatalf("page count %d after storing one page twice, want 1", n)
+	}
+	long := *p
+	long.URLHash, long.ResponseID = 3, "<urn:uuid:"+strings.Repeat("x", MaxRecordIDLen)+">"
+	if err := db.PutPage(&long); err == nil {
+		t.Fatal("PutPage took a record ID longer than MaxRecordIDLen")
+	}
+	if _, err := db.Page(1, 3); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refused page was stored: %v", err)
 	}
 }

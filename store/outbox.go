@@ -16,7 +16,8 @@ import (
 //	outbox    'o'     'o' | sequence (8, BE)                        outbox record
 //
 // Outbox record, version 1: version byte, URL (bytes), depth (varint),
-// redirects (varint), attempts (varint).
+// redirects (varint), attempts (varint). Version 2, written for a task
+// with a seed statement only, adds the statement (bytes).
 const prefixOutbox byte = 'o'
 
 // OutboxEntry is one undelivered task.
@@ -27,6 +28,9 @@ type OutboxEntry struct {
 	Depth     int
 	Redirects int
 	Attempts  int
+	// SeedProof is a seed's signed statement, opaque here: it waits for
+	// delivery with its task.
+	SeedProof string
 }
 
 // outboxState assigns outbox sequence numbers.
@@ -121,23 +125,38 @@ func (db *DB) ScanOutbox(fn func(OutboxEntry) error) error {
 	return nil
 }
 
+// outboxVersionSeed is the outbox record version with a seed statement.
+const outboxVersionSeed byte = 2
+
 func encodeOutbox(e *OutboxEntry) []byte {
-	b := make([]byte, 0, 16+len(e.URL))
-	b = append(b, recordVersion1)
+	b := make([]byte, 0, 16+len(e.URL)+len(e.SeedProof))
+	version := byte(recordVersion1)
+	if len(e.SeedProof) > 0 {
+		version = outboxVersionSeed
+	}
+	b = append(b, version)
 	b = appendString(b, e.URL)
 	b = binary.AppendVarint(b, int64(e.Depth))
 	b = binary.AppendVarint(b, int64(e.Redirects))
-	return binary.AppendVarint(b, int64(e.Attempts))
+	b = binary.AppendVarint(b, int64(e.Attempts))
+	if version == outboxVersionSeed {
+		b = appendString(b, e.SeedProof)
+	}
+	return b
 }
 
 func decodeOutbox(v []byte, e *OutboxEntry) error {
 	d := decoder{b: v}
-	if ver := d.byte(); d.err == nil && ver != recordVersion1 {
+	ver := d.byte()
+	if d.err == nil && ver != recordVersion1 && ver != outboxVersionSeed {
 		return fmt.Errorf("%w: outbox record version %d", ErrCorrupt, ver)
 	}
 	e.URL = d.str()
 	e.Depth = d.int()
 	e.Redirects = d.int()
 	e.Attempts = d.int()
+	if ver == outboxVersionSeed {
+		e.SeedProof = d.str()
+	}
 	return d.finish()
 }

@@ -40,6 +40,12 @@ type Page struct {
 	Body []byte
 	// Links is the number of links extracted from the body.
 	Links int
+	// ResponseID, when set, is the WARC-Record-ID of the page's archived
+	// response record, and Location where its exchange lies in the node's
+	// WARC files: PutPage records it (RecordLocationOf) in the same write
+	// as the page. Neither is part of the stored page.
+	ResponseID string
+	Location   RecordLocation
 }
 
 // PutPage stores p under (p.Key, p.URLHash), replacing any page stored
@@ -47,6 +53,9 @@ type Page struct {
 func (db *DB) PutPage(p *Page) error {
 	if p == nil {
 		return errors.New("store: put page: nil page")
+	}
+	if len(p.ResponseID) > MaxRecordIDLen {
+		return fmt.Errorf("store: put page %s: record ID of %d bytes", keyString(p.Key, p.URLHash), len(p.ResponseID))
 	}
 	v, err := encodePage(p)
 	if err != nil {
@@ -63,16 +72,18 @@ func (db *DB) PutPage(p *Page) error {
 		return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
 	}
 	db.keys.add(k)
-	if exists {
-		if err := db.ldb.Put(k, v, nil); err != nil {
-			return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
-		}
-		return nil
-	}
-	total := db.pageCount.Load() + 1
+	// One write: the page, its record's location and, for a new page,
+	// the page count.
 	b := new(leveldb.Batch)
 	b.Put(k, v)
-	b.Put(metaKey(metaPageCount), binary.BigEndian.AppendUint64(nil, uint64(total)))
+	if p.ResponseID != "" {
+		b.Put(recordLocKey(p.ResponseID), encodeRecordLocation(p.Location))
+	}
+	total := db.pageCount.Load()
+	if !exists {
+		total++
+		b.Put(metaKey(metaPageCount), binary.BigEndian.AppendUint64(nil, uint64(total)))
+	}
 	if err := db.ldb.Write(b, nil); err != nil {
 		return ldbErr(err, "put page %s", keyString(p.Key, p.URLHash))
 	}

@@ -29,22 +29,10 @@ func recordLocKey(id string) []byte {
 	return append(append(k, prefixRecordLoc), id...)
 }
 
-// PutRecordLocation records where the exchange whose response record is
-// id lies. id is at most MaxRecordIDLen bytes.
-func (db *DB) PutRecordLocation(id string, loc RecordLocation) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	if id == "" || len(id) > MaxRecordIDLen {
-		return fmt.Errorf("store: put record location: record ID of %d bytes", len(id))
-	}
+func encodeRecordLocation(loc RecordLocation) []byte {
 	v := appendString(nil, loc.File)
 	v = binary.AppendUvarint(v, uint64(loc.Offset))
-	v = binary.AppendUvarint(v, uint64(loc.Length))
-	if err := db.ldb.Put(recordLocKey(id), v, nil); err != nil {
-		return ldbErr(err, "put record location %.60q", id)
-	}
-	return nil
+	return binary.AppendUvarint(v, uint64(loc.Length))
 }
 
 // RecordLocationOf returns where the exchange whose response record is id

@@ -10,17 +10,18 @@ package store
 //
 // The name hash is the 64-bit FNV-1a hash of the host name (hostHash).
 //
-// Shard record, version 3 (ring key and URL hash come from the key):
+// Shard record, version 4 (ring key and URL hash come from the key):
 //
-//	version       byte = 3
+//	version       byte = 4
 //	flags         byte: bit 0 = done, bit 1 = seed (no other bit may be set)
 //	depth         varint
 //	redirects     varint
 //	url           bytes
 //	meta version  uvarint
 //	meta          bytes (the crawler's opaque state of the URL)
+//	seed proof    bytes (the signed statement behind the seed mark, opaque)
 //
-// Version 2 records are the same without the seed bit; version 1 records,
+// Version 3 records are the same without the seed proof; version 2 records are the same without the seed bit; version 1 records,
 // written before the meta fields existed, end after url and are read with
 // no meta.
 //
@@ -75,6 +76,9 @@ type ShardRecord struct {
 	// 0): the seeds table indexes such records, and a crawl scoped to the
 	// seeds' hosts or domains is judged by them.
 	Seed bool
+	// SeedProof is the signed statement behind Seed, opaque here (the node
+	// verifies it before it stores a mark): a merge keeps it with the mark.
+	SeedProof []byte
 	// Meta is the crawler's opaque state of the URL after its last fetch
 	// (validators, next recrawl), and MetaVersion orders such states: the
 	// higher one wins a merge.
@@ -221,7 +225,9 @@ type recentRecord struct {
 func mergeShard(old, nw ShardRecord) ShardRecord {
 	out := old
 	out.Done = old.Done || nw.Done
-	out.Seed = old.Seed || nw.Seed
+	if nw.Seed && !old.Seed {
+		out.Seed, out.SeedProof = true, nw.SeedProof
+	}
 	if nw.Depth < old.Depth || nw.Depth == old.Depth && nw.Redirects < old.Redirects {
 		out.Depth, out.URL, out.Redirects = nw.Depth, nw.URL, nw.Redirects
 	}
@@ -233,7 +239,8 @@ func mergeShard(old, nw ShardRecord) ShardRecord {
 
 func shardEqual(a, b ShardRecord) bool {
 	return a.Key == b.Key && a.URLHash == b.URLHash && a.URL == b.URL && a.Depth == b.Depth &&
-		a.Redirects == b.Redirects && a.Done == b.Done && a.Seed == b.Seed && a.MetaVersion == b.MetaVersion && bytes.Equal(a.Meta, b.Meta)
+		a.Redirects == b.Redirects && a.Done == b.Done && a.Seed == b.Seed && a.MetaVersion == b.MetaVersion && bytes.Equal(a.Meta, b.Meta) &&
+		bytes.Equal(a.SeedProof, b.SeedProof)
 }
 
 // ShardRecord returns the shard record of a URL, ok false when there is none.
@@ -453,7 +460,7 @@ func hostHash(host string) uint64 {
 // at shardRecordVersion.
 const (
 	shardVersion       = 1
-	shardRecordVersion = 3
+	shardRecordVersion = 4
 )
 
 // encodeShardRecord appends the shard record of r (see the top of this
@@ -471,7 +478,8 @@ func encodeShardRecord(dst []byte, r *ShardRecord) []byte {
 	dst = binary.AppendVarint(dst, int64(r.Redirects))
 	dst = appendString(dst, r.URL)
 	dst = binary.AppendUvarint(dst, r.MetaVersion)
-	return appendBytes(dst, r.Meta)
+	dst = appendBytes(dst, r.Meta)
+	return appendBytes(dst, r.SeedProof)
 }
 
 // Shard record flags.
@@ -503,6 +511,11 @@ func decodeShardRecord(v []byte, r *ShardRecord) error {
 		r.MetaVersion = d.uvarint()
 		// Copied: a scan's value buffer is reused for the next key.
 		r.Meta = bytes.Clone(d.bytes())
+	}
+	if ver >= 4 {
+		if p := d.bytes(); len(p) > 0 {
+			r.SeedProof = bytes.Clone(p)
+		}
 	}
 	return d.finish()
 }

@@ -31,6 +31,7 @@ type nodeOptions struct {
 	delay, maxCrawlDelay, timeout                   time.Duration
 	minRecrawl, maxRecrawl, dnsTTL, retryBase       time.Duration
 	failureTimeout, reservationTimeout              time.Duration
+	captureGrace                                    time.Duration
 	ringWork                                        int
 	workers, maxDepth, maxRetries, maxPagesPerHost  int
 	maxConnsPerIP, replicas, hotQueue, vnodes       int
@@ -75,6 +76,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.vnodes, "vnodes", nd.VNodes, fmt.Sprintf("ring positions (virtual nodes) this node holds, 1 to %d: more spread the swarm's hosts more evenly over its nodes, at V times the ring and shard maintenance (docs/operations.md, \"Virtual nodes\")", node.MaxVNodes))
 	fs.IntVar(&o.hotQueue, "hot-queue", def.HotQueue, "queued URLs of one host at which its owner hands the host's fetches, in batches and under its own rate limit, to its first successor (0 = never; host keys only)")
 	fs.DurationVar(&o.failureTimeout, "failure-timeout", nd.Shard.FailureTimeout, "silence from an owner after which its first successor takes its range over")
+	fs.DurationVar(&o.captureGrace, "capture-grace", nd.CaptureGrace, "how long a peer holding captures (the WARC records of pages it fetched) must be gone, out of the ring and unreachable, before the owners of those pages fetch them again (0 = never)")
 	fs.IntVar(&o.ringWork, "ring-work", nd.RingWork.Bits(), "bits of proof of work each member's identity carries, the same on every node of a swarm: the node creates its identity with it (about 2^bits key generations, once per data dir) and refuses as members peers without it (0 = none)")
 	fs.StringVar(&o.keyMode, "key", def.KeyMode.String(), "crawl task key, the same on every node: host (one owner per host), domain (one owner per registrable domain; needed by --scope seed-domains) or url (one owner per URL)")
 	fs.StringVar(&o.scope, "scope", def.Scope.Mode.String(), "which hosts the crawl may reach: any, seed-hosts (the hosts seeds named) or seed-domains (their registrable domains; needs --key domain); judged by each URL's owner")
@@ -86,7 +88,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.sitemapGuess, "sitemap-guess", def.GuessSitemap, "also try a host's /sitemap.xml when its robots.txt names no sitemap (one more request per host)")
 	fs.StringVar(&o.swarmKey, "swarm-key", "", "pre-shared key file (`swarmcrawl swarm-key`) of a private swarm: peers without it cannot connect; TCP and WebSocket only")
 	fs.StringVar(&o.allowPeers, "allow-peers", "", "admit only these peer IDs (comma-separated, or @FILE with one a line), once authenticated; list bootstrap peers, relays and seed clients too")
-	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members; any: every peer")
+	fs.StringVar(&o.seedFrom, "seed-from", "", "peer IDs (comma-separated, or @FILE) that may submit seeds besides clients on this machine (over loopback) and --allow-peers members, and whose signed seeds (seed --identity) this node honours from any member; any: every peer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text (key=value) or json: one log record a line on stderr")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the node to `file` until it stops (for go tool pprof)")
@@ -200,6 +202,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Shard.Replicas = o.replicas
 	cfg.VNodes = o.vnodes
 	cfg.Shard.FailureTimeout = o.failureTimeout
+	cfg.CaptureGrace = zeroIsNone(o.captureGrace)
 	if len(o.listen) > 0 {
 		cfg.Host.Listen = o.listen
 	}
@@ -299,6 +302,7 @@ func (o *nodeOptions) checkCounts() error {
 		{"min-free-disk", int64(o.minFreeDisk), true},
 		{"hot-queue", int64(o.hotQueue), true},
 		{"reservation-timeout", int64(o.reservationTimeout), false},
+		{"capture-grace", int64(o.captureGrace), true},
 	} {
 		switch {
 		case f.v < 0:

@@ -12,10 +12,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/census"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
+	"github.com/swarmcrawl/swarmcrawl/p2p/seedsig"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
 func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -23,7 +26,7 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	peerAddr := fs.String("peer", "", "full multiaddr (/ip4/.../tcp/.../p2p/<id>) of any swarm member (required)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	swarmKey := fs.String("swarm-key", "", "pre-shared key file of a private swarm")
-	identity := fs.String("identity", "", "key file giving the client a stable peer ID (created, mode 0600, if missing), for nodes that list their seeders (--seed-from, --allow-peers)")
+	identity := fs.String("identity", "", "key file giving the client a stable peer ID (created, mode 0600, if missing), for nodes that list their seeders (--seed-from, --allow-peers); the client then signs each seed with it, so that every node that lists it honours the seed whichever member forwards it")
 	wait := fs.Bool("wait", false, "after seeding, wait until the swarm's crawl is complete (no member has work, the same pages fetched over two censuses); exit 3 if URLs were given up (new dead letters) meanwhile")
 	waitTimeout := fs.Duration("wait-timeout", 0, "with --wait: give up waiting after this long (0: no limit)")
 	poll := fs.Duration("poll", 3*time.Second, "with --wait: how often to count the swarm")
@@ -79,7 +82,17 @@ func runSeed(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("before seeding: %w", err)
 		}
 	}
-	res, err := submitInChunks(ctx, h, *peerAddr, urls, newProgressLine(stderr))
+	// With an identity the client signs its seeds: every owner that lists
+	// it (--seed-from) then honours them, whichever member takes them.
+	// Without one, the member signs for the clients it takes seeds from.
+	var proofs []*pb.SeedProof
+	if key != nil {
+		if proofs, err = signSeeds(key, urls, time.Now()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "seeds signed by %s (list it with node --seed-from)\n", h.ID())
+	}
+	res, err := submitInChunks(ctx, h, *peerAddr, urls, proofs, newProgressLine(stderr))
 	if errors.Is(err, p2p.ErrNoConnection) && *swarmKey == "" {
 		return fmt.Errorf("%w (if the swarm is private, give its key with --swarm-key)", err)
 	}
@@ -176,14 +189,41 @@ func readLines(r io.Reader) ([]string, error) {
 // sent a chunk at a time so that its progress can be shown.
 const seedChunk = 10 * protocol.MaxSeedURLs
 
-// submitInChunks submits urls a chunk at a time, showing on progress how
-// many were sent, and sums the results.
-func submitInChunks(ctx context.Context, h host.Host, addr string, urls []string, progress *progressLine) (p2p.SeedResult, error) {
+// signSeeds returns key's signed statement for each of seeds, over its
+// normal form (which the member computes too); an empty one for a URL
+// that does not normalise (the member rejects it).
+func signSeeds(key crypto.PrivKey, seeds []string, at time.Time) ([]*pb.SeedProof, error) {
+	out := make([]*pb.SeedProof, len(seeds))
+	for i, raw := range seeds {
+		out[i] = &pb.SeedProof{}
+		u, err := urls.Normalize(nil, strings.TrimSpace(raw))
+		if err != nil {
+			continue
+		}
+		b, err := seedsig.Sign(key, u, at)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = seedsig.Decode(b); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// submitInChunks submits urls (with their signed statements, if any) a
+// chunk at a time, showing on progress how many were sent, and sums the
+// results.
+func submitInChunks(ctx context.Context, h host.Host, addr string, urls []string, proofs []*pb.SeedProof, progress *progressLine) (p2p.SeedResult, error) {
 	defer progress.clear()
 	var total p2p.SeedResult
 	for sent := 0; sent < len(urls); {
 		n := min(seedChunk, len(urls)-sent)
-		res, err := p2p.SubmitSeeds(ctx, h, addr, urls[sent:sent+n])
+		var signed []*pb.SeedProof
+		if len(proofs) > 0 {
+			signed = proofs[sent : sent+n]
+		}
+		res, err := p2p.SubmitSignedSeeds(ctx, h, addr, urls[sent:sent+n], signed)
 		total.Accepted += res.Accepted
 		total.Duplicates += res.Duplicates
 		total.Pending += res.Pending

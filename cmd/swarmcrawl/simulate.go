@@ -25,7 +25,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	burst := fs.Float64("burst", 0, "fraction of nodes that crash at once, a third into --duration")
 	partition := fs.Float64("partition", 0, "fraction of nodes cut off for 30s, halfway through --duration")
 	loss := fs.Float64("loss", 0, "probability that a message is lost")
-	dishonest := fs.Float64("dishonest", 0, "fraction of nodes that acknowledge and drop the URLs they own and withhold their predecessors' leases")
+	dishonest := fs.Float64("dishonest", 0, "fraction of nodes that acknowledge and drop the URLs they own, withhold their predecessors' leases and squat their successors' ranges")
+	noDefences := fs.Bool("no-defences", false, "turn off the defences against dishonest nodes (receipts, watching replicas, lease from a quorum), to compare")
 	graph := fs.String("graph", "", "adjacency list to crawl: line i lists the pages page i links to (LAW WebGraph ASCII)")
 	hosts := fs.String("hosts", "", "with --graph: each page's host, one a line (default: consecutive pages grouped by --pages-per-host)")
 	pagesPerHost := fs.Int("pages-per-host", 16, "with --graph and no --hosts: pages per host")
@@ -51,6 +52,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	cfg := d
 	cfg.Seed, cfg.Nodes, cfg.VNodes, cfg.Replicas = *seed, *nodes, *vnodes, *replicas
 	cfg.Churn, cfg.Burst, cfg.Partition, cfg.Loss, cfg.Dishonest = *churn, *burst, *partition, *loss, *dishonest
+	cfg.NoDefences = *noDefences
 	cfg.CrashShare = *crashShare
 	if *crashShare == 0 {
 		cfg.CrashShare = -1 // explicitly none

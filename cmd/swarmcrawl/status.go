@@ -184,6 +184,10 @@ func printStatus(w io.Writer, st *node.Status) {
 		fmt.Fprintf(w, "quotas      %d task batches and %d seed requests refused for now, %d of this node's batches held back by owners, %d waiting tasks in the store only\n",
 			r.TasksRefused, r.SeedsRefused, r.Throttled, r.OutboxSpilled)
 	}
+	if lc := st.LostCaptures; lc.Suspect > 0 || lc.Gone > 0 || lc.Requeued > 0 {
+		fmt.Fprintf(w, "captures    %d holders gone past the %s grace, %d gone for less; %d URLs queued again for lost captures, %d not fetched yet\n",
+			lc.Gone, lc.Grace, lc.Suspect, lc.Requeued, lc.Pending)
+	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "listening   %s\n", a)
 	}

@@ -88,7 +88,7 @@ func printSwarmStatus(w io.Writer, st *node.SwarmStatus) {
 	if st.Method == census.Exact {
 		fmt.Fprintf(w, "swarm       %d members, counted exactly (every member asked)\n", int(st.Members.Value))
 	} else {
-		fmt.Fprintf(w, "swarm       about %s members, estimated from %d sampled keys (%d members asked); intervals at %.0f%% confidence\n",
+		fmt.Fprintf(w, "swarm       about %s members, estimated from %d windows of the ring (%d members asked); intervals at %.0f%% confidence\n",
 			fmtTotal(st.Members, false), st.Samples, st.Asked, 100*st.Confidence)
 	}
 	names := slices.Clone(swarmCounters)

@@ -1,9 +1,8 @@
 // Package census counts a swarm's crawl as a whole from the members'
 // own reports: exactly, by walking the ring successor by successor and
-// asking every machine met, when the swarm is small; by following runs
-// of positions from random points of the ring and dividing their
-// counters by the arc they cover (a ratio estimator, with a confidence
-// interval) when it is large. It is a pure algorithm (standard library
+// asking every machine met, when the swarm is small; from windows of the
+// ring of a fixed length at random points (an unbiased estimate, with a
+// confidence interval) when it is large. It is a pure algorithm (standard library
 // and the ring only) so that the simulator runs it unchanged on
 // thousands of nodes.
 package census
@@ -70,18 +69,18 @@ type Config struct {
 	// MaxMembers is the most machines an exact walk asks before it gives
 	// up and the census samples instead.
 	MaxMembers int
-	// Samples is the number of random keys an estimate looks up.
+	// Samples is the number of random windows of the ring an estimate
+	// walks.
 	Samples int
-	// Run is the number of positions an estimate follows after each
-	// sampled key's owner.
+	// Run is the number of positions a window holds on average.
 	Run int
 	// Z is the normal quantile of the confidence interval (1.96: 95%).
 	Z float64
 }
 
 // DefaultConfig returns the defaults: walk up to 64 machines; past that,
-// sample 32 keys and follow 8 positions after each (256 machines asked at
-// most); 95% intervals.
+// sample 32 windows of 8 positions each on average (about 280 positions
+// asked with the pilot's); 95% intervals.
 func DefaultConfig() Config { return Config{MaxMembers: 64, Samples: 32, Run: 8, Z: 1.96} }
 
 func (c Config) withDefaults() Config {
@@ -128,7 +127,7 @@ type Result struct {
 	Work bool `json:"work"`
 	// Asked is the number of distinct machines asked.
 	Asked int `json:"asked"`
-	// Samples is the number of keys sampled (estimates only).
+	// Samples is the number of windows sampled (estimates only).
 	Samples int `json:"samples,omitempty"`
 	// Confidence is the interval's coverage (estimates only).
 	Confidence float64 `json:"confidence,omitempty"`
@@ -212,18 +211,26 @@ func Walk(ctx context.Context, src Source, start ring.Peer, cfg Config) (Result,
 	return res, nil
 }
 
-// Sample estimates the swarm's totals from runs of positions that start
-// at uniformly random points of the ring: for each of cfg.Samples random
-// keys it skips the key's owner (whose arc is size-biased: a long arc is
-// more likely to hold a random key) and follows the next cfg.Run
-// positions successor by successor. The positions after a random point
-// are a fair sample of the ring's positions, so the counters of a run
-// over the arc it covers estimate the counters per unit of ring, and the
-// ratio of their sums over all runs estimates the total (a ratio
-// estimator; its standard error is the spread of the runs' residuals).
-// A machine holding several positions has its counters split among them
-// in proportion to their arcs. The interval is the estimate ± Z standard
-// errors.
+// Sample estimates the swarm's totals from windows of the ring that start
+// at uniformly random points. A window (k, k+L] of fixed length L holds
+// each position's ID with probability L, whatever the arcs around it, so
+// the counters of the positions whose IDs it holds, divided by L, are an
+// unbiased estimate of the totals (a machine holding several positions
+// has its counters split among them in proportion to their arcs). Each
+// window is walked from the owner of its start k (the first position at
+// or after k) successor by successor until a position lies past k+L.
+// L is cfg.Run positions' worth of ring: a pilot of a few runs of
+// cfg.Run positions after random keys' owners gives the mean arc. The
+// estimate is the mean of the cfg.Samples windows' estimates, and its
+// interval ± Z standard errors, with Z widened to Student's t for the
+// number of windows.
+//
+// (An earlier design followed cfg.Run positions after each key's owner
+// and divided the counters by the arcs they covered. A position then
+// enters a run with a probability set by its predecessors' arcs; where a
+// counter follows that (queued work mid-crawl does), its estimates were
+// 7% low on 1,000 simulated nodes and their 95% intervals held the truth
+// 85% of the time.)
 func Sample(ctx context.Context, src Source, rng *rand.Rand, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	cache := map[string]Report{}
@@ -249,70 +256,128 @@ func Sample(ctx context.Context, src Source, rng *rand.Rand, cfg Config) (Result
 		}
 		return r, r.Positions[i], nil
 	}
-	type run struct {
-		arc float64
-		y   map[string]float64
-	}
-	runs := make([]run, 0, cfg.Samples)
-	res := Result{Method: Estimate, Totals: map[string]Total{}, Samples: cfg.Samples, Confidence: confidence(cfg.Z)}
-	names := map[string]bool{}
-	for range cfg.Samples {
-		key := ring.ID(rng.Uint64())
-		owner, err := src.Lookup(ctx, key)
+	owner := func(key ring.ID) (ring.Peer, error) {
+		p, err := src.Lookup(ctx, key)
 		if err != nil {
-			return Result{}, fmt.Errorf("census: sample: lookup %s: %w", key, err)
+			return ring.Peer{}, fmt.Errorf("census: sample: lookup %s: %w", key, err)
 		}
-		_, pos, err := status(owner)
+		return p, nil
+	}
+	next := func(pos Position) (ring.Peer, error) {
+		if pos.Succ.IsZero() {
+			return ring.Peer{}, fmt.Errorf("census: sample: position %s has no successor", pos.ID)
+		}
+		return pos.Succ, nil
+	}
+
+	// The pilot: the mean arc of the positions after a few keys' owners
+	// (the owners themselves are size-biased and left out).
+	arcs, count := 0.0, 0
+	for range pilotRuns {
+		p, err := owner(ring.ID(rng.Uint64()))
 		if err != nil {
 			return Result{}, err
 		}
-		rn := run{y: map[string]float64{}}
-		cur := pos.Succ
+		_, pos, err := status(p)
+		if err != nil {
+			return Result{}, err
+		}
 		for range cfg.Run {
-			if cur.IsZero() {
-				return Result{}, fmt.Errorf("census: sample: position %s has no successor", pos.ID)
+			if p, err = next(pos); err != nil {
+				return Result{}, err
 			}
-			r, p, err := status(cur)
+			if _, pos, err = status(p); err != nil {
+				return Result{}, err
+			}
+			arcs += pos.Arc()
+			count++
+		}
+	}
+	width := min(float64(cfg.Run)*arcs/float64(count), 1)
+	span := uint64(math.MaxUint64)
+	if width < 1 {
+		span = uint64(width * math.Exp2(64))
+	}
+
+	res := Result{Method: Estimate, Totals: map[string]Total{}, Samples: cfg.Samples, Confidence: confidence(cfg.Z)}
+	windows := make([]map[string]float64, 0, cfg.Samples)
+	names := map[string]bool{}
+	for range cfg.Samples {
+		start := ring.ID(rng.Uint64())
+		p, err := owner(start)
+		if err != nil {
+			return Result{}, err
+		}
+		y := map[string]float64{}
+		first := p.ID
+		for i := 0; ; i++ {
+			// p's ID is in the window when its distance from the
+			// window's start is at most the window's length; the walk
+			// ends there, back at its first position, or at its bound.
+			if uint64(p.ID-start) > span || (i > 0 && p.ID == first) || i >= maxWindow*cfg.Run {
+				break
+			}
+			r, pos, err := status(p)
 			if err != nil {
 				return Result{}, err
 			}
-			w := p.Arc() / r.Share()
-			rn.arc += p.Arc()
-			rn.y[members] += w
+			w := pos.Arc() / r.Share()
+			y[members] += w / width
 			for k, v := range r.Counters {
-				rn.y[k] += w * v
+				y[k] += w * v / width
 				names[k] = true
 			}
 			res.Work = res.Work || r.Work
-			pos, cur = p, p.Succ
+			if p, err = next(pos); err != nil {
+				return Result{}, err
+			}
 		}
-		runs = append(runs, rn)
+		windows = append(windows, y)
 	}
 	res.Asked = len(cache)
-	ratio := func(k string) Total {
-		n := float64(len(runs))
-		sy, sa := 0.0, 0.0
-		for _, r := range runs {
-			sy += r.y[k]
-			sa += r.arc
+	z := studentT(cfg.Z, len(windows)-1)
+	mean := func(k string) Total {
+		n := float64(len(windows))
+		est := 0.0
+		for _, w := range windows {
+			est += w[k]
 		}
-		est := sy / sa
+		est /= n
 		ss := 0.0
-		for _, r := range runs {
-			e := r.y[k] - est*r.arc
-			ss += e * e
+		for _, w := range windows {
+			ss += (w[k] - est) * (w[k] - est)
 		}
 		se := 0.0
 		if n > 1 {
-			se = math.Sqrt(ss/(n-1)/n) / (sa / n)
+			se = math.Sqrt(ss / (n - 1) / n)
 		}
-		return Total{Value: est, Low: max(est-cfg.Z*se, 0), High: est + cfg.Z*se}
+		return Total{Value: est, Low: max(est-z*se, 0), High: est + z*se}
 	}
-	res.Members = ratio(members)
+	res.Members = mean(members)
 	for k := range names {
-		res.Totals[k] = ratio(k)
+		res.Totals[k] = mean(k)
 	}
 	return res, nil
+}
+
+// pilotRuns is the number of runs of Config.Run positions whose mean arc
+// sets the window's length; maxWindow bounds a window's walk at that many
+// times Config.Run positions (a window holds Run on average).
+const (
+	pilotRuns = 4
+	maxWindow = 4
+)
+
+// studentT widens the normal quantile z to Student's t with df degrees of
+// freedom (a Cornish-Fisher expansion: within 0.1% for df >= 5), since
+// the standard error comes from the windows themselves.
+func studentT(z float64, df int) float64 {
+	if df < 1 {
+		return z
+	}
+	n := float64(df)
+	z3, z5 := z*z*z, z*z*z*z*z
+	return z + (z3+z)/(4*n) + (5*z5+16*z3+3*z)/(96*n*n)
 }
 
 // members is the key of a run's member count among its counters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -157,11 +158,35 @@ func checkCoverage(t *testing.T, f *fakeSwarm, trials, samples int) {
 		cov := float64(covered) / float64(trials)
 		bias := sum/float64(trials)/truth - 1
 		t.Logf("%s: truth %.0f, mean estimate %+.2f%%, 95%% interval held it %.1f%%", k, truth, 100*bias, 100*cov)
-		if cov < 0.85 {
+		if cov < 0.90 {
 			t.Errorf("%s: the 95%% interval held the truth in %.1f%% of %d estimates", k, 100*cov, trials)
 		}
-		if bias > 0.05 || bias < -0.05 {
+		if bias > 0.03 || bias < -0.03 {
 			t.Errorf("%s: estimates biased by %+.1f%%", k, 100*bias)
 		}
 	}
+}
+
+// TestSampleUnbiasedWhateverTheNeighbours: a counter that follows the
+// arcs of a machine's predecessors (mid-crawl, queued work did) is
+// estimated without bias. Runs of positions after random keys' owners
+// took each position with a probability set by its predecessors' arcs,
+// and estimated this counter 10% low, its interval holding the truth
+// less than 80% of the time.
+func TestSampleUnbiasedWhateverTheNeighbours(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	f := newFakeSwarm(rng, 1000, 1, func(int, float64) map[string]float64 { return nil })
+	for i, id := range f.ids {
+		p := f.peer[id]
+		r := f.reports[p.Machine()]
+		// Work waits on machines whose predecessors' arcs are short.
+		before := 0.0
+		for j := 1; j <= 8; j++ {
+			q := f.ids[(i+len(f.ids)-j)%len(f.ids)]
+			before += f.reports[f.peer[q].Machine()].Positions[0].Arc()
+		}
+		r.Counters = map[string]float64{"queued": math.Round(1e6 / (1 + 1000*before) / 1000), "errors": float64(i % 7)}
+		f.reports[p.Machine()] = r
+	}
+	checkCoverage(t, f, 400, 0)
 }

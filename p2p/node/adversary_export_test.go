@@ -13,7 +13,8 @@ import (
 )
 
 // SeeAsRemote makes n's seed and task protocols see the connections of
-// peers as coming from 203.0.113.7, off the node's machine. An in-process
+// peers as coming from 203.0.113.7, off the node's machine, and its seed
+// policy judge their signatures as those of peers off the machine. An in-process
 // attacker reaches a node over loopback, which the seed policy rightly
 // counts as the operator's machine; the adversary suite needs a stranger
 // from elsewhere. Only the address the policy reads changes: the request
@@ -26,9 +27,10 @@ func (n *Node) SeeAsRemote(peers ...peer.ID) {
 		}
 		return in
 	}
+	n.seeds.seeAsRemote(peers...)
 	n.streams.Unhandle(protocol.SeedID)
-	n.tasks.ServeSeeds(func(ctx context.Context, in p2p.Inbound, urls []string) *pb.SeedResponse {
-		return n.submitSeeds(ctx, see(in), urls)
+	n.tasks.ServeSeeds(func(ctx context.Context, in p2p.Inbound, urls []string, proofs []*pb.SeedProof) *pb.SeedResponse {
+		return n.submitSeeds(ctx, see(in), urls, proofs)
 	})
 	n.streams.Unhandle(protocol.TasksID)
 	n.tasks.ServeTasks(func(ctx context.Context, in p2p.Inbound, tasks []*pb.Task) *pb.TaskBatchResult {

@@ -34,7 +34,10 @@ type Config struct {
 	// own clients (connected over loopback) and the members of
 	// Host.AllowPeers; SeedFromAnyone lets every peer that can connect do
 	// it. By default only the operator seeds: a stranger who knows a
-	// node's address cannot aim the swarm at a host.
+	// node's address cannot aim the swarm at a host. The same peers (and
+	// the node itself, and peers on its machine) are the seeders whose
+	// signed seed marks the node honours, on routed seeds and on records
+	// peers hand over (see seedPolicy).
 	SeedFrom       []peer.ID
 	SeedFromAnyone bool
 	// RingWork is the proof of work the swarm asks of its members'
@@ -94,6 +97,13 @@ type Config struct {
 	// position shares the node's store, crawler and politeness state.
 	// Default 1.
 	VNodes int
+	// CaptureGrace is how long a peer holding captures of this node's
+	// done marks (the WARC records of pages it fetched) must be gone
+	// before this node fetches again the URLs it owns whose every
+	// capture that peer held (see lostcaptures.go and "Where a capture
+	// lives" in docs/architecture.md). Default DefaultCaptureGrace (10
+	// minutes); negative: never.
+	CaptureGrace time.Duration
 	// Census bounds the swarm census this node runs for `status --swarm`
 	// and the swarm page: an exact walk of up to MaxMembers machines,
 	// else an estimate (package census; zero fields take its defaults).
@@ -121,6 +131,7 @@ func DefaultConfig() Config {
 		SeedQuota:          Quota{Rate: 1_000, Burst: 20_000},
 		OutboxMemory:       100_000,
 		VNodes:             1,
+		CaptureGrace:       DefaultCaptureGrace,
 	}
 }
 
@@ -163,6 +174,9 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.VNodes < 1 || c.VNodes > MaxVNodes {
 		return c, shard.Config{}, fmt.Errorf("vnodes %d: want 1 to %d", c.VNodes, MaxVNodes)
+	}
+	if c.CaptureGrace == 0 {
+		c.CaptureGrace = d.CaptureGrace
 	}
 	sc, err := c.Shard.Effective()
 	if err != nil {

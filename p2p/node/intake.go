@@ -29,8 +29,11 @@ type intake struct {
 	db      *store.DB
 	crawler *crawl.Crawler
 	log     *slog.Logger
-	// route sends tasks to their owners (the outbox): Reroute's way out.
-	route func([]frontier.Task)
+	// route sends tasks to their owners (the outbox): Reroute's way out;
+	// holdProof keeps a rerouted seed's signed statement for the way
+	// (false: too many held).
+	route     func([]frontier.Task)
+	holdProof func(url string, proof []byte) bool
 }
 
 var _ shard.App = (*intake)(nil)
@@ -322,7 +325,8 @@ func (in *intake) merged(recs []shard.Record) {
 // Reroute sends pending records of a range the shard manager gave up
 // without a handoff (its owner took it over without them) to their owners
 // through the outbox, as links found on a page: each owner dedupes them
-// against its seen set like any routed URL.
+// against its seen set like any routed URL. A seed goes with its signed
+// statement, so that its owner marks it a seed again if it honours it.
 func (in *intake) Reroute(_ context.Context, recs []shard.Record) error {
 	if in.route == nil {
 		return errors.New("intake: no outbox to reroute records through")
@@ -330,6 +334,9 @@ func (in *intake) Reroute(_ context.Context, recs []shard.Record) error {
 	tasks := make([]frontier.Task, 0, len(recs))
 	for _, r := range recs {
 		if !r.Done {
+			if r.Seed && r.SeedProof != nil && in.holdProof != nil && !in.holdProof(r.URL, r.SeedProof) {
+				in.log.Warn("rerouting a seed without its signature: too many seeds waiting for their owners", "url", r.URL)
+			}
 			tasks = append(tasks, frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects})
 		}
 	}

@@ -63,6 +63,8 @@ var (
 	descSitemapRecrawl = desc("sitemap_recrawls_total", "URLs recrawled because their sitemap lastmod is later than their last fetch.")
 	descOutOfScope     = desc("out_of_scope_total", "URLs this node refused as their owner because they are out of the crawl's scope, by reason: not_seed_host, not_seed_domain, excluded, not_included, unauthorized_seed.", "reason")
 	descScopeDropped   = desc("scope_dropped_total", "Queued tasks dropped before any request because they are out of the crawl's scope.")
+	descLostRequeued   = desc("lost_captures_requeued_total", "URLs queued again because every capture of theirs was held by peers gone longer than the capture grace period.")
+	descSeedsRefused   = desc("seed_marks_refused_total", "Seed marks (of routed tasks and of records from peers) not honoured: no signature by a seeder this node accepts over the URL.")
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
@@ -116,6 +118,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descOutOfScope, v, reason)
 	}
 	counter(descScopeDropped, st.Scope.Dropped)
+	counter(descLostRequeued, st.LostCaptures.Requeued)
+	counter(descSeedsRefused, st.Scope.SeedMarksRefused)
 }
 
 func boolValue(b bool) float64 {

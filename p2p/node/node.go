@@ -79,6 +79,9 @@ type Node struct {
 	// owners (nil with URL keys), whatever this node's own HotQueue.
 	delegator *delegator
 	helper    *helper
+	// watcher fetches what a predecessor neither fetched nor explained
+	// (watch.go); nil without host keys.
+	watcher   *watcher
 	finished  *finishedURLs
 	progressQ *route.Progress // finished URLs waiting for their links
 	crawler   *crawl.Crawler
@@ -86,7 +89,8 @@ type Node struct {
 	admit     *route.Intake
 	intake    *intake
 	shardTr   *p2p.ShardTransport
-	peerState peerState // checks the state peers hand over
+	peerState peerState   // checks the state peers hand over
+	seeds     *seedPolicy // judges seed marks by their signatures
 	scope     *ownerScope
 	owner     *route.Owner
 	tasks     *p2p.TaskTransport
@@ -97,6 +101,9 @@ type Node struct {
 	swarm     *swarmStatus // answers status requests and runs censuses
 	progress  *progress
 	owned     ownedHostsCache // the last count of owned hosts (Status)
+
+	// lost fetches again captures whose holders are gone (nil: off).
+	lost *lostCaptures
 
 	// taskQuota and seedQuota bound what one peer may send.
 	taskQuota, seedQuota *quota
@@ -264,35 +271,62 @@ func (n *Node) build() error {
 	maxDepth := max(crawlCfg.MaxDepth, 0)
 	n.admit = route.NewIntake(n.db, n.queue, maxDepth)
 	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
-		route: func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) }}
+		route:     func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) },
+		holdProof: func(u string, proof []byte) bool { return n.links.proofs.put(u, string(proof)) }}
 	n.shardTr = p2p.NewShardTransport(h, n.streams)
+	n.seeds = newSeedPolicy(n.cfg, n.host, n.host.Peerstore().PrivKey(n.host.ID()))
 	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
+	}
+	// Receipts are signed with the identity key, whichever position's
+	// replica signs; a replica watches its predecessors' progress through
+	// the crawler's helper path, which needs host keys (watch.go): one
+	// watcher for every position, which reports what it fetched to the
+	// position that handed it over.
+	if shardCfg.Signer, err = p2p.NewIdentitySigner(h.Peerstore().PrivKey(h.ID())); err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	if keyMode == urls.KeyHost {
+		n.watcher = newWatcher(n.log, 0, n.crawler.FetchBatch)
 	}
 	for _, p := range n.pos {
 		pc := shardCfg
 		if len(n.pos) > 1 {
 			pc.Logger = shardCfg.Logger.With("position", p.index)
 		}
+		var app shard.App = n.intake
+		if n.watcher != nil {
+			app = watchingApp{intake: n.intake, w: n.watcher, pos: p.index}
+		}
 		tr := checkedTransport{Transport: n.shardTr.Position(p.index), check: n.peerState, log: n.log}
-		p.shard, err = shard.New(p.own, tr, shardStorage{db: n.db, epochs: epochsMetaOf(p.index)}, n.intake, pc)
+		p.shard, err = shard.New(p.own, tr, shardStorage{db: n.db, epochs: epochsMetaOf(p.index), seeds: n.seeds}, app, pc)
 		if err != nil {
 			return fmt.Errorf("new node: position %d: %w", p.index, err)
+		}
+	}
+	if n.watcher != nil {
+		n.watcher.done = func(ctx context.Context, i int, recs []shard.Record) error {
+			return n.pos[i].shard.WatchDone(ctx, recs)
 		}
 	}
 
 	rules := urlRules{mode: keyMode}
 	n.scope = &ownerScope{scope: n.crawler.Scope()}
 	n.owner = route.NewOwner(n.pos, n.pos, n.admit, rules, n.scope, maxDepth)
+	n.owner.VerifySeeds(n.seeds)
 	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
 	n.seedQuota = newQuota(cfg.SeedQuota, quotaPeers)
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
-	n.router = route.NewRouter(machineRing{n.pos}, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log})
-	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules}
+	n.tasks.ServeHolds(n.holdTasks)
+	receipts := &route.ReceiptCheck{URLs: rules, Verifier: p2p.IdentityVerifier{}, Replicas: n.shardCfg.Replicas}
+	n.router = route.NewRouter(machineRing{n.pos}, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
+	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
+	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
+	n.lost = n.newLostCaptures()
 	n.progress = &progress{finished: n.progressQ, shard: n.pos, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
@@ -311,7 +345,8 @@ func (t taskSender) Send(ctx context.Context, to ring.Peer, tasks []route.Task) 
 	if err != nil {
 		return route.Result{}, err
 	}
-	res := route.Result{Accepted: int(resp.Accepted), Duplicates: int(resp.Duplicates), NotOwned: decodeTasks(resp.NotOwned)}
+	res := route.Result{Accepted: int(resp.Accepted), Duplicates: int(resp.Duplicates), NotOwned: decodeTasks(resp.NotOwned),
+		Receipts: p2p.DecodeReceipts(resp.Receipts)}
 	for _, r := range resp.Rejected {
 		res.Rejected = append(res.Rejected, route.Rejection{URL: r.Url, Reason: r.Reason})
 	}
@@ -384,9 +419,15 @@ func (n *Node) Start(ctx context.Context) error {
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
 	n.goRun("router", func() { n.links.Run(runCtx) })
 	n.goRun("progress", func() { n.progress.Run(runCtx) })
+	if n.watcher != nil {
+		n.goRun("watcher", func() { n.watcher.Run(runCtx) })
+	}
 	n.goRun("neighbours", func() { n.protectNeighbours(runCtx) })
 	n.goRun("reachability", func() { n.reachLoop(runCtx) })
 	n.goRun("store watch", func() { n.watchStore(runCtx) })
+	if n.lost != nil {
+		goRunIn(&n.crawlWG, n.log, "lost captures", func() { n.lost.Run(crawlCtx) })
+	}
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}

@@ -57,6 +57,11 @@ type outbox struct {
 	// delivered by as short a path is not delivered again (see
 	// Discovered).
 	recent recentLinks
+
+	// proofs holds the signed statements of the seeds waiting here (nil:
+	// none kept): each is stored with its task, and held again when the
+	// task is read back.
+	proofs *seedProofs
 }
 
 // pending is one task waiting for delivery.
@@ -89,6 +94,7 @@ func (o *outbox) Load() (int, error) {
 	o.mu.Unlock()
 	err := o.db.ScanOutbox(func(e store.OutboxEntry) error {
 		if len(loaded) < room && spilled == 0 {
+			o.holdProof(e)
 			loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
 			return nil
 		}
@@ -148,6 +154,11 @@ func (o *outbox) Add(tasks []frontier.Task, attempts int, notBefore time.Time) [
 	entries := make([]store.OutboxEntry, len(tasks))
 	for i, t := range tasks {
 		entries[i] = store.OutboxEntry{URL: t.URL, Depth: t.Depth, Redirects: t.Redirects, Attempts: attempts}
+		if t.Depth == 0 && t.Redirects == 0 && o.proofs != nil {
+			if p := o.proofs.get(t.URL); p != "" {
+				entries[i].SeedProof = p
+			}
+		}
 	}
 	o.add.Lock()
 	defer o.add.Unlock()
@@ -249,6 +260,7 @@ func (o *outbox) refillFromStore() {
 		if len(loaded) == min(room, spilled) {
 			return errRefillDone
 		}
+		o.holdProof(e)
 		loaded = append(loaded, pending{id: e.ID, task: frontier.Task{URL: e.URL, Depth: e.Depth, Redirects: e.Redirects}, attempts: e.Attempts})
 		return nil
 	})
@@ -267,6 +279,13 @@ func (o *outbox) refillFromStore() {
 	o.pending = append(o.pending, loaded...)
 	o.spilled -= len(loaded)
 	o.spillFrom = loaded[len(loaded)-1].id + 1
+}
+
+// holdProof holds the seed statement of an entry read back from the store.
+func (o *outbox) holdProof(e store.OutboxEntry) {
+	if e.SeedProof != "" && o.proofs != nil && !o.proofs.put(e.URL, e.SeedProof) {
+		o.log.Warn("outbox: a seed goes without its signature: too many seeds waiting for their owners", "url", e.URL)
+	}
 }
 
 // Wake is signalled when tasks are added.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -182,4 +183,48 @@ func newTestOutbox(t *testing.T) *outbox {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return newOutbox(db, slog.New(slog.DiscardHandler), 100)
+}
+
+// A seed waiting in the outbox keeps its signed statement across a
+// restart: the outbox stores it with the task and holds it again when it
+// reads the task back (in memory, or spilled), so that the seed reaches
+// its owner signed. A link's entry carries none.
+func TestOutboxKeepsSeedStatements(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	db, err := store.Open(dir, store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := newOutbox(db, log, 1)
+	o.proofs = &seedProofs{}
+	seeds := []string{"http://a.test/", "http://b.test/"}
+	for _, u := range seeds {
+		o.proofs.put(u, "statement of "+u)
+	}
+	o.Add([]frontier.Task{{URL: seeds[0]}, {URL: "http://a.test/x", Depth: 1}, {URL: seeds[1]}}, 1, time.Now())
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = store.Open(dir, store.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	o = newOutbox(db, log, 1) // one in memory, two spilled
+	o.proofs = &seedProofs{}
+	if n, err := o.Load(); err != nil || n != 3 {
+		t.Fatalf("loaded %d tasks, %v; want 3", n, err)
+	}
+	for o.Pending() > 0 {
+		due, _ := o.takeDue(1)
+		o.settle(due, nil)
+	}
+	for _, u := range seeds {
+		if got := o.proofs.get(u); got != "statement of "+u {
+			t.Errorf("after a restart the seed %s has statement %q", u, got)
+		}
+	}
+	if got := o.proofs.get("http://a.test/x"); got != "" {
+		t.Errorf("the link has statement %q", got)
+	}
 }

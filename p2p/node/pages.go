@@ -31,15 +31,12 @@ func (s pageStore) StorePage(_ context.Context, p *crawl.Page) error {
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", p.Task.URL, err)
 	}
-	if p.ResponseID != "" {
-		// The capture the URL's metadata names is found by this ID.
-		if err := s.db.PutRecordLocation(p.ResponseID, store.RecordLocation{File: loc.File, Offset: loc.Offset, Length: loc.Length}); err != nil {
-			return fmt.Errorf("archive %s: %w", p.Task.URL, err)
-		}
-	}
+	// The capture the URL's metadata names is found by its response
+	// record's ID, written with the page.
 	return s.db.PutPage(&store.Page{
 		Key: key, URLHash: urls.URLHash(p.Task.URL), URL: p.Task.URL, FinalURL: p.FinalURL,
 		Status: p.Status, ContentType: p.ContentType, Header: p.Header, FetchedAt: p.FetchedAt,
 		Duration: p.Duration, Depth: p.Task.Depth, Links: len(p.Links),
+		ResponseID: p.ResponseID, Location: store.RecordLocation{File: loc.File, Offset: loc.Offset, Length: loc.Length},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
@@ -42,8 +43,10 @@ type position struct {
 type positions []*position
 
 var (
-	_ route.Ownership  = positions(nil)
-	_ route.Replicator = positions(nil)
+	_ route.Ownership         = positions(nil)
+	_ route.Replicator        = positions(nil)
+	_ route.ReceiptReplicator = positions(nil)
+	_ route.Holder            = positions(nil)
 )
 
 // Owns reports whether any position may work on key now
@@ -124,6 +127,78 @@ func (ps positions) accept(ctx context.Context, recs []shard.Record, fn func(*sh
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// AcceptWithReceipts implements route.ReceiptReplicator: each position's
+// manager takes the records of the keys it owns, and the held records of
+// those keys, and asks its replicas for receipts over them; the receipts
+// of every position come back together. A key no position owns goes to
+// position 0, which refuses it (shard.ErrNotOwned).
+func (ps positions) AcceptWithReceipts(ctx context.Context, recs []shard.Record, held []shard.RecordID, own bool) ([]shard.Receipt, error) {
+	if len(ps) == 1 {
+		return ps[0].shard.AcceptWithReceipts(ctx, recs, held, own)
+	}
+	groups := ps.group(recs, ps.owner)
+	heldGroups := make(map[*position][]shard.RecordID, 1)
+	for _, id := range held {
+		p := ps.owner(id.Key)
+		heldGroups[p] = append(heldGroups[p], id)
+	}
+	errs := make([]error, len(ps))
+	receipts := make([][]shard.Receipt, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if len(groups[p])+len(heldGroups[p]) > 0 {
+			wg.Go(func() {
+				rs, err := p.shard.AcceptWithReceipts(ctx, groups[p], heldGroups[p], own)
+				receipts[i] = rs
+				if err != nil {
+					errs[i] = fmt.Errorf("position %d: %w", p.index, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return slices.Concat(receipts...), errors.Join(errs...)
+}
+
+// HoldFor implements route.Holder: each position, in order, holds for
+// owner the records its epoch table names owner for
+// (shard.Manager.HoldFor), and the next is offered the rest; a record no
+// position holds is not held.
+func (ps positions) HoldFor(owner string, recs []shard.Record) (held []bool, took, dups int, err error) {
+	if len(ps) == 1 {
+		return ps[0].shard.HoldFor(owner, recs)
+	}
+	held = make([]bool, len(recs))
+	left := make([]int, len(recs)) // indexes into recs not held yet
+	for i := range left {
+		left[i] = i
+	}
+	for _, p := range ps {
+		if len(left) == 0 {
+			break
+		}
+		sub := make([]shard.Record, len(left))
+		for j, i := range left {
+			sub[j] = recs[i]
+		}
+		h, t, d, err := p.shard.HoldFor(owner, sub)
+		if err != nil {
+			return nil, took, dups, fmt.Errorf("position %d: %w", p.index, err)
+		}
+		took, dups = took+t, dups+d
+		rest := left[:0]
+		for j, i := range left {
+			if h[j] {
+				held[i] = true
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		left = rest
+	}
+	return held, took, dups, nil
 }
 
 // Progress hands each position's manager the finished records and host

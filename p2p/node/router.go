@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/frontier"
@@ -23,6 +24,9 @@ type linkRouter struct {
 	router *route.Router
 	outbox *outbox
 	rules  urlRules
+	// proofs holds the signed statements of seeds on their way, shared
+	// with the outbox, which stores each with its task.
+	proofs *seedProofs
 }
 
 // routeResult sums up one routing pass in the crawl engine's terms.
@@ -38,11 +42,17 @@ type routeResult struct {
 func (r *linkRouter) Route(ctx context.Context, tasks []frontier.Task, fromOutbox bool) routeResult {
 	var res routeResult
 	keyed := make([]route.Task, 0, len(tasks))
+	var seeds []string
 	for _, t := range tasks {
 		rt, err := route.NewTask(r.rules, t.URL, t.Depth, t.Redirects)
 		if err != nil {
 			res.rejected = append(res.rejected, route.Rejection{URL: t.URL, Reason: err.Error()})
 			continue
+		}
+		if t.Depth == 0 && t.Redirects == 0 {
+			if rt.SeedProof = r.proofs.get(t.URL); rt.SeedProof != "" {
+				seeds = append(seeds, t.URL)
+			}
 		}
 		keyed = append(keyed, rt)
 	}
@@ -50,6 +60,14 @@ func (r *linkRouter) Route(ctx context.Context, tasks []frontier.Task, fromOutbo
 	res.accepted, res.duplicates = d.Accepted, d.Duplicates
 	res.rejected = append(res.rejected, d.Rejected...)
 	res.undelivered = frontierTasks(d.Undelivered)
+	if len(seeds) > 0 {
+		// The seeds settled with their owners need their statements no more.
+		left := map[string]bool{}
+		for _, t := range d.Undelivered {
+			left[t.URL] = true
+		}
+		r.proofs.drop(slices.DeleteFunc(seeds, func(u string) bool { return left[u] }))
+	}
 	return res
 }
 

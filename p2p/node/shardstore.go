@@ -27,35 +27,61 @@ func epochsMetaOf(i int) string {
 // table in the node's store. The records and host states of all the
 // node's positions share one table each (positions own disjoint arcs,
 // and nothing is ever deleted from them); epochs names the position's
-// own epoch table.
+// own epoch table. Every record the manager stores passes here, whichever
+// way it came (routed to this node, a replicate write, a handoff, a
+// merge, a pull), once the manager has judged the claims it came under:
+// seeds judges its seed mark, and a mark it does not honour is stored as
+// none (nil seeds: every mark is stored).
 type shardStorage struct {
 	db     *store.DB
 	epochs string
+	seeds  *seedPolicy
 }
 
 var _ shard.Storage = shardStorage{}
 
 func (s shardStorage) PutRecords(recs []shard.Record) error {
-	return s.db.PutShardRecords(storeRecords(recs))
+	return s.db.PutShardRecords(storeRecords(s.unmark(recs)))
 }
 
 func (s shardStorage) PutRecordsNoSync(recs []shard.Record) error {
-	return s.db.PutShardRecordsNoSync(storeRecords(recs))
+	return s.db.PutShardRecordsNoSync(storeRecords(s.unmark(recs)))
+}
+
+// unmark returns recs with the seed marks the policy does not honour
+// removed.
+func (s shardStorage) unmark(recs []shard.Record) []shard.Record {
+	if s.seeds == nil {
+		return recs
+	}
+	recs, _ = s.seeds.unmark(recs)
+	return recs
 }
 
 // storeRecords converts shard records to the store's.
 func storeRecords(recs []shard.Record) []store.ShardRecord {
 	out := make([]store.ShardRecord, len(recs))
 	for i, r := range recs {
-		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Seed: r.Seed, Meta: r.Meta, MetaVersion: r.MetaVersion}
+		out[i] = store.ShardRecord{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth, Redirects: r.Redirects, Done: r.Done, Seed: r.Seed, SeedProof: r.SeedProof, Meta: r.Meta, MetaVersion: r.MetaVersion}
 	}
 	return out
 }
 
 func (s shardStorage) ScanRecords(r shard.Range, fn func(shard.Record) error) error {
 	return s.db.ScanShard(uint64(r.From), uint64(r.To), func(x store.ShardRecord) error {
-		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, Meta: x.Meta, MetaVersion: x.MetaVersion})
+		return fn(shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, SeedProof: x.SeedProof, Meta: x.Meta, MetaVersion: x.MetaVersion})
 	})
+}
+
+var _ shard.RecordGetter = shardStorage{}
+
+// GetRecord implements shard.RecordGetter: one point lookup.
+func (s shardStorage) GetRecord(key, hash uint64) (shard.Record, bool, error) {
+	x, ok, err := s.db.ShardRecord(key, hash)
+	if err != nil || !ok {
+		return shard.Record{}, false, err
+	}
+	return shard.Record{Key: x.Key, Hash: x.URLHash, URL: x.URL, Depth: x.Depth, Redirects: x.Redirects, Done: x.Done, Seed: x.Seed, Meta: x.Meta, MetaVersion: x.MetaVersion}, true, nil
 }
 
 func (s shardStorage) PutHosts(hs []shard.HostState) error {

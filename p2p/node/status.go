@@ -63,6 +63,9 @@ type Status struct {
 	// NAT reports the node's reachability, relay reservations and hole
 	// punching.
 	NAT NATStatus `json:"nat"`
+	// LostCaptures reports the watch over the peers holding this node's
+	// captures, and the URLs fetched again because theirs were gone.
+	LostCaptures LostCaptureStatus `json:"lost_captures"`
 }
 
 // DiskStatus reports the free space of the disk that holds the store,
@@ -104,19 +107,26 @@ type ScopeStatus struct {
 	Exclude []string `json:"exclude,omitempty"`
 	// OutOfScope counts the URLs this node refused as their owner, by
 	// reason: not_seed_host, not_seed_domain, excluded, not_included,
-	// unauthorized_seed (a seed for a host out of scope from a peer that
-	// may not seed here). A URL its senders offer again counts again.
+	// unauthorized_seed (a seed for a host out of scope without a
+	// signature of a seeder this node accepts). A URL its senders offer
+	// again counts again.
 	OutOfScope map[string]int64 `json:"out_of_scope"`
 	// Dropped counts queued tasks dropped before any request because they
 	// were out of scope (records a peer handed over, or a scope narrowed
 	// since they were accepted).
 	Dropped int64 `json:"dropped"`
+	// SeedMarksRefused counts the seed marks (of routed tasks and of
+	// records peers handed over) this node did not honour: no signature,
+	// one that does not verify over the URL, or a signer it does not
+	// accept. Such a URL is taken as a link, such a record stored
+	// unmarked.
+	SeedMarksRefused int64 `json:"seed_marks_refused"`
 }
 
 func (n *Node) scopeStatus(c crawl.Stats) ScopeStatus {
 	cfg := n.crawler.Scope().Config()
 	return ScopeStatus{Mode: cfg.Mode.String(), Include: cfg.Include, Exclude: cfg.Exclude,
-		OutOfScope: n.scope.OutOfScope(), Dropped: c.ScopeDropped}
+		OutOfScope: n.scope.OutOfScope(), Dropped: c.ScopeDropped, SeedMarksRefused: n.seeds.refused.Load()}
 }
 
 // ResourceStatus reports the node's bounds on what peers hand it and on
@@ -207,8 +217,9 @@ type ShardStatus struct {
 	Claims   []ClaimInfo `json:"claims"`
 	// Releasing are ranges being handed to their new owner.
 	Releasing []ClaimInfo `json:"releasing,omitempty"`
-	// LeaseValid is false while the first successor has not confirmed the
-	// node's claims recently; the node then neither fetches nor accepts.
+	// LeaseValid is false while the first successor (or, when it
+	// refuses, a quorum of the replicas) has not confirmed the node's
+	// claims recently; the node then neither fetches nor accepts.
 	LeaseValid bool `json:"lease_valid"`
 	// Degraded is set while new URLs are acknowledged without every
 	// replica holding them (a replica is slow or unreachable).
@@ -242,6 +253,16 @@ type ShardStatus struct {
 	// squatting a key, or a node whose join had not settled yet); its
 	// messages are refused.
 	Unplaced int64 `json:"unplaced"`
+	// Issue 29's watch on owners: HeldFor counts the URLs senders gave
+	// this node to hold for its predecessor because the predecessor's
+	// acknowledgement came without its replicas' receipts; Watching the
+	// hosts this node holds pending URLs of for a predecessor, and
+	// WatchFetches the URLs it took over to fetch itself, their owner
+	// having neither fetched nor explained them within
+	// shard.Config.WatchTimeout.
+	HeldFor      int64 `json:"held_for_owner"`
+	Watching     int64 `json:"watching"`
+	WatchFetches int64 `json:"watch_fetches"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -284,6 +305,10 @@ func (n *Node) shardStats() shard.Stats {
 		st.Witnessed += s.Witnessed
 		st.Rerouted += s.Rerouted
 		st.Unplaced += s.Unplaced
+		st.Watching += s.Watching
+		st.WatchFetches += s.WatchFetches
+		st.WatchedIn += s.WatchedIn
+		st.HeldFor += s.HeldFor
 	}
 	return st
 }
@@ -306,6 +331,9 @@ func (n *Node) shardStatus() ShardStatus {
 		Pulls:           st.Pulls,
 		Implausible:     st.Implausible,
 		FutureEpochs:    st.FutureEpochs,
+		HeldFor:         st.HeldFor,
+		Watching:        st.Watching,
+		WatchFetches:    st.WatchFetches,
 		Witnessed:       st.Witnessed,
 		Rerouted:        st.Rerouted,
 		Unplaced:        st.Unplaced,
@@ -421,6 +449,7 @@ func (n *Node) Status() Status {
 	s.Scope = n.scopeStatus(s.Crawl)
 	s.Resources = n.resourceStatus()
 	s.NAT = n.natStatus()
+	s.LostCaptures = n.lost.Status()
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(rs.LookupHops) / float64(s.Lookups)
 	}

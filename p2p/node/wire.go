@@ -13,6 +13,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/route"
+	"github.com/swarmcrawl/swarmcrawl/p2p/seedsig"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 	"github.com/swarmcrawl/swarmcrawl/store"
@@ -36,17 +37,26 @@ func encodeTasks(ts []route.Task) []*pb.Task {
 	out := make([]*pb.Task, len(ts))
 	for i, t := range ts {
 		out[i] = &pb.Task{Url: t.URL, Depth: uint32(t.Depth), Redirects: uint32(t.Redirects)}
+		if t.SeedProof != "" {
+			out[i].SeedProof, _ = seedsig.Decode([]byte(t.SeedProof)) // a damaged one travels as none
+		}
 	}
 	return out
 }
 
 // decodeTasks reads tasks off the wire. Their ring keys are left zero: an
 // owner computes its own (route.Owner), and a sender that gets tasks back
-// as not owned computes them again before routing them (linkRouter).
+// as not owned computes them again before routing them (linkRouter). A
+// seed's statement that is too large is dropped: the task is then no
+// seed.
 func decodeTasks(ts []*pb.Task) []route.Task {
 	out := make([]route.Task, len(ts))
 	for i, t := range ts {
 		out[i] = route.Task{URL: t.GetUrl(), Depth: int(t.GetDepth()), Redirects: int(t.GetRedirects())}
+		if t.SeedProof != nil {
+			proof, _ := seedsig.Encode(t.SeedProof)
+			out[i].SeedProof = string(proof)
+		}
 	}
 	return out
 }

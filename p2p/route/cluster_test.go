@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,19 @@ type testQueue struct {
 	queue   map[uint64]shard.Record // by URL hash
 	outbox  *[]Task                 // Reroute's way out
 	refused bool                    // Room refuses everything
+	watched []shard.Record          // to fetch for an owner (shard.Watcher)
+}
+
+// Watch implements shard.Watcher: the records are fetched at the next
+// round, once each.
+func (q *testQueue) Watch(_ context.Context, _ string, recs []shard.Record) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range recs {
+		if !slices.ContainsFunc(q.watched, func(w shard.Record) bool { return w.Hash == r.Hash }) {
+			q.watched = append(q.watched, r)
+		}
+	}
 }
 
 func (q *testQueue) SeenDepth(key, hash uint64) (int, bool, error) {
@@ -132,6 +146,9 @@ type testNode struct {
 	router  *Router
 	outbox  []Task
 	crashed bool
+	// dishonest: the node's owner acknowledges every task and drops it,
+	// and it fetches nothing (TestDishonestOwner).
+	dishonest bool
 }
 
 // cluster drives nodes round by round on one fake clock from the test
@@ -147,6 +164,8 @@ type cluster struct {
 	scfg  shard.Config
 	nodes []*testNode
 	rng   *rand.Rand
+	// defences turns on receipts and watching (receipts.go).
+	defences bool
 
 	// fetched counts the fetches of each URL; accepted, the owners that
 	// accepted it (by address, with the round).
@@ -155,6 +174,11 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, seed uint64, n int) *cluster {
+	return newClusterWith(t, seed, n, false)
+}
+
+// newClusterWith is newCluster with issue 29's defences on or off.
+func newClusterWith(t *testing.T, seed uint64, n int, defences bool) *cluster {
 	clock := ring.NewFakeClock(time.Unix(1_700_000_000, 0))
 	rnet := ring.NewMemNet(int64(seed))
 	rcfg := ring.DefaultConfig()
@@ -167,6 +191,12 @@ func newCluster(t *testing.T, seed uint64, n int) *cluster {
 			ChunkRecords: 16, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		rng:     rand.New(rand.NewPCG(seed, 11)),
 		fetched: map[string]int{}, accepted: map[string][]string{},
+		defences: defences,
+	}
+	if !defences {
+		c.scfg.WatchTimeout, c.scfg.LeaseFromFirst = -1, true
+	} else {
+		c.scfg.WatchTimeout = 2 * time.Second
 	}
 	for i := range n {
 		c.add(fmt.Sprintf("n%02d", i))
@@ -183,14 +213,20 @@ func (c *cluster) add(addr string) *testNode {
 	own := shard.NewOwnership(n.rn)
 	st := shard.NewMemStorage()
 	n.q = &testQueue{st: st, queue: map[uint64]shard.Record{}, outbox: &n.outbox}
-	m, err := shard.New(own, c.snet.Transport(n.peer), st, n.q, c.scfg)
+	scfg := c.scfg
+	rcfg := Config{Clock: c.clock, Logger: c.scfg.Logger}
+	if c.defences {
+		scfg.Signer = testSigner{addr}
+		rcfg.Receipts = &ReceiptCheck{URLs: testURLs{}, Verifier: testSigner{}, Replicas: 2}
+	}
+	m, err := shard.New(own, c.snet.Transport(n.peer), st, n.q, scfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	n.m = m
 	c.snet.Register(n.peer, m)
 	n.owner = NewOwner(own, recording{c, n.peer.Addr, m}, NewIntake(n.q, n.q, 10), testURLs{}, nil, 10)
-	n.router = NewRouter(n.rn, n.owner, c.tnet.Transport(n.peer), Config{Clock: c.clock, Logger: c.scfg.Logger})
+	n.router = NewRouter(n.rn, n.owner, c.tnet.Transport(n.peer), rcfg)
 	c.tnet.Register(n.peer, n.owner)
 	if len(c.nodes) == 0 {
 		n.rn.Create()
@@ -215,6 +251,37 @@ func (r recording) Accept(ctx context.Context, recs []shard.Record) error {
 
 func (r recording) AcceptOwn(ctx context.Context, recs []shard.Record) error {
 	return r.note(recs, r.m.AcceptOwn(ctx, recs))
+}
+
+func (r recording) AcceptWithReceipts(ctx context.Context, recs []shard.Record, held []shard.RecordID, own bool) ([]shard.Receipt, error) {
+	rs, err := r.m.AcceptWithReceipts(ctx, recs, held, own)
+	return rs, r.note(recs, err)
+}
+
+func (r recording) HoldFor(owner string, recs []shard.Record) ([]bool, int, int, error) {
+	held, took, dups, err := r.m.HoldFor(owner, recs)
+	if err == nil {
+		for i, rec := range recs {
+			if held[i] {
+				r.c.accepted[rec.URL] = append(r.c.accepted[rec.URL], r.addr+" for "+owner)
+			}
+		}
+	}
+	return held, took, dups, err
+}
+
+// testSigner signs receipts with a hash of the signer's address: the
+// test's stand-in for an identity key.
+type testSigner struct{ addr string }
+
+func (s testSigner) Sign(msg []byte) ([]byte, error) {
+	h := sha256.Sum256(append([]byte(s.addr+"\x00"), msg...))
+	return h[:], nil
+}
+
+func (testSigner) Verify(p ring.Peer, msg, sig []byte) bool {
+	want, _ := testSigner{p.Addr}.Sign(msg)
+	return string(want) == string(sig)
 }
 
 func (r recording) note(recs []shard.Record, err error) error {
@@ -270,6 +337,22 @@ func (c *cluster) rounds(k int) {
 // fetch fetches up to k queued URLs the node owns now and reports them
 // done to the replicas, as a crawler and its progress loop do.
 func (n *testNode) fetch(c *cluster, k int) {
+	if n.dishonest {
+		return
+	}
+	n.q.mu.Lock()
+	watched := n.q.watched
+	n.q.watched = nil
+	for i := range watched {
+		watched[i].Done = true
+		c.fetched[watched[i].URL]++
+	}
+	n.q.mu.Unlock()
+	if len(watched) > 0 {
+		if err := n.m.WatchDone(c.ctx, watched); err != nil {
+			c.t.Logf("watch done: %v", err)
+		}
+	}
 	n.q.mu.Lock()
 	var done []shard.Record
 	for h, rec := range n.q.queue {

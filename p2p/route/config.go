@@ -24,6 +24,11 @@ type Config struct {
 	// task that could not be delivered (Backoff). Defaults 100 ms and
 	// 10 s.
 	RetryMin, RetryMax time.Duration
+	// Receipts, if set, makes the router count tasks as accepted only when
+	// their owner's replicas vouch for them (see "Verifiable
+	// acknowledgements" in receipts.go). Nil: every acknowledgement is
+	// believed, as before issue 29.
+	Receipts *ReceiptCheck
 	// Clock tells the time (the owner cache's). Default the wall clock.
 	Clock ring.Clock
 	// Logger receives the router's debug lines and warnings. Default

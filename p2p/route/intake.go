@@ -9,7 +9,8 @@ import (
 // Admission is one URL offered to an owner's Intake: its ring key and
 // seen-set hash, the task to queue, and whether it is a seed that a
 // client allowed to seed submitted (its shard record is then marked seed,
-// which brings its host into a scoped crawl's scope).
+// which brings its host into a scoped crawl's scope; Task.SeedProof is
+// then the seeder's signed statement that travels with the record).
 type Admission struct {
 	Key, Hash uint64
 	Task      Task
@@ -88,11 +89,14 @@ func (in *Intake) Admit(offered []Admission, replicate func(fresh []Admission) e
 		id := [2]uint64{a.Key, a.Hash}
 		if j, ok := inBatch[id]; ok {
 			duplicates++
-			seed := fresh[j].Seed || a.Seed
+			seed, proof := fresh[j].Seed, fresh[j].Task.SeedProof
+			if !seed && a.Seed {
+				seed, proof = true, a.Task.SeedProof
+			}
 			if a.Task.Depth < fresh[j].Task.Depth {
 				fresh[j] = a
 			}
-			fresh[j].Seed = seed
+			fresh[j].Seed, fresh[j].Task.SeedProof = seed, proof
 			continue
 		}
 		depth, seen, err := in.seen.SeenDepth(a.Key, a.Hash)

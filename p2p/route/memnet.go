@@ -84,5 +84,44 @@ func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Re
 	}
 	res.NotOwned = slices.Clone(res.NotOwned)
 	res.Rejected = slices.Clone(res.Rejected)
+	res.Receipts = slices.Clone(res.Receipts)
+	return res, nil
+}
+
+// HolderAcceptor is the receiving side of a fallback (Owner.AcceptFor).
+type HolderAcceptor interface {
+	AcceptFor(ctx context.Context, tasks []Task, owner string) (Result, error)
+}
+
+var _ FallbackTransport = (*memTransport)(nil)
+
+// SendFor implements FallbackTransport: to holds tasks for owner.
+func (t *memTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks []Task) (Result, error) {
+	t.net.mu.Lock()
+	a, ok := t.net.owners[to.Addr]
+	t.net.mu.Unlock()
+	h, isHolder := a.(HolderAcceptor)
+	if !ok || !isHolder {
+		if err := t.net.net.Reachable(ctx, t.self.Addr, to.Addr); err != nil {
+			return Result{}, fmt.Errorf("send %d tasks for %s: %w", len(tasks), owner.Addr, err)
+		}
+		return Result{}, fmt.Errorf("send %d tasks for %s: %s -> %s: no holder: %w", len(tasks), owner.Addr, t.self.Addr, to.Addr, ring.ErrUnreachable)
+	}
+	var res Result
+	var callErr error
+	err := t.net.net.Deliver(ctx, t.self.Addr, to.Addr, func() {
+		res, callErr = h.AcceptFor(ctx, slices.Clone(tasks), owner.Addr)
+	})
+	if err == nil {
+		err = callErr
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("send %d tasks for %s: %w", len(tasks), owner.Addr, err)
+	}
+	if got := res.Count(); got != len(tasks) {
+		return Result{}, fmt.Errorf("send %d tasks for %s: %s accounted for %d", len(tasks), owner.Addr, to.Addr, got)
+	}
+	res.NotOwned = slices.Clone(res.NotOwned)
+	res.Rejected = slices.Clone(res.Rejected)
 	return res, nil
 }

@@ -27,6 +27,20 @@ type Replicator interface {
 	AcceptOwn(ctx context.Context, recs []shard.Record) error
 }
 
+// ReceiptReplicator is a Replicator whose replicas sign receipts for what
+// they hold (shard.Manager.AcceptWithReceipts): an Owner over one returns
+// them with its acknowledgement (see "Verifiable acknowledgements" in
+// receipts.go). held are the records of duplicates, acknowledged again.
+type ReceiptReplicator interface {
+	AcceptWithReceipts(ctx context.Context, recs []shard.Record, held []shard.RecordID, own bool) ([]shard.Receipt, error)
+}
+
+// Holder stores records for a predecessor whose acknowledgement a sender
+// could not verify (shard.Manager.HoldFor): what Owner.AcceptFor needs.
+type Holder interface {
+	HoldFor(owner string, recs []shard.Record) (held []bool, took, dups int, err error)
+}
+
 // Scope judges whether a URL is in the crawl's scope.
 type Scope interface {
 	// Judge returns "" for a URL in scope, else why it is not, for the
@@ -34,6 +48,15 @@ type Scope interface {
 	// seed here (depth 0, no redirect): it brings its host into a scoped
 	// crawl's scope.
 	Judge(url string, seed bool, depth, redirects int) (reason string, err error)
+}
+
+// SeedPolicy judges seed marks: a task at depth 0 is a seed, which brings
+// its host into a scoped crawl's scope, only if the policy honours the
+// signed statement it carries.
+type SeedPolicy interface {
+	// Honours reports whether proof (Task.SeedProof) is a statement over
+	// the normalised url by a seeder this node accepts.
+	Honours(url, proof string) bool
 }
 
 // Owner is the receiving side of routing: it takes tasks whose keys this
@@ -46,6 +69,9 @@ type Owner struct {
 	intake   *Intake
 	urls     URLs
 	scope    Scope // nil: every URL is in scope
+	// seeds judges seed marks (VerifySeeds); nil takes the seeder
+	// argument of Accept alone.
+	seeds SeedPolicy
 	// maxDepth refuses tasks deeper than the crawl would follow, so a
 	// broken peer cannot push unbounded-depth work.
 	maxDepth int
@@ -61,6 +87,11 @@ type Owner struct {
 func NewOwner(own Ownership, replicas Replicator, in *Intake, u URLs, scope Scope, maxDepth int) *Owner {
 	return &Owner{own: own, replicas: replicas, intake: in, urls: u, scope: scope, maxDepth: max(maxDepth, 0)}
 }
+
+// VerifySeeds makes the owner mark a seed only when p honours its signed
+// statement, whoever sent it (Accept's seeder must still be true). Call it
+// before the owner accepts anything.
+func (o *Owner) VerifySeeds(p SeedPolicy) { o.seeds = p }
 
 // Accept takes tasks routed to this node. Every task ends up in exactly
 // one of the result's parts. seeder says whether the sender may seed
@@ -99,7 +130,11 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 			res.NotOwned = append(res.NotOwned, t)
 			continue
 		}
-		seed := t.Depth == 0 && t.Redirects == 0 && seeder
+		seed := t.Depth == 0 && t.Redirects == 0 && seeder && (o.seeds == nil || o.seeds.Honours(u, t.SeedProof))
+		var proof string
+		if seed {
+			proof = t.SeedProof // unverified bytes are never stored
+		}
 		// The scope, before the seen set: a URL refused now is not
 		// remembered, so it is taken if the scope takes it later.
 		if o.scope != nil {
@@ -114,7 +149,7 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 		}
 		offered = append(offered, Admission{
 			Key: key, Hash: o.urls.Hash(u),
-			Task: Task{URL: u, Key: key, Depth: t.Depth, Redirects: t.Redirects},
+			Task: Task{URL: u, Key: key, Depth: t.Depth, Redirects: t.Redirects, SeedProof: proof},
 			Seed: seed,
 		})
 	}
@@ -125,10 +160,18 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 	// told they are accepted. A node that learns here that it is stale, or
 	// whose range moved meanwhile, hands the tasks back as not owned, and
 	// the sender routes them to the new owner.
+	rr, receipts := o.replicas.(ReceiptReplicator)
+	replicated := false
 	fresh, dups, err := o.intake.Admit(offered, func(fresh []Admission) error {
+		replicated = true
 		recs := make([]shard.Record, len(fresh))
 		for i, a := range fresh {
-			recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Seed: a.Seed}
+			recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth, Redirects: a.Task.Redirects, Seed: a.Seed, SeedProof: []byte(a.Task.SeedProof)}
+		}
+		if receipts {
+			var err error
+			res.Receipts, err = rr.AcceptWithReceipts(ctx, recs, heldIDs(offered, fresh), fromOutbox)
+			return err
 		}
 		if fromOutbox {
 			return o.replicas.AcceptOwn(ctx, recs)
@@ -136,6 +179,13 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 		return o.replicas.Accept(ctx, recs)
 	})
 	res.Duplicates = dups
+	if receipts && err == nil && !replicated && dups > 0 {
+		// Duplicates only: the replicas vouch that they hold them. An
+		// owner that cannot get them to leaves the sender to judge.
+		if rs, herr := rr.AcceptWithReceipts(ctx, nil, heldIDs(offered, nil), fromOutbox); herr == nil {
+			res.Receipts = rs
+		}
+	}
 	switch {
 	case errors.Is(err, shard.ErrNotOwned) || errors.Is(err, shard.ErrStale):
 		for _, a := range fresh {
@@ -146,6 +196,88 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 		return res, fmt.Errorf("accept %d tasks: %w", len(fresh), err)
 	}
 	res.Accepted = len(fresh)
+	return res, nil
+}
+
+// heldIDs returns the record IDs of offered that are not in fresh: the
+// duplicates an acknowledgement covers.
+func heldIDs(offered, fresh []Admission) []shard.RecordID {
+	in := make(map[shard.RecordID]bool, len(fresh))
+	for _, a := range fresh {
+		in[shard.RecordID{Key: a.Key, Hash: a.Hash}] = true
+	}
+	var out []shard.RecordID
+	for _, a := range offered {
+		id := shard.RecordID{Key: a.Key, Hash: a.Hash}
+		if !in[id] {
+			in[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// AcceptFor takes tasks a sender could not get owner (this node's
+// predecessor, by address) to vouch for, to hold as owner's replica (see
+// "Verifiable acknowledgements" in receipts.go): the URLs are read and
+// judged as Accept judges them (a seed by its statement alone), and stored, not queued;
+// keys this node's epoch table does not name owner for go back as not
+// owned.
+func (o *Owner) AcceptFor(ctx context.Context, tasks []Task, owner string) (res Result, err error) {
+	defer func() { o.count(res) }()
+	h, ok := o.replicas.(Holder)
+	if !ok {
+		res.NotOwned = tasks
+		return res, nil
+	}
+	var recs []shard.Record
+	var kept []Task
+	for _, t := range tasks {
+		u, err := o.urls.Normalize(t.URL)
+		if err != nil {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, err.Error()})
+			continue
+		}
+		if t.Depth < 0 || t.Depth > o.maxDepth || t.Redirects < 0 {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, fmt.Sprintf("depth %d or redirects %d out of bounds", t.Depth, t.Redirects)})
+			continue
+		}
+		key, err := o.urls.Key(u)
+		if err != nil {
+			res.Rejected = append(res.Rejected, Rejection{t.URL, err.Error()})
+			continue
+		}
+		// A seed held for its owner keeps its mark when its statement is
+		// one this node honours (a signature needs no word of the sender's),
+		// so that a scoped crawl does not refuse it here.
+		seed := t.Depth == 0 && t.Redirects == 0 && o.seeds != nil && o.seeds.Honours(u, t.SeedProof)
+		var proof []byte
+		if seed {
+			proof = []byte(t.SeedProof)
+		}
+		if o.scope != nil {
+			reason, err := o.scope.Judge(u, seed, t.Depth, t.Redirects)
+			if err != nil {
+				return res, fmt.Errorf("hold %d tasks: %w", len(tasks), err)
+			}
+			if reason != "" {
+				res.Rejected = append(res.Rejected, Rejection{t.URL, reason})
+				continue
+			}
+		}
+		recs = append(recs, shard.Record{Key: key, Hash: o.urls.Hash(u), URL: u, Depth: t.Depth, Redirects: t.Redirects, Seed: seed, SeedProof: proof})
+		kept = append(kept, t)
+	}
+	held, took, dups, err := h.HoldFor(owner, recs)
+	if err != nil {
+		return res, fmt.Errorf("hold %d tasks: %w", len(recs), err)
+	}
+	res.Accepted, res.Duplicates = took, dups
+	for i, ok := range held {
+		if !ok {
+			res.NotOwned = append(res.NotOwned, kept[i])
+		}
+	}
 	return res, nil
 }
 

@@ -75,18 +75,27 @@ type Router struct {
 	ring  Ring
 	owner *Owner // this node's own keys are accepted without the network
 	send  Transport
+	// receipts is cfg.Receipts with its defaults, nil for no check.
+	receipts *ReceiptCheck
 
 	mu    sync.Mutex
 	cache map[ring.ID]cachedOwner
 	// warned holds the owners an Incompatible error was logged for at
 	// warning level: once each, not once per batch.
 	warned map[string]bool
+	// suspects holds, per owner address, until when its tasks go to its
+	// successor (receipts.go).
+	suspects map[string]time.Time
+	// succs holds owners' successors as found for checking receipts.
+	succs map[string]cachedSuccs
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
 	lookups    atomic.Int64
 	lookupHops atomic.Int64
 	sendErrors atomic.Int64
 	throttled  atomic.Int64 // batches owners refused for now (RetryLater)
+	unvouched  atomic.Int64 // acknowledgements without enough receipts
+	fallbacks  atomic.Int64 // tasks a suspected owner's successor held for it
 	hops       [MaxHopsCounted + 1]atomic.Int64
 }
 
@@ -101,8 +110,14 @@ const warnedMax = 1024
 // NewRouter returns the router that looks owners up on r, hands this
 // node's own keys to owner and sends the others over send.
 func NewRouter(r Ring, owner *Owner, send Transport, cfg Config) *Router {
-	return &Router{cfg: cfg.WithDefaults(), ring: r, owner: owner, send: send,
-		cache: map[ring.ID]cachedOwner{}, warned: map[string]bool{}}
+	rt := &Router{cfg: cfg.WithDefaults(), ring: r, owner: owner, send: send,
+		cache: map[ring.ID]cachedOwner{}, warned: map[string]bool{}, suspects: map[string]time.Time{},
+		succs: map[string]cachedSuccs{}}
+	if cfg.Receipts != nil {
+		c := cfg.Receipts.withDefaults()
+		rt.receipts = &c
+	}
+	return rt
 }
 
 // Config returns the router's configuration, defaults filled in.
@@ -156,7 +171,11 @@ func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery {
 	var res Result
 	var err error
-	if b.To == r.ring.Self() {
+	self := b.To == r.ring.Self()
+	if !self && r.suspected(b.To) {
+		return r.fallback(ctx, b.To, b.Tasks)
+	}
+	if self {
 		// This node's own: seeds its clients were allowed to submit, and
 		// links its crawler found.
 		res, err = r.owner.Accept(ctx, b.Tasks, true, fromOutbox)
@@ -166,6 +185,16 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	if err != nil {
 		r.failed(b, err)
 		return Delivery{Undelivered: b.Tasks}
+	}
+	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 && !r.vouchedFresh(ctx, b.To, b.Tasks, res) {
+		// The owner's word alone: not an acceptance (receipts.go).
+		r.unvouched.Add(1)
+		r.suspect(b.To)
+		r.cfg.Logger.Debug("acknowledgement not vouched for by the owner's replicas", "to", b.To.Addr, "tasks", res.Accepted+res.Duplicates)
+		d := r.fallback(ctx, b.To, ackedTasks(b.Tasks, res))
+		d.Rejected = append(d.Rejected, res.Rejected...)
+		d.Undelivered = append(d.Undelivered, res.NotOwned...)
+		return d
 	}
 	if len(res.NotOwned) > 0 {
 		r.forget(b.To)
@@ -250,6 +279,10 @@ type RouterStats struct {
 	LookupHops int64 // their hops, summed
 	SendErrors int64 // batches that did not reach their owner
 	Throttled  int64 // batches owners refused for now
+	// Unvouched counts acknowledgements whose receipts did not vouch for
+	// them (Config.Receipts), Fallbacks the tasks a suspected owner's
+	// successor held for it instead.
+	Unvouched, Fallbacks int64
 	// Hops counts lookups by hop count; the last slot holds
 	// MaxHopsCounted and more.
 	Hops [MaxHopsCounted + 1]int64
@@ -258,7 +291,8 @@ type RouterStats struct {
 // Stats returns the router's counts so far.
 func (r *Router) Stats() RouterStats {
 	s := RouterStats{Routed: r.routed.Load(), Lookups: r.lookups.Load(), LookupHops: r.lookupHops.Load(),
-		SendErrors: r.sendErrors.Load(), Throttled: r.throttled.Load()}
+		SendErrors: r.sendErrors.Load(), Throttled: r.throttled.Load(),
+		Unvouched: r.unvouched.Load(), Fallbacks: r.fallbacks.Load()}
 	for i := range s.Hops {
 		s.Hops[i] = r.hops[i].Load()
 	}

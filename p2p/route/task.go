@@ -1,13 +1,19 @@
 package route
 
+import "github.com/swarmcrawl/swarmcrawl/p2p/shard"
+
 // Task is one URL on its way to its owner. Key is the URL's ring key,
 // computed once by whoever made the task (URLs.Key); an owner computes its
-// own from the URL and never trusts a sender's.
+// own from the URL and never trusts a sender's. SeedProof, on a seed
+// (depth 0, no redirect), is its seeder's signed statement (package
+// p2p/seedsig, opaque here): the owner marks the URL a seed only if its
+// SeedPolicy honours it.
 type Task struct {
 	URL       string
 	Key       uint64
-	Depth     int // links followed from a seed
-	Redirects int // redirects followed to reach the URL
+	Depth     int    // links followed from a seed
+	Redirects int    // redirects followed to reach the URL
+	SeedProof string // comparable, like the rest of a task
 }
 
 // URLs is how the layer reads a URL: the crawl engine's normal form and
@@ -38,6 +44,10 @@ type Result struct {
 	Duplicates int    // already in the owner's seen set
 	NotOwned   []Task // handed back: the owner does not hold the key now, the sender must look again
 	Rejected   []Rejection
+	// Receipts are the owner's replicas' signatures over the accepted and
+	// duplicate tasks' records (shard.ReceiptMessage): what the sender
+	// checks before it counts them as accepted (Config.Receipts).
+	Receipts []shard.Receipt
 }
 
 // Rejection is a task refused for good, with the reason.

@@ -48,11 +48,25 @@
 // cannot fence nodes out of their ranges, and a table poisoned with
 // epochs from the future loses them when the node starts.
 //
-// An owner also needs a lease: Owns is true only while the first
-// successor acknowledged a heartbeat without refusal within Lease (always,
-// for a node with no successor). Lease is shorter than FailureTimeout, so
-// an owner cut off from its replicas stops fetching before a replica may
-// promote itself.
+// An owner also needs a lease: Owns is true only while its first
+// successor acknowledged a heartbeat without refusal within Lease
+// (always, for a node with no successor), or, when the first successor
+// refused it (withholds), a quorum of the replicas did (leaseQuorum:
+// (K+1)/2 of them, with the owner a majority of the K+1 nodes holding
+// the range; when every replica refuses, the next K successors are sent
+// the claims alone and counted), so that one withholding successor
+// cannot stop its predecessor (issue 29). Lease is shorter than
+// FailureTimeout, so an owner cut off from its replicas stops fetching
+// before a replica may promote itself.
+//
+// # Receipts and watching
+//
+// A replica asked for it signs a receipt over the records of a write it
+// holds (receipts.go), which the owner returns with its acknowledgement
+// so that the sender can check it (package route). A replica also watches
+// what its owner does with the pending records it holds, per host key,
+// and fetches them itself (through the App's Watcher) when the owner
+// neither fetched nor explained them within WatchTimeout (watch.go).
 //
 // # Writes
 //

@@ -65,6 +65,10 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 		m.dropStaleLocked(now)
 	}
 	m.witnessLocked(from, pred, took, now)
+	var watchedIn []Record
+	if len(req.Watched) > 0 {
+		watchedIn = m.acceptWatchedLocked(from, pred, req.Watched, now)
+	}
 	if len(rejected) > 0 {
 		m.stats.RejectedWrites++
 		m.log.Info("refused stale write", "from", from, "higher", rejected)
@@ -87,6 +91,11 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	if len(refused) > 0 {
 		reply.Refused = refusal(refused)
 	}
+	if len(watchedIn) > 0 {
+		if err := m.st.PutRecords(watchedIn); err != nil {
+			m.log.Error("store watched done marks", "from", from, "err", err)
+		}
+	}
 	// A write this replica could not store is not acknowledged: the owner
 	// must not believe its URLs survive this node.
 	if len(recs) > 0 {
@@ -100,6 +109,18 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 			m.log.Error("store replicated hosts", "from", from, "err", err)
 			reply.StoreError = fmt.Sprintf("cannot store host states: %v", err)
 		}
+	}
+	if reply.StoreError == "" && len(recs) > 0 {
+		m.mu.Lock()
+		rank := 2
+		if pred == from {
+			rank = 1
+		}
+		m.watchLocked(from.Addr, rank, recs, now)
+		m.mu.Unlock()
+	}
+	if req.WantReceipt && reply.StoreError == "" && reply.Refused == "" && len(rejected) == 0 {
+		reply.Receipt = m.receipt(from.Addr, recs, len(req.Records), req.Held, accepted)
 	}
 	return reply
 }

@@ -39,6 +39,8 @@ type testApp struct {
 	cond     *sync.Cond
 	// rerouted holds the records Reroute passed, until routed.
 	rerouted []Record
+	// watched holds the records Watch passed (defences_test.go).
+	watched []Record
 }
 
 func newTestApp(st *MemStorage, own *Ownership) *testApp {

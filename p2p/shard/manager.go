@@ -47,7 +47,8 @@ type Config struct {
 	// owner before it takes the owner's range over. Default 5s.
 	FailureTimeout time.Duration
 	// Lease is how long an owner may keep working after its first
-	// successor last acknowledged a heartbeat. It must be shorter than
+	// successor (or, when that one withholds, a quorum of its replicas)
+	// last acknowledged a heartbeat. It must be shorter than
 	// FailureTimeout so an owner cut off from its replicas stops before
 	// they promote. Default FailureTimeout/2.
 	Lease time.Duration
@@ -79,6 +80,20 @@ type Config struct {
 	// Logger receives transitions (claims, promotions, handoffs, stale
 	// drops). Default: discard.
 	Logger *slog.Logger
+	// Signer signs the receipts this node gives as a replica (receipts.go).
+	// Nil: no receipts, and owners that need them find this node's writes
+	// unvouched.
+	Signer Signer
+	// WatchTimeout is how long a replica waits, for a host key it holds
+	// pending records of, without a Done mark from their owner before it
+	// fetches them itself (watch.go); the n-th replica waits n times as
+	// long. Default 60s; negative turns watching off.
+	WatchTimeout time.Duration
+	// LeaseFromFirst renews the lease on the first successor's
+	// acknowledgement alone, as before issue 29: a first successor that
+	// refuses is not outvoted by a quorum of the replicas (see
+	// Ownership). For measuring the defence; default false.
+	LeaseFromFirst bool
 	// Sequential makes every fan-out to the replicas call them one after
 	// the other in the caller's goroutine instead of in parallel, so a
 	// single-threaded simulator that calls Tick and Accept itself stays
@@ -99,6 +114,7 @@ func DefaultConfig() Config {
 		ChunkRecords:   1000,
 		MaxClockSkew:   time.Hour,
 		WitnessWindow:  10 * time.Minute,
+		WatchTimeout:   time.Minute,
 	}
 }
 
@@ -142,6 +158,9 @@ func (c Config) Effective() (Config, error) {
 	if c.WitnessWindow <= 0 {
 		c.WitnessWindow = d.WitnessWindow
 	}
+	if c.WatchTimeout == 0 {
+		c.WatchTimeout = d.WatchTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -152,8 +171,9 @@ func (c Config) Effective() (Config, error) {
 type Stats struct {
 	// Claims are the active claims; Releasing the parts being handed off.
 	Claims, Releasing []Claim
-	// LeaseValid: the first successor acknowledged a heartbeat within
-	// Lease (always true with no successor).
+	// LeaseValid: the first successor, or when it withholds a quorum of
+	// the replicas, acknowledged a heartbeat within Lease (always true
+	// with no successor).
 	LeaseValid bool
 	// Degraded: the last Accept could not reach every replica.
 	Degraded bool
@@ -174,6 +194,15 @@ type Stats struct {
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
 	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs,
 	Witnessed, Rerouted int64
+	// Watching is how many host keys this node watches for a
+	// predecessor now; WatchFetches the pending records it took over to
+	// fetch itself, their owner having neither fetched nor explained them
+	// within WatchTimeout (watch.go); WatchedIn the Done marks a fellow
+	// watcher told it of.
+	// HeldFor counts the records senders gave this node to hold for a
+	// predecessor whose acknowledgement its replicas did not vouch for
+	// (Manager.HoldFor).
+	Watching, WatchFetches, WatchedIn, HeldFor int64
 	// Unplaced counts lookups that found a sender's ID owned by another
 	// peer: a sender the ring does not hold where it sits (member.go).
 	Unplaced int64
@@ -232,10 +261,14 @@ type Manager struct {
 	// beatNow and syncNow ask the next Tick for a heartbeat or a full
 	// anti-entropy round right away.
 	beatNow, syncNow bool
-	progRecs         []Record
-	progHosts        []HostState
-	degraded         bool
-	stats            Stats
+	// watch holds, per host key, the pending records this node keeps as
+	// a replica and whether their owner makes progress (watch.go).
+	watch         map[uint64]*watched
+	lastWatchScan time.Time
+	progRecs      []Record
+	progHosts     []HostState
+	degraded      bool
+	stats         Stats
 }
 
 var _ Handler = (*Manager)(nil)
@@ -266,6 +299,7 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		heard:     make(map[string]heardFrom),
 		witness:   make(witnessTable),
 		placed:    make(map[string]placed),
+		watch:     make(map[uint64]*watched),
 		lastSync:  make(map[string]time.Time),
 		waitStart: r.Clock().Now(),
 		serial:    cfg.Sequential,
@@ -338,6 +372,13 @@ func (m *Manager) accept(ctx context.Context, recs []Record, put func([]Record) 
 	if len(recs) == 0 {
 		return nil
 	}
+	return m.acceptWith(ctx, recs, nil, put, nil)
+}
+
+// acceptWith stores recs with put and replicates them; with held or
+// onReply it asks each replica for a receipt over recs and held and
+// passes onReply every reply that took the write.
+func (m *Manager) acceptWith(ctx context.Context, recs []Record, held []RecordID, put func([]Record) error, onReply func(ring.Peer, *WriteReply)) error {
 	m.acceptMu.RLock()
 	defer m.acceptMu.RUnlock()
 	for _, r := range recs {
@@ -345,17 +386,23 @@ func (m *Manager) accept(ctx context.Context, recs []Record, put func([]Record) 
 			return fmt.Errorf("shard: accept key %s: %w", ring.ID(r.Key), ErrNotOwned)
 		}
 	}
-	if err := put(recs); err != nil {
-		return fmt.Errorf("shard: accept: store records: %w", err)
+	for _, id := range held {
+		if !m.Owns(id.Key) {
+			return fmt.Errorf("shard: accept key %s: %w", ring.ID(id.Key), ErrNotOwned)
+		}
+	}
+	if len(recs) > 0 {
+		if err := put(recs); err != nil {
+			return fmt.Errorf("shard: accept: store records: %w", err)
+		}
 	}
 	m.mu.Lock()
 	var covering segMap
 	for _, g := range m.own.claims {
-		for _, r := range recs {
-			if g.lo <= r.Key && r.Key <= g.hi {
-				covering = append(covering, g)
-				break
-			}
+		in := func(k uint64) bool { return g.lo <= k && k <= g.hi }
+		if slices.ContainsFunc(recs, func(r Record) bool { return in(r.Key) }) ||
+			slices.ContainsFunc(held, func(id RecordID) bool { return in(id.Key) }) {
+			covering = append(covering, g)
 		}
 	}
 	replicas := slices.Clone(m.replicas)
@@ -363,7 +410,7 @@ func (m *Manager) accept(ctx context.Context, recs []Record, put func([]Record) 
 	if len(replicas) == 0 {
 		return nil
 	}
-	req := &WriteRequest{Claims: covering.claims(), Records: recs}
+	req := &WriteRequest{Claims: covering.claims(), Records: recs, Held: held, WantReceipt: onReply != nil}
 	res := fanout(m, ctx, replicas, func(ctx context.Context, p ring.Peer) (*WriteReply, error) {
 		return m.tr.Replicate(ctx, p, req)
 	})
@@ -381,6 +428,8 @@ func (m *Manager) accept(ctx context.Context, recs []Record, put func([]Record) 
 		case r.reply.StoreError != "":
 			failed++
 			m.log.Warn("replica could not store accepted URLs", "to", r.peer, "err", r.reply.StoreError)
+		case onReply != nil && len(r.reply.Rejected) == 0:
+			onReply(r.peer, r.reply)
 		}
 		rejected = append(rejected, r.reply.Rejected...)
 	}
@@ -441,6 +490,7 @@ func (m *Manager) Stats() Stats {
 	s.Releasing = m.releasing.claims()
 	s.LeaseValid = m.own.leaseValid(now, noReplica)
 	s.Degraded = m.degraded
+	s.Watching = int64(len(m.watch))
 	return s
 }
 
@@ -742,8 +792,19 @@ func (m *Manager) notifyMerged(ctx context.Context, recs []Record) {
 	}
 }
 
-// storedRecord reads one record through Storage.ScanRecords.
+// RecordGetter is implemented by a Storage that reads one record by its
+// key and hash directly (a point lookup, not a scan of its host's
+// records): checking the records a receipt vouches for uses it.
+type RecordGetter interface {
+	GetRecord(key, hash uint64) (Record, bool, error)
+}
+
+// storedRecord reads one record, through RecordGetter if the storage has
+// it, else through Storage.ScanRecords.
 func (m *Manager) storedRecord(key, hash uint64) (Record, bool, error) {
+	if g, ok := m.st.(RecordGetter); ok {
+		return g.GetRecord(key, hash)
+	}
 	var out Record
 	found := false
 	k := ring.ID(key)

@@ -68,11 +68,12 @@ func (t *memTransport) do(ctx context.Context, to ring.Peer, call func(Handler))
 
 // Replicate implements Transport.
 func (t *memTransport) Replicate(ctx context.Context, to ring.Peer, req *WriteRequest) (*WriteReply, error) {
-	in := &WriteRequest{Claims: slices.Clone(req.Claims), Records: slices.Clone(req.Records), Hosts: cloneHosts(req.Hosts)}
+	in := &WriteRequest{Claims: slices.Clone(req.Claims), Records: slices.Clone(req.Records), Hosts: cloneHosts(req.Hosts),
+		Held: slices.Clone(req.Held), WantReceipt: req.WantReceipt, Watched: slices.Clone(req.Watched)}
 	var out *WriteReply
 	err := t.do(ctx, to, func(h Handler) {
 		r := h.HandleReplicate(ctx, t.self, in)
-		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError, Refused: r.Refused}
+		out = &WriteReply{Rejected: slices.Clone(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: slices.Clone(r.Receipt)}
 	})
 	if err != nil {
 		return nil, err

@@ -9,8 +9,9 @@ import (
 
 // Ownership is a node's answer to "may I work on this key now?": yes
 // while one of its active claims holds the key, its lease is valid (its
-// first successor acknowledged a heartbeat within Config.Lease, or it is
-// alone on the ring: ring.Node.Alone), it is not leaving, and the ring
+// first successor, or when that one withholds a quorum of its replicas,
+// acknowledged a heartbeat within Config.Lease, or it is alone on the
+// ring: ring.Node.Alone), it is not leaving, and the ring
 // agrees. A node cut off from every successor (ring.State.Isolated) is
 // not alone: its lease runs out as it does when its successors stop
 // answering, and the ring gives it no more than the arc it had. The Manager keeps

@@ -134,6 +134,19 @@ func (s *MemStorage) Record(key, hash uint64) (Record, bool) {
 	return s.recs[i], true
 }
 
+// GetRecord implements RecordGetter.
+func (s *MemStorage) GetRecord(key, hash uint64) (Record, bool, error) {
+	r, ok := s.Record(key, hash)
+	return r, ok, nil
+}
+
+// AnyPending reports whether a stored record is not Done.
+func (s *MemStorage) AnyPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.recs, func(r Record) bool { return !r.Done })
+}
+
 // Len returns how many records are stored.
 func (s *MemStorage) Len() int {
 	s.mu.Lock()

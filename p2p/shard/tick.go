@@ -101,6 +101,7 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.antiEntropy(ctx, now)
 	m.reconcileStale(ctx, v)
 	m.checkWitnesses(ctx)
+	m.watchTick(ctx, now)
 }
 
 // observe notes changes of the view and of the replica set.
@@ -462,8 +463,9 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 
 // heartbeat (step 4) sends the active claims and pending progress to the
 // replicas every HeartbeatInterval, and at once when something changed.
-// An acknowledgement without rejection from the first successor renews
-// the lease; a rejection marks the claims it beats as stale.
+// Acknowledgements without rejection from a quorum of the replicas
+// (leaseQuorum) renew the lease; a rejection marks the claims it beats as
+// stale.
 func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	due := m.beatNow || len(m.progRecs)+len(m.progHosts) > 0 || now.Sub(m.lastBeat) >= m.cfg.HeartbeatInterval
@@ -496,6 +498,7 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		return m.tr.Replicate(ctx, p, req)
 	})
 	var rejected []Claim
+	acks, firstAck, firstRefused := 0, false, false
 	for i, r := range res {
 		if r.err != nil {
 			m.log.Debug("heartbeat failed", "to", r.peer, "err", r.err)
@@ -506,17 +509,33 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 		}
 		if r.reply.Refused != "" {
 			m.log.Warn("replica refused this node's claims", "to", r.peer, "reason", r.reply.Refused)
+			firstRefused = firstRefused || i == 0
 		}
 		rejected = append(rejected, r.reply.Rejected...)
-		if i == 0 && len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
-			m.mu.Lock()
-			if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
-				m.own.mu.Lock()
-				m.own.leaseUntil = until
-				m.own.mu.Unlock()
-			}
-			m.mu.Unlock()
+		if len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
+			acks++
+			firstAck = firstAck || i == 0
 		}
+	}
+	// The first successor's acknowledgement renews the lease, as it
+	// always did; one that refuses (withholds) is outvoted by a quorum of
+	// the replicas. One that does not answer at all (crashed, cut off) is
+	// not: the owner stops before it may promote itself, as before.
+	if !firstAck && !m.cfg.LeaseFromFirst && firstRefused && acks < leaseQuorum(m.cfg.Replicas) {
+		// Every replica withholds: the claims alone go to the next K
+		// successors, whose acknowledgements count towards the quorum.
+		more, rej := m.leaseWitnesses(ctx, replicas, claims)
+		acks += more
+		rejected = append(rejected, rej...)
+	}
+	if firstAck || !m.cfg.LeaseFromFirst && firstRefused && acks >= leaseQuorum(m.cfg.Replicas) {
+		m.mu.Lock()
+		if until := now.Add(m.cfg.Lease); until.After(m.own.leaseUntil) {
+			m.own.mu.Lock()
+			m.own.leaseUntil = until
+			m.own.mu.Unlock()
+		}
+		m.mu.Unlock()
 	}
 	if len(rejected) > 0 {
 		m.handleRejected(rejected)
@@ -672,4 +691,55 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 		m.reconcile = subtract(m.reconcile, done)
 		m.mu.Unlock()
 	}
+}
+
+// leaseWitnesses sends claims alone (a heartbeat) to the K successors
+// after replicas, when every replica refused them, and returns how many
+// acknowledged them without refusal, with the higher epochs they
+// reported. Only while the replicas withhold: the owner's records stay
+// with its replicas.
+func (m *Manager) leaseWitnesses(ctx context.Context, replicas []ring.Peer, claims []Claim) (int, []Claim) {
+	m.mu.Lock()
+	succs := slices.Clone(m.succCache)
+	m.mu.Unlock()
+	var extra []ring.Peer
+	for _, p := range succs {
+		if len(extra) == m.cfg.Replicas {
+			break
+		}
+		if !slices.Contains(replicas, p) {
+			extra = append(extra, p)
+		}
+	}
+	if len(extra) == 0 {
+		return 0, nil
+	}
+	req := &WriteRequest{Claims: claims}
+	res := fanout(m, ctx, extra, func(ctx context.Context, p ring.Peer) (*WriteReply, error) {
+		return m.tr.Replicate(ctx, p, req)
+	})
+	acks := 0
+	var rejected []Claim
+	for _, r := range res {
+		if r.err != nil {
+			continue
+		}
+		rejected = append(rejected, r.reply.Rejected...)
+		if len(r.reply.Rejected) == 0 && r.reply.Refused == "" {
+			acks++
+		}
+	}
+	return acks, rejected
+}
+
+// leaseQuorum is how many of n replicas must acknowledge a heartbeat to
+// renew the lease when the first successor refuses it: with the owner, a
+// majority of the K+1 nodes that hold its range ((n+1)/2 of them: 1 of 1
+// or 2, 2 of 3 or 4). One successor withholding its acknowledgement then
+// cannot stop its predecessor (issue 29).
+func leaseQuorum(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max((n+1)/2, 1)
 }

@@ -16,6 +16,18 @@ type WriteRequest struct {
 	Claims  []Claim
 	Records []Record
 	Hosts   []HostState
+	// Held names records the owner holds already and acknowledges again
+	// (duplicates) in the same write; with WantReceipt the replica vouches
+	// for them only if it holds them too.
+	Held []RecordID
+	// WantReceipt asks the replica to sign a receipt over Records and Held
+	// once it holds them all (receipts.go).
+	WantReceipt bool
+	// Watched are Done marks of a range the sender watches for its
+	// predecessor and fetched itself (watch.go): taken only from this
+	// node's ring predecessor, only as Done marks, and only for keys this
+	// node's table names another owner for.
+	Watched []Record
 }
 
 // WriteReply lists the refused claims' conflicting parts, each carrying the
@@ -31,6 +43,9 @@ type WriteReply struct {
 	// who sent them (see "Who may claim what" in plausible.go): the owner
 	// counts the write as degraded, and its lease is not renewed.
 	Refused string
+	// Receipt is the replica's signature over the write's records, when
+	// asked for and it holds them all (receipts.go).
+	Receipt []byte
 }
 
 // HandoffRequest is one chunk of a push of a range to another node.

@@ -87,15 +87,19 @@ type Record struct {
 	Depth, Redirects int
 	Done             bool
 	Seed             bool
-	Meta             []byte
-	MetaVersion      uint64
+	// SeedProof is the signed statement behind Seed (package
+	// p2p/seedsig, opaque here): it travels with the mark so that every
+	// node judges the mark by its own seed policy. Nil without Seed.
+	SeedProof   []byte
+	Meta        []byte
+	MetaVersion uint64
 }
 
 // MaxMetaBytes bounds Record.Meta.
 const MaxMetaBytes = 16 << 10
 
 // MergeRecord combines the stored record old with an incoming version of
-// the same URL: Done and Seed win; otherwise the stored record is kept, except that
+// the same URL: Done and Seed (with its SeedProof) win; otherwise the stored record is kept, except that
 // a smaller Depth (with its Redirects), or the same Depth after fewer
 // Redirects, replaces the stored ones (so that the merge is commutative,
 // and a seed keeps its depth and redirects 0), and the Meta
@@ -109,8 +113,10 @@ func MergeRecord(old, incoming Record) Record {
 	if incoming.Done {
 		out.Done = true
 	}
-	if incoming.Seed {
-		out.Seed = true
+	if incoming.Seed && !out.Seed {
+		// The mark and its statement go together; a mark held keeps its
+		// own statement (each node stores only marks it honours).
+		out.Seed, out.SeedProof = true, incoming.SeedProof
 	}
 	if incoming.Depth < out.Depth || incoming.Depth == out.Depth && incoming.Redirects < out.Redirects {
 		out.Depth, out.Redirects = incoming.Depth, incoming.Redirects

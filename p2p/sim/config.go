@@ -48,11 +48,22 @@ type Config struct {
 	// PartitionFor is how long the partition lasts. Default 30s.
 	PartitionFor time.Duration
 	// Dishonest is the fraction of physical nodes (each chosen at random,
-	// as it is created) that follow the protocols but keep what they own
-	// from the crawl: each acknowledges every URL routed to it and drops
-	// it (its crawler fetches nothing), and refuses its predecessors'
-	// replicate writes, withholding their leases. 0 means none.
+	// as it is created) that follow the ring and shard protocols but keep
+	// what they own from the crawl: each acknowledges every URL routed to
+	// it without storing it or writing it to its replicas, and drops it
+	// (its crawler fetches nothing, it watches nothing for its
+	// predecessors); it refuses its predecessors' replicate writes,
+	// withholding their leases; and it squats its successor's range,
+	// sending its successor and the next node writes that claim the
+	// range at an epoch 30 minutes ahead, every heartbeat. 0 means none.
 	Dishonest float64
+	// NoDefences turns off issue 29's defences against dishonest owners
+	// and replicas, to measure what they buy: senders believe every
+	// acknowledgement (no receipts, route.Config.Receipts), replicas do
+	// not watch their owners' progress (shard.Config.WatchTimeout), and
+	// a lease is renewed by the first successor alone
+	// (shard.Config.LeaseFromFirst).
+	NoDefences bool
 	// Loss is the probability that a message (request or reply) is lost.
 	// Default 0.
 	Loss float64
@@ -209,6 +220,9 @@ func (c Config) effective() (Config, error) {
 		errs = append(errs, fmt.Errorf("crash share %v: want a fraction in [0, 1]", c.CrashShare))
 	}
 	c.Shard.Replicas = c.Replicas
+	if c.NoDefences {
+		c.Shard.WatchTimeout, c.Shard.LeaseFromFirst = -1, true
+	}
 	sc, err := c.Shard.Effective()
 	if err != nil {
 		errs = append(errs, err)

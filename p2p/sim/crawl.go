@@ -62,6 +62,9 @@ type hostQueue struct {
 	h         int32
 	pending   []int32
 	scheduled bool
+	// watch: the host's pages are fetched for an owner that neither
+	// fetched nor explained them (shard.Watcher), not under a claim.
+	watch bool
 }
 
 // app is a position's crawler, the shard.App: its queue is a cache of the
@@ -70,6 +73,7 @@ type hostQueue struct {
 type app struct {
 	v       *vnode
 	hosts   map[int32]*hostQueue
+	watchQ  map[int32]*hostQueue    // hosts fetched for a predecessor (Watch)
 	queued  map[int32]int32         // page -> depth, pages in some host queue
 	fetched map[int32]bool          // pages fetched here (a node's page records)
 	next    map[int32]time.Duration // host -> earliest next fetch (politeness)
@@ -81,6 +85,7 @@ func newApp(v *vnode) *app {
 	return &app{
 		v:       v,
 		hosts:   map[int32]*hostQueue{},
+		watchQ:  map[int32]*hostQueue{},
 		queued:  map[int32]int32{},
 		fetched: map[int32]bool{},
 		next:    map[int32]time.Duration{},
@@ -167,6 +172,32 @@ func (a *app) Reroute(ctx context.Context, recs []shard.Record) error {
 	return nil
 }
 
+var _ shard.Watcher = (*app)(nil)
+
+// Watch implements shard.Watcher: the pages go to a queue of their host's
+// own, fetched under the host's politeness without a claim; a dishonest
+// position watches nothing.
+func (a *app) Watch(ctx context.Context, owner string, recs []shard.Record) {
+	if a.v.phys.dishonest {
+		return
+	}
+	for _, r := range recs {
+		p := int32(r.Hash)
+		if _, ok := a.queued[p]; ok || a.fetched[p] {
+			continue
+		}
+		h := a.v.s.g.host[p]
+		q := a.watchQ[h]
+		if q == nil {
+			q = &hostQueue{h: h, watch: true}
+			a.watchQ[h] = q
+		}
+		a.queued[p] = int32(r.Depth)
+		q.pending = append(q.pending, p)
+		a.schedule(q)
+	}
+}
+
 // drop removes the queue entries of r's hosts.
 func (a *app) drop(r shard.Range) {
 	g := a.v.s.g
@@ -237,12 +268,16 @@ func (a *app) fetchFrom(q *hostQueue) {
 		q.pending = q.pending[1:]
 	}
 	if len(q.pending) == 0 {
-		delete(a.hosts, q.h)
+		if q.watch {
+			delete(a.watchQ, q.h)
+		} else {
+			delete(a.hosts, q.h)
+		}
 		return
 	}
 	s := v.s
 	key := s.g.hostKey(q.h)
-	if !v.own.Owns(uint64(key)) {
+	if !q.watch && !v.own.Owns(uint64(key)) {
 		q.scheduled = true
 		s.w.after(notOwnedRetry, func() { a.fetchFrom(q) })
 		return
@@ -262,6 +297,17 @@ func (a *app) fetchFrom(q *hostQueue) {
 		ids[i] = v.send(s.newTask(l, int(depth)+1))
 	}
 	rec := shard.Record{Key: uint64(key), Hash: uint64(p), URL: s.g.url(p), Depth: int(depth), Done: true}
+	if q.watch {
+		s.watchFetches++
+		if err := v.m.WatchDone(s.ctx, []shard.Record{rec}); err != nil {
+			s.progressErrors++
+		}
+		if len(links) > 0 {
+			s.scheduleRoute(v, 0)
+		}
+		a.schedule(q)
+		return
+	}
 	v.progress.Finished(rec, ids)
 	if len(links) == 0 {
 		v.flushProgress()

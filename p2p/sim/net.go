@@ -158,7 +158,7 @@ func (t *shardTransport) call(to ring.Peer, req int, rpc func() (int, error)) er
 // Replicate implements shard.Transport.
 func (t *shardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
 	var out *shard.WriteReply
-	n := len(req.Claims)*claimBytes + recordsBytes(req.Records) + hostsBytes(req.Hosts)
+	n := len(req.Claims)*claimBytes + recordsBytes(req.Records) + hostsBytes(req.Hosts) + 16*len(req.Held) + recordsBytes(req.Watched)
 	err := t.call(to, n, func() (int, error) {
 		if r := t.s.byAddr[to.Addr]; r != nil && r.alive && r.phys.dishonest {
 			// A dishonest replica withholds the lease: it answers, and
@@ -171,7 +171,7 @@ func (t *shardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard
 		if err != nil {
 			return 0, err
 		}
-		return len(out.Rejected)*claimBytes + len(out.StoreError) + len(out.Refused), nil
+		return len(out.Rejected)*claimBytes + len(out.StoreError) + len(out.Refused) + len(out.Receipt), nil
 	})
 	return out, err
 }

@@ -44,6 +44,9 @@ type vnode struct {
 	owner  *route.Owner
 	router *route.Router
 	look   lookState
+	// strans is the position's shard transport (a dishonest one's squat
+	// writes go through it).
+	strans *shardTransport
 
 	progress *route.Progress // fetched pages waiting for their links
 
@@ -111,7 +114,12 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	v.st = shard.NewMemStorage()
 	v.app = newApp(v)
 	st := &shardTransport{s: s, v: v, in: s.snet.Transport(v.peer), wait: s.scfg.AckTimeout}
-	m, err := shard.New(v.own, st, v.st, v.app, s.scfg)
+	v.strans = st
+	scfg := s.scfg
+	if !s.cfg.NoDefences {
+		scfg.Signer = simSigner{addr}
+	}
+	m, err := shard.New(v.own, st, v.st, v.app, scfg)
 	if err != nil {
 		// The configuration was checked by effective; New fails only
 		// on a storage that cannot load, which MemStorage cannot.
@@ -120,9 +128,17 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	v.m = m
 	s.snet.Register(v.peer, m)
 	in := route.NewIntake(simSeen{v}, simQueue{v}, route.NoDepthLimit)
-	v.owner = route.NewOwner(v.own, countingReplicator{s, m}, in, simURLs{s.g}, nil, route.NoDepthLimit)
+	var repl route.Replicator = countingReplicator{s, m}
+	if p.dishonest {
+		repl = dishonestReplicator{}
+	}
+	v.owner = route.NewOwner(v.own, repl, in, simURLs{s.g}, nil, route.NoDepthLimit)
 	tt := &taskTransport{s: s, v: v, in: s.tnet.Transport(v.peer)}
-	v.router = route.NewRouter(simRing{v}, v.owner, tt, route.Config{Clock: clock{&s.w}, Logger: discardLog})
+	rtc := route.Config{Clock: clock{&s.w}, Logger: discardLog}
+	if !s.cfg.NoDefences {
+		rtc.Receipts = &route.ReceiptCheck{URLs: simURLs{s.g}, Verifier: simSigner{}, Replicas: s.cfg.Replicas}
+	}
+	v.router = route.NewRouter(simRing{v}, v.owner, tt, rtc)
 	s.tnet.Register(v.peer, v.owner)
 	s.byAddr[addr] = v
 	return v
@@ -169,6 +185,36 @@ func (s *Sim) maintain(v *vnode) {
 	s.w.every(phase(s.rcfg.CheckPredecessorInterval), s.rcfg.CheckPredecessorInterval, alive, step(func() { v.rn.CheckPredecessor(s.ctx) }))
 	s.w.every(phase(s.rcfg.FixFingersInterval), s.rcfg.FixFingersInterval, alive, step(func() { v.rn.FixFingers(s.ctx) }))
 	s.w.every(phase(s.scfg.TickInterval), s.scfg.TickInterval, alive, step(func() { v.m.Tick(s.ctx) }))
+	if v.phys.dishonest {
+		hb := s.scfg.HeartbeatInterval
+		s.w.every(phase(hb), hb, alive, step(func() { s.squat(v) }))
+	}
+}
+
+// squat sends, as dishonest v, its successor and the node after it a
+// write claiming the successor's range (v, successor] at an epoch 30
+// minutes ahead of v's clock, as the squatter did, and counts
+// the writes taken.
+func (s *Sim) squat(v *vnode) {
+	var targets []ring.Peer
+	for _, p := range v.rn.Successors() {
+		if p != v.peer && len(targets) < 2 && !slices.Contains(targets, p) {
+			targets = append(targets, p)
+		}
+	}
+	if len(targets) == 0 {
+		return
+	}
+	now := clock{&s.w}.Now()
+	e := shard.Epoch{N: uint64(now.Add(30 * time.Minute).UnixMilli()), Owner: v.peer.Addr}
+	req := &shard.WriteRequest{Claims: []shard.Claim{{Range: shard.Range{From: v.peer.ID, To: targets[0].ID}, Epoch: e}}}
+	for _, to := range targets {
+		s.squatWrites++
+		rep, err := v.strans.Replicate(s.ctx, to, req)
+		if err == nil && rep.Refused == "" && len(rep.Rejected) == 0 {
+			s.squatTaken++
+		}
+	}
 }
 
 // crash kills a physical node: every position stops answering at once

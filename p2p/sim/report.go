@@ -178,6 +178,20 @@ type CrawlReport struct {
 	// acknowledged and dropped (a URL may be dropped more than once).
 	Dishonest          int   `json:"dishonest_nodes,omitempty"`
 	DroppedByDishonest int64 `json:"dropped_by_dishonest,omitempty"`
+	// SquatWrites counts the dishonest nodes' writes claiming their
+	// successors' ranges, and SquatTaken those a node took without
+	// refusing or rejecting them.
+	SquatWrites int64 `json:"squat_writes,omitempty"`
+	SquatTaken  int64 `json:"squat_taken,omitempty"`
+	// Issue 29's defences at work (Config.NoDefences turns them off):
+	// Unvouched counts acknowledgements without enough receipts and
+	// HeldForOwner the tasks an owner's successor held instead (live
+	// positions' routers); WatchFetches the pages replicas fetched for
+	// owners that neither fetched nor explained them.
+	Defences     bool  `json:"defences"`
+	Unvouched    int64 `json:"unvouched_acks,omitempty"`
+	HeldForOwner int64 `json:"held_for_owner,omitempty"`
+	WatchFetches int64 `json:"watch_fetches,omitempty"`
 }
 
 // ChurnReport counts membership events.
@@ -347,6 +361,13 @@ func (s *Sim) crawlReport(r *Report) {
 		CoverageAtDuration: r.coverageAtDuration, Fetches: s.fetches, DupFetches: s.dupFetches, DupTasks: s.dupTasks,
 		RefusedNotOwned: s.refusedNotOwned, RefusedStale: s.refusedStale, RefusedOther: s.refusedOther,
 		Dishonest: s.dishonest, DroppedByDishonest: s.droppedByDishonest,
+		SquatWrites: s.squatWrites, SquatTaken: s.squatTaken, Defences: !s.cfg.NoDefences,
+		WatchFetches: s.watchFetches,
+	}
+	for _, v := range s.members {
+		rs := v.router.Stats()
+		c.Unvouched += rs.Unvouched
+		c.HeldForOwner += rs.Fallbacks
 	}
 	for _, v := range s.members {
 		c.Undelivered += len(v.outbox)
@@ -476,13 +497,20 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "fetches %d, duplicate fetches %d (%.3f%%); accepted %d, never fetched but held %d, lost %d (%d in arcs whose owner and K successors crashed)\n",
 			cr.Fetches, cr.DupFetches, 100*cr.DupShare, cr.Accepted, cr.PendingHeld, cr.Lost, cr.LostExplained)
 		if cr.Dishonest > 0 {
-			fmt.Fprintf(&b, "dishonest: %d nodes acknowledged and dropped %d URLs and withheld their predecessors' leases\n", cr.Dishonest, cr.DroppedByDishonest)
+			fmt.Fprintf(&b, "dishonest: %d nodes acknowledged and dropped %d URLs, withheld their predecessors' leases and squatted their successors' ranges (%d of %d writes taken)\n",
+				cr.Dishonest, cr.DroppedByDishonest, cr.SquatTaken, cr.SquatWrites)
+		}
+		if cr.Defences {
+			fmt.Fprintf(&b, "defences: %d acknowledgements without receipts, %d tasks held by the owner's successor instead, %d pages fetched by watching replicas\n",
+				cr.Unvouched, cr.HeldForOwner, cr.WatchFetches)
+		} else {
+			b.WriteString("defences: off (no receipts, no watching replicas, lease from the first successor)\n")
 		}
 		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}
 	if cs := r.Census; cs != nil {
-		fmt.Fprintf(&b, "census: exact walk right %v%s; %d estimates (%d keys × %d positions, %.0f machines asked), %d failed:", cs.WalkExact, cs.WalkError, cs.Estimates, cs.Samples, cs.Run, cs.MeanAsked, cs.Failed)
+		fmt.Fprintf(&b, "census: exact walk right %v%s; %d estimates (%d windows of %d positions, %.0f machines asked), %d failed:", cs.WalkExact, cs.WalkError, cs.Estimates, cs.Samples, cs.Run, cs.MeanAsked, cs.Failed)
 		for _, k := range []string{"members", "fetched", "queued"} {
 			c := cs.Counters[k]
 			fmt.Fprintf(&b, " %s %.0f (bias %+.2f%%, %.0f%% interval held it %.1f%%)", k, c.Truth, 100*c.MeanBias, 100*cs.Confidence, 100*c.Covered)

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -121,6 +123,59 @@ func (r countingReplicator) AcceptOwn(ctx context.Context, recs []shard.Record) 
 	return r.count(r.m.AcceptOwn(ctx, recs))
 }
 
+// AcceptWithReceipts implements route.ReceiptReplicator.
+func (r countingReplicator) AcceptWithReceipts(ctx context.Context, recs []shard.Record, held []shard.RecordID, own bool) ([]shard.Receipt, error) {
+	rs, err := r.m.AcceptWithReceipts(ctx, recs, held, own)
+	return rs, r.count(err)
+}
+
+// HoldFor implements route.Holder.
+func (r countingReplicator) HoldFor(owner string, recs []shard.Record) ([]bool, int, int, error) {
+	return r.m.HoldFor(owner, recs)
+}
+
+// dishonestReplicator is a dishonest position's Replicator: it
+// acknowledges without storing anything or writing to the replicas, and
+// holds whatever it is asked to hold for a predecessor the same way.
+type dishonestReplicator struct{}
+
+// Accept implements route.Replicator.
+func (dishonestReplicator) Accept(context.Context, []shard.Record) error { return nil }
+
+// AcceptOwn implements route.Replicator.
+func (dishonestReplicator) AcceptOwn(context.Context, []shard.Record) error { return nil }
+
+// HoldFor implements route.Holder: every record "held", none stored.
+func (dishonestReplicator) HoldFor(_ string, recs []shard.Record) ([]bool, int, int, error) {
+	held := make([]bool, len(recs))
+	for i := range held {
+		held[i] = true
+	}
+	return held, len(recs), 0, nil
+}
+
+// simSigner is the simulator's stand-in for a node's identity key
+// (shard.Signer, shard.Verifier): a receipt's signature is a hash of the
+// signer's address and the message. Cheap and deterministic; the
+// simulated dishonest nodes do not forge receipts, so it needs no secret.
+type simSigner struct{ addr string }
+
+// Sign implements shard.Signer.
+func (s simSigner) Sign(msg []byte) ([]byte, error) { return simSig(s.addr, msg), nil }
+
+// Verify implements shard.Verifier.
+func (simSigner) Verify(signer ring.Peer, msg, sig []byte) bool {
+	return bytes.Equal(sig, simSig(signer.Addr, msg))
+}
+
+func simSig(addr string, msg []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(addr))
+	h.Write([]byte{0})
+	h.Write(msg)
+	return h.Sum(nil)[:16]
+}
+
 func (r countingReplicator) count(err error) error {
 	if errors.Is(err, shard.ErrStale) {
 		r.s.refusedStale++
@@ -174,11 +229,31 @@ func (t *taskTransport) Send(ctx context.Context, to ring.Peer, tasks []route.Ta
 		req += len(x.URL) + 8
 	}
 	res, err := t.in.Send(ctx, to, tasks)
-	t.s.account(t.v, to.Addr, req, 8+len(res.NotOwned)*40, err, taskTimeout)
+	t.s.account(t.v, to.Addr, req, 8+len(res.NotOwned)*40+len(res.Receipts)*receiptBytes, err, taskTimeout)
 	if err != nil {
 		t.s.refusedOther++
 	} else {
 		t.s.refusedNotOwned += int64(len(res.NotOwned))
+	}
+	return res, err
+}
+
+// receiptBytes is a receipt on the wire: its signer and an Ed25519
+// signature, as a node sends it.
+const receiptBytes = peerBytes + 64
+
+var _ route.FallbackTransport = (*taskTransport)(nil)
+
+// SendFor implements route.FallbackTransport.
+func (t *taskTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks []route.Task) (route.Result, error) {
+	req := peerBytes
+	for _, x := range tasks {
+		req += len(x.URL) + 8
+	}
+	res, err := t.in.(route.FallbackTransport).SendFor(ctx, to, owner, tasks)
+	t.s.account(t.v, to.Addr, req, 8+len(res.NotOwned)*40, err, taskTimeout)
+	if err != nil {
+		t.s.refusedOther++
 	}
 	return res, err
 }

@@ -112,7 +112,11 @@ type Sim struct {
 	// droppedByDishonest the URLs they acknowledged and dropped.
 	dishonest          int
 	droppedByDishonest int64
-	rejectedTasks      int64
+	// squatWrites and squatTaken count the dishonest nodes' squat writes
+	// and those taken; watchFetches the pages replicas fetched for their
+	// owners (shard's "Replicas watch progress").
+	squatWrites, squatTaken, watchFetches int64
+	rejectedTasks                         int64
 	// records sent as tasks by Managers that gave a range up without a
 	// handoff (shard.App.Reroute)
 	rerouted int64
@@ -331,6 +335,17 @@ func (s *Sim) converged() error {
 func (s *Sim) crawlIdle() bool {
 	for _, v := range s.members {
 		if len(v.app.queued) > 0 || len(v.outbox) > 0 || v.progress.Waiting() > 0 {
+			return false
+		}
+	}
+	// A pending record an honest position holds is work left too: its
+	// owner's, or one a replica holds for an owner that does not crawl
+	// it, and will fetch itself once the watch runs out.
+	for _, v := range s.members {
+		if v.phys.dishonest || s.cfg.NoDefences {
+			continue
+		}
+		if v.st.AnyPending() {
 			return false
 		}
 	}

@@ -236,25 +236,40 @@ func TestGenerateGraph(t *testing.T) {
 	}
 }
 
-// TestDishonestNodesModelled: the simulator's dishonest nodes (issue 29:
-// each acknowledges and drops what it owns, and withholds its
-// predecessors' leases) run the real routing and shard code and cost the
-// crawl what such members cost today's swarm: with 15% of the nodes
-// dishonest the same web is covered less than by the honest swarm, the
-// URLs they dropped are counted. The defences of issue 29 are measured
-// against this model.
-func TestDishonestNodesModelled(t *testing.T) {
+// TestDishonestNodesDefended: the simulator's dishonest nodes (issue 29:
+// each acknowledges what it owns without storing or replicating it and
+// drops it, withholds its predecessors' leases and squats its successor's
+// range) run the real routing and shard code. With the defences off
+// (Config.NoDefences) they cost the crawl what such members cost the
+// swarm before issue 29: with 15% of the nodes dishonest the web is
+// covered less than by the honest swarm. With the defences (receipts and
+// fallback to the owner's successors, replicas that watch their owner,
+// the lease from a quorum) the coverage is at least 99%, and the squat
+// writes are all refused either way.
+func TestDishonestNodesDefended(t *testing.T) {
 	honest := run(t, small(5))
 	cfg := small(5)
 	cfg.Dishonest = 0.15
-	rep := run(t, cfg)
-	c := rep.Crawl
-	t.Logf("coverage: honest %.4f, with %d dishonest nodes %.4f", honest.Crawl.Coverage, c.Dishonest, c.Coverage)
-	if c.Dishonest < 5 || c.Dishonest > 30 || c.DroppedByDishonest == 0 {
-		t.Fatalf("%d dishonest nodes of 100, %d URLs dropped", c.Dishonest, c.DroppedByDishonest)
+	// The watch's bound fits the test's short crawl and settle, as the
+	// default minute fits a real one.
+	cfg.Shard.WatchTimeout = 20 * time.Second
+	cfg.NoDefences = true
+	off := run(t, cfg).Crawl
+	cfg.NoDefences = false
+	on := run(t, cfg).Crawl
+	t.Logf("coverage: honest %.4f; with %d dishonest nodes %.4f without the defences, %.4f with them (%d unvouched acknowledgements, %d tasks held by successors, %d watch fetches)",
+		honest.Crawl.Coverage, on.Dishonest, off.Coverage, on.Coverage, on.Unvouched, on.HeldForOwner, on.WatchFetches)
+	if on.Dishonest < 5 || on.Dishonest > 30 || on.DroppedByDishonest == 0 || off.DroppedByDishonest == 0 {
+		t.Fatalf("%d dishonest nodes of 100, %d and %d URLs dropped", on.Dishonest, off.DroppedByDishonest, on.DroppedByDishonest)
 	}
-	if honest.Crawl.Dishonest != 0 || honest.Crawl.Coverage < 0.999 || c.Coverage >= honest.Crawl.Coverage-0.01 {
-		t.Fatalf("coverage %.4f with dishonest nodes, %.4f without", c.Coverage, honest.Crawl.Coverage)
+	if honest.Crawl.Dishonest != 0 || honest.Crawl.Coverage < 0.999 || off.Coverage >= honest.Crawl.Coverage-0.01 {
+		t.Fatalf("coverage %.4f with dishonest nodes and no defences, %.4f without dishonest nodes", off.Coverage, honest.Crawl.Coverage)
+	}
+	if on.Coverage < 0.99 || on.Unvouched == 0 || on.WatchFetches == 0 {
+		t.Errorf("with the defences: coverage %.4f, %d unvouched acknowledgements, %d watch fetches", on.Coverage, on.Unvouched, on.WatchFetches)
+	}
+	if on.SquatWrites == 0 || on.SquatTaken+off.SquatTaken > 0 {
+		t.Errorf("squat writes: %d sent, %d and %d taken", on.SquatWrites, off.SquatTaken, on.SquatTaken)
 	}
 }
 
@@ -284,21 +299,16 @@ func TestCensusOn1000Nodes(t *testing.T) {
 	if cs.Failed > 0 {
 		t.Errorf("%d of %d estimates failed", cs.Failed, cs.Estimates)
 	}
-	// Queued URLs sit on few machines mid-crawl (the busiest holds many
-	// times the mean), and the estimate of such a counter is the weakest:
-	// on this run its estimates averaged 7.1% low and its intervals held
-	// the truth 85% of the time, where members and fetched are within 1%
-	// and 92 to 95%. It is held to a looser bound until the estimator
-	// takes skewed counters into account.
+	// Queued URLs sit on few machines mid-crawl, unevenly around the
+	// ring: estimated from runs after random keys' owners they came out
+	// 7.1% low, their intervals holding the truth 85% of the time; from
+	// windows of fixed length, 0.5% low and 95%.
 	for _, k := range []string{"members", "fetched", "queued"} {
 		c := cs.Counters[k]
 		if c.Truth == 0 {
 			t.Fatalf("%s: nothing to count mid-crawl", k)
 		}
-		maxBias, minCovered := 0.05, 0.85
-		if k == "queued" {
-			maxBias, minCovered = 0.10, 0.80
-		}
+		const maxBias, minCovered = 0.03, 0.90
 		if c.MeanBias < -maxBias || c.MeanBias > maxBias {
 			t.Errorf("%s: estimates biased by %+.1f%%", k, 100*c.MeanBias)
 		}

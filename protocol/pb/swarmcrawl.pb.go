@@ -741,10 +741,15 @@ func (*Ack) Descriptor() ([]byte, []int) {
 // redirect hops that led to it (0 for a link), so an owner can cut chains
 // that cross owners.
 type Task struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	Depth         uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
-	Redirects     uint32                 `protobuf:"varint,3,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Url       string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Depth     uint32                 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Redirects uint32                 `protobuf:"varint,3,opt,name=redirects,proto3" json:"redirects,omitempty"`
+	// seed_proof, on a task at depth 0 that no redirect led to, is the
+	// seeder's signature over the URL: the owner marks the URL a seed only
+	// if the signature verifies and its own policy accepts the signer.
+	// Absent on links.
+	SeedProof     *SeedProof `protobuf:"bytes,30,opt,name=seed_proof,json=seedProof,proto3" json:"seed_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +805,13 @@ func (x *Task) GetRedirects() uint32 {
 	return 0
 }
 
+func (x *Task) GetSeedProof() *SeedProof {
+	if x != nil {
+		return x.SeedProof
+	}
+	return nil
+}
+
 // TaskBatch hands URLs to the node that owns their keys, on
 // /swarmcrawl/tasks/1.0.0. key_mode is how the sender computes a URL's
 // ring key ("host", "url" or "domain", its --key): an owner that computes
@@ -807,9 +819,16 @@ func (x *Task) GetRedirects() uint32 {
 // since it would not own the URLs the sender finds it owning. Empty
 // (a sender from before the field) is not checked.
 type TaskBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Tasks   []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	KeyMode string                 `protobuf:"bytes,2,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// for_owner, when set, asks the receiver to hold the tasks for that
+	// owner (a peer address, as in Epoch.owner), its predecessor, whose
+	// acknowledgement the sender's receipts check did not vouch for
+	// (issue 29): the receiver stores them as the owner's replica, and
+	// answers not_owned for keys its epoch table does not name the owner
+	// for. Tasks so held are never seeds.
+	ForOwner      string `protobuf:"bytes,20,opt,name=for_owner,json=forOwner,proto3" json:"for_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +877,13 @@ func (x *TaskBatch) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatch) GetForOwner() string {
+	if x != nil {
+		return x.ForOwner
+	}
+	return ""
+}
+
 // TaskBatchResult tells the sender what the owner did with a batch.
 // Tasks whose keys the receiver does not own are returned in not_owned
 // untouched, so the sender can look their owner up again: nothing is lost.
@@ -866,14 +892,19 @@ func (x *TaskBatch) GetKeyMode() string {
 // key_mode, with error, says the batch was refused whole because the
 // owner computes ring keys another way: it is the owner's key mode.
 type TaskBatchResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Accepted      uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	Duplicates    uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
-	NotOwned      []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
-	Rejected      []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
-	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
-	KeyMode       string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Accepted     uint32                 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Duplicates   uint32                 `protobuf:"varint,3,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	NotOwned     []*Task                `protobuf:"bytes,4,rep,name=not_owned,json=notOwned,proto3" json:"not_owned,omitempty"`
+	Rejected     []*Rejection           `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	RetryAfterNs int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	KeyMode      string                 `protobuf:"bytes,7,opt,name=key_mode,json=keyMode,proto3" json:"key_mode,omitempty"`
+	// receipts are the owner's replicas' signatures over the records of the
+	// accepted and duplicate tasks (issue 29): a sender that checks them
+	// counts the tasks accepted only with enough of them, from signers it
+	// finds among the owner's successors.
+	Receipts      []*Receipt `protobuf:"bytes,20,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -957,6 +988,124 @@ func (x *TaskBatchResult) GetKeyMode() string {
 	return ""
 }
 
+func (x *TaskBatchResult) GetReceipts() []*Receipt {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
+// Receipt is one replica's signature, with its libp2p identity key, over
+// the records of a write it holds: "swarmcrawl/shard-receipt/v1", a zero
+// byte, the owner's address, a zero byte, then the SHA-256 of the records'
+// (key, hash) pairs, sorted and deduplicated, each as two big-endian
+// uint64s. signer is the replica's ring member address (its peer ID, with
+// "/i" for position i).
+type Receipt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	Sig           []byte                 `protobuf:"bytes,2,opt,name=sig,proto3" json:"sig,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Receipt) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Receipt) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
+// RecordId names one shard record: its ring key and URL hash.
+type RecordId struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           uint64                 `protobuf:"fixed64,1,opt,name=key,proto3" json:"key,omitempty"`
+	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordId) Reset() {
+	*x = RecordId{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordId) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordId) ProtoMessage() {}
+
+func (x *RecordId) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordId.ProtoReflect.Descriptor instead.
+func (*RecordId) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordId) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *RecordId) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
 // Rejection says why a URL was refused.
 type Rejection struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -968,7 +1117,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1129,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[14]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1142,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{14}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Rejection) GetUrl() string {
@@ -1014,15 +1163,19 @@ func (x *Rejection) GetReason() string {
 // /swarmcrawl/seed/1.0.0. The member normalises them and routes each to its
 // owner.
 type SeedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Urls          []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Urls  []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	// proofs, when the client signs its seeds (swarmcrawl seed --identity),
+	// holds one SeedProof per URL, in the order of urls, each over the
+	// normalised URL. Empty: the member signs for the client it accepted.
+	Proofs        []*SeedProof `protobuf:"bytes,30,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SeedRequest) Reset() {
 	*x = SeedRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1187,7 @@ func (x *SeedRequest) String() string {
 func (*SeedRequest) ProtoMessage() {}
 
 func (x *SeedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[15]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1200,7 @@ func (x *SeedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedRequest.ProtoReflect.Descriptor instead.
 func (*SeedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{15}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SeedRequest) GetUrls() []string {
@@ -1055,6 +1208,81 @@ func (x *SeedRequest) GetUrls() []string {
 		return x.Urls
 	}
 	return nil
+}
+
+func (x *SeedRequest) GetProofs() []*SeedProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+// SeedProof is a seeder's signed statement that url is a seed: the
+// signature (signature) by the libp2p key public_key (its peer ID is the
+// seeder) over the bytes "swarmcrawl seed v1", a zero byte, the time
+// (Unix seconds, 8 bytes big-endian), and the normalised URL. It travels
+// with the seed from the member that took it to the URL's owner (Task)
+// and then with the URL's record wherever the record goes (ShardRecord),
+// so that every node judges the mark against its own seed policy. It
+// covers one URL: it cannot mark another. Encoded, at most 1 KiB.
+type SeedProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PublicKey     []byte                 `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	Time          int64                  `protobuf:"varint,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeedProof) Reset() {
+	*x = SeedProof{}
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeedProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeedProof) ProtoMessage() {}
+
+func (x *SeedProof) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeedProof.ProtoReflect.Descriptor instead.
+func (*SeedProof) Descriptor() ([]byte, []int) {
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SeedProof) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *SeedProof) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *SeedProof) GetTime() int64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
 }
 
 // SeedResponse reports what became of the seeds: accepted (new to their
@@ -1076,7 +1304,7 @@ type SeedResponse struct {
 
 func (x *SeedResponse) Reset() {
 	*x = SeedResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1316,7 @@ func (x *SeedResponse) String() string {
 func (*SeedResponse) ProtoMessage() {}
 
 func (x *SeedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[16]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1329,7 @@ func (x *SeedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedResponse.ProtoReflect.Descriptor instead.
 func (*SeedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{16}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SeedResponse) GetError() string {
@@ -1157,7 +1385,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1397,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[17]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1410,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{17}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShardRange) GetFrom() uint64 {
@@ -1211,7 +1439,7 @@ type Epoch struct {
 
 func (x *Epoch) Reset() {
 	*x = Epoch{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1451,7 @@ func (x *Epoch) String() string {
 func (*Epoch) ProtoMessage() {}
 
 func (x *Epoch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[18]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1464,7 @@ func (x *Epoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Epoch.ProtoReflect.Descriptor instead.
 func (*Epoch) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{18}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Epoch) GetN() uint64 {
@@ -1264,7 +1492,7 @@ type Claim struct {
 
 func (x *Claim) Reset() {
 	*x = Claim{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1504,7 @@ func (x *Claim) String() string {
 func (*Claim) ProtoMessage() {}
 
 func (x *Claim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[19]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1517,7 @@ func (x *Claim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Claim.ProtoReflect.Descriptor instead.
 func (*Claim) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{19}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Claim) GetRange() *ShardRange {
@@ -1330,14 +1558,19 @@ type ShardRecord struct {
 	// redirects 0): a crawl limited to its seeds' hosts or domains
 	// (--scope) takes its scope from such records. Once set it stays set
 	// (merges keep it).
-	Seed          bool `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	Seed bool `protobuf:"varint,9,opt,name=seed,proto3" json:"seed,omitempty"`
+	// seed_proof is the signed statement behind seed: a node honours the
+	// mark only if the signature verifies over url and its own seed policy
+	// accepts the signer; otherwise it stores the record unmarked. Absent
+	// when seed is false.
+	SeedProof     *SeedProof `protobuf:"bytes,30,opt,name=seed_proof,json=seedProof,proto3" json:"seed_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardRecord) Reset() {
 	*x = ShardRecord{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1582,7 @@ func (x *ShardRecord) String() string {
 func (*ShardRecord) ProtoMessage() {}
 
 func (x *ShardRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[20]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1595,7 @@ func (x *ShardRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRecord.ProtoReflect.Descriptor instead.
 func (*ShardRecord) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{20}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ShardRecord) GetKey() uint64 {
@@ -1428,6 +1661,13 @@ func (x *ShardRecord) GetSeed() bool {
 	return false
 }
 
+func (x *ShardRecord) GetSeedProof() *SeedProof {
+	if x != nil {
+		return x.SeedProof
+	}
+	return nil
+}
+
 // HostState is the replicated politeness state of one host, handed to the
 // host's next owner: key is the host's ring key, host its lowercase name.
 type HostState struct {
@@ -1441,7 +1681,7 @@ type HostState struct {
 
 func (x *HostState) Reset() {
 	*x = HostState{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1693,7 @@ func (x *HostState) String() string {
 func (*HostState) ProtoMessage() {}
 
 func (x *HostState) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[21]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1706,7 @@ func (x *HostState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostState.ProtoReflect.Descriptor instead.
 func (*HostState) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{21}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HostState) GetKey() uint64 {
@@ -1511,7 +1751,7 @@ type HostPoliteness struct {
 
 func (x *HostPoliteness) Reset() {
 	*x = HostPoliteness{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1763,7 @@ func (x *HostPoliteness) String() string {
 func (*HostPoliteness) ProtoMessage() {}
 
 func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[22]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1776,7 @@ func (x *HostPoliteness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPoliteness.ProtoReflect.Descriptor instead.
 func (*HostPoliteness) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{22}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HostPoliteness) GetNotBeforeNs() int64 {
@@ -1586,6 +1826,18 @@ type WriteRequest struct {
 	Claims  []*Claim               `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
 	Records []*ShardRecord         `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	Hosts   []*HostState           `protobuf:"bytes,3,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// held names records the owner holds already and acknowledges again
+	// (duplicates); with want_receipt the replica vouches for them only if
+	// it holds them too.
+	Held []*RecordId `protobuf:"bytes,20,rep,name=held,proto3" json:"held,omitempty"`
+	// want_receipt asks the replica for a receipt (WriteReply.receipt) over
+	// records and held, once it holds them all.
+	WantReceipt bool `protobuf:"varint,21,opt,name=want_receipt,json=wantReceipt,proto3" json:"want_receipt,omitempty"`
+	// watched are done marks of records the sender fetched for its own
+	// predecessor, which neither fetched nor explained them (issue 29);
+	// taken only from the receiver's ring predecessor, only as done marks,
+	// and only for keys the receiver's epoch table names a third node for.
+	Watched []*ShardRecord `protobuf:"bytes,22,rep,name=watched,proto3" json:"watched,omitempty"`
 	// to_position is the receiver's ring position the message is for, and
 	// from_position the sender's position it comes from (0: the position
 	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
@@ -1597,7 +1849,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1861,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[23]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1874,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{23}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteRequest) GetClaims() []*Claim {
@@ -1642,6 +1894,27 @@ func (x *WriteRequest) GetRecords() []*ShardRecord {
 func (x *WriteRequest) GetHosts() []*HostState {
 	if x != nil {
 		return x.Hosts
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetHeld() []*RecordId {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetWantReceipt() bool {
+	if x != nil {
+		return x.WantReceipt
+	}
+	return false
+}
+
+func (x *WriteRequest) GetWatched() []*ShardRecord {
+	if x != nil {
+		return x.Watched
 	}
 	return nil
 }
@@ -1673,14 +1946,17 @@ type WriteReply struct {
 	// the epoch names another owner, is too far ahead of the replica's
 	// clock, or the sender cannot own the range in the replica's view of
 	// the ring. The write is not acknowledged.
-	Refused       string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused string `protobuf:"bytes,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	// receipt is the replica's signature over the write's records and held
+	// (see Receipt), when asked for and it holds them all.
+	Receipt       []byte `protobuf:"bytes,20,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteReply) Reset() {
 	*x = WriteReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1968,7 @@ func (x *WriteReply) String() string {
 func (*WriteReply) ProtoMessage() {}
 
 func (x *WriteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[24]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1981,7 @@ func (x *WriteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteReply.ProtoReflect.Descriptor instead.
 func (*WriteReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{24}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteReply) GetError() string {
@@ -1736,6 +2012,13 @@ func (x *WriteReply) GetRefused() string {
 	return ""
 }
 
+func (x *WriteReply) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
 // HandoffRequest moves a key range's state to its new owner, on
 // /swarmcrawl/handoff/2.0.0, in chunks; the last has final set and makes
 // the receiver claim the range at a higher epoch. With merge set it only
@@ -1759,7 +2042,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2054,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[25]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2067,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{25}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HandoffRequest) GetRange() *ShardRange {
@@ -1859,7 +2142,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2154,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[26]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2167,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{26}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HandoffReply) GetError() string {
@@ -1949,7 +2232,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2244,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[27]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2257,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{27}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DigestRequest) GetRange() *ShardRange {
@@ -2025,7 +2308,7 @@ type DigestReply struct {
 
 func (x *DigestReply) Reset() {
 	*x = DigestReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2320,7 @@ func (x *DigestReply) String() string {
 func (*DigestReply) ProtoMessage() {}
 
 func (x *DigestReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[28]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2333,7 @@ func (x *DigestReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestReply.ProtoReflect.Descriptor instead.
 func (*DigestReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{28}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DigestReply) GetError() string {
@@ -2093,7 +2376,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2388,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[29]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2401,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{29}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PullRequest) GetRange() *ShardRange {
@@ -2181,7 +2464,7 @@ type PullReply struct {
 
 func (x *PullReply) Reset() {
 	*x = PullReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2476,7 @@ func (x *PullReply) String() string {
 func (*PullReply) ProtoMessage() {}
 
 func (x *PullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[30]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2489,7 @@ func (x *PullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullReply.ProtoReflect.Descriptor instead.
 func (*PullReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{30}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PullReply) GetError() string {
@@ -2288,7 +2571,7 @@ type FetchBatchRequest struct {
 
 func (x *FetchBatchRequest) Reset() {
 	*x = FetchBatchRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2583,7 @@ func (x *FetchBatchRequest) String() string {
 func (*FetchBatchRequest) ProtoMessage() {}
 
 func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[31]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2596,7 @@ func (x *FetchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchRequest.ProtoReflect.Descriptor instead.
 func (*FetchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{31}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FetchBatchRequest) GetHost() string {
@@ -2377,7 +2660,7 @@ type FetchTask struct {
 
 func (x *FetchTask) Reset() {
 	*x = FetchTask{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2672,7 @@ func (x *FetchTask) String() string {
 func (*FetchTask) ProtoMessage() {}
 
 func (x *FetchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[32]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2685,7 @@ func (x *FetchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTask.ProtoReflect.Descriptor instead.
 func (*FetchTask) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{32}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FetchTask) GetUrl() string {
@@ -2486,7 +2769,7 @@ type UrlMeta struct {
 
 func (x *UrlMeta) Reset() {
 	*x = UrlMeta{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2781,7 @@ func (x *UrlMeta) String() string {
 func (*UrlMeta) ProtoMessage() {}
 
 func (x *UrlMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[33]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2794,7 @@ func (x *UrlMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UrlMeta.ProtoReflect.Descriptor instead.
 func (*UrlMeta) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{33}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UrlMeta) GetUrl() string {
@@ -2622,7 +2905,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2917,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[34]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2930,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{34}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Capture) GetHolder() string {
@@ -2693,7 +2976,7 @@ type Outlinks struct {
 
 func (x *Outlinks) Reset() {
 	*x = Outlinks{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2988,7 @@ func (x *Outlinks) String() string {
 func (*Outlinks) ProtoMessage() {}
 
 func (x *Outlinks) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[35]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +3001,7 @@ func (x *Outlinks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outlinks.ProtoReflect.Descriptor instead.
 func (*Outlinks) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{35}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Outlinks) GetFollowed() bool {
@@ -2768,7 +3051,7 @@ type FetchBatchReply struct {
 
 func (x *FetchBatchReply) Reset() {
 	*x = FetchBatchReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +3063,7 @@ func (x *FetchBatchReply) String() string {
 func (*FetchBatchReply) ProtoMessage() {}
 
 func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[36]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +3076,7 @@ func (x *FetchBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBatchReply.ProtoReflect.Descriptor instead.
 func (*FetchBatchReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{36}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FetchBatchReply) GetError() string {
@@ -2865,7 +3148,7 @@ type FetchResult struct {
 
 func (x *FetchResult) Reset() {
 	*x = FetchResult{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3160,7 @@ func (x *FetchResult) String() string {
 func (*FetchResult) ProtoMessage() {}
 
 func (x *FetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[37]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3173,7 @@ func (x *FetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResult.ProtoReflect.Descriptor instead.
 func (*FetchResult) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{37}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FetchResult) GetFinished() bool {
@@ -2964,7 +3247,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3259,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[38]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3272,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{38}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeadLetter) GetUrl() string {
@@ -3077,7 +3360,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3372,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[39]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3385,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{39}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArchiveRequest) GetBody() isArchiveRequest_Body {
@@ -3155,7 +3438,7 @@ type ArchiveList struct {
 
 func (x *ArchiveList) Reset() {
 	*x = ArchiveList{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3450,7 @@ func (x *ArchiveList) String() string {
 func (*ArchiveList) ProtoMessage() {}
 
 func (x *ArchiveList) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[40]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3463,7 @@ func (x *ArchiveList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveList.ProtoReflect.Descriptor instead.
 func (*ArchiveList) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{40}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
 }
 
 // ArchiveRange asks for length bytes of the WARC file name (a name from
@@ -3198,7 +3481,7 @@ type ArchiveRange struct {
 
 func (x *ArchiveRange) Reset() {
 	*x = ArchiveRange{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3493,7 @@ func (x *ArchiveRange) String() string {
 func (*ArchiveRange) ProtoMessage() {}
 
 func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[41]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3506,7 @@ func (x *ArchiveRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRange.ProtoReflect.Descriptor instead.
 func (*ArchiveRange) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{41}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveRange) GetName() string {
@@ -3263,7 +3546,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3558,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[42]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3571,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{42}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ArchiveResponse) GetError() string {
@@ -3335,7 +3618,7 @@ type ArchiveFile struct {
 
 func (x *ArchiveFile) Reset() {
 	*x = ArchiveFile{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3630,7 @@ func (x *ArchiveFile) String() string {
 func (*ArchiveFile) ProtoMessage() {}
 
 func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[43]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3643,7 @@ func (x *ArchiveFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveFile.ProtoReflect.Descriptor instead.
 func (*ArchiveFile) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{43}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ArchiveFile) GetName() string {
@@ -3407,7 +3690,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3702,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[44]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3715,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{44}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetRequest) GetUrl() string {
@@ -3475,7 +3758,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +3770,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[45]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +3783,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{45}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetReply) GetState() int32 {
@@ -3549,7 +3832,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3844,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[46]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3857,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{46}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CaptureRequest) GetRecordId() string {
@@ -3597,7 +3880,7 @@ type CaptureReply struct {
 
 func (x *CaptureReply) Reset() {
 	*x = CaptureReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3892,7 @@ func (x *CaptureReply) String() string {
 func (*CaptureReply) ProtoMessage() {}
 
 func (x *CaptureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[47]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3905,7 @@ func (x *CaptureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureReply.ProtoReflect.Descriptor instead.
 func (*CaptureReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{47}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CaptureReply) GetError() string {
@@ -3651,7 +3934,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3946,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[48]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +3959,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{48}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRequest) GetSwarm() bool {
@@ -3699,7 +3982,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3994,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[49]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +4007,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{49}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusReply) GetMember() *MemberStatus {
@@ -3764,7 +4047,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +4059,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[50]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +4072,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{50}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MemberStatus) GetPeerId() []byte {
@@ -3833,7 +4116,7 @@ type StatusPosition struct {
 
 func (x *StatusPosition) Reset() {
 	*x = StatusPosition{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +4128,7 @@ func (x *StatusPosition) String() string {
 func (*StatusPosition) ProtoMessage() {}
 
 func (x *StatusPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[51]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +4141,7 @@ func (x *StatusPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusPosition.ProtoReflect.Descriptor instead.
 func (*StatusPosition) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{51}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusPosition) GetRingId() uint64 {
@@ -3893,7 +4176,7 @@ type StatusCounter struct {
 
 func (x *StatusCounter) Reset() {
 	*x = StatusCounter{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +4188,7 @@ func (x *StatusCounter) String() string {
 func (*StatusCounter) ProtoMessage() {}
 
 func (x *StatusCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[52]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +4201,7 @@ func (x *StatusCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusCounter.ProtoReflect.Descriptor instead.
 func (*StatusCounter) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{52}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StatusCounter) GetName() string {
@@ -3954,7 +4237,7 @@ type SwarmCensus struct {
 
 func (x *SwarmCensus) Reset() {
 	*x = SwarmCensus{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4249,7 @@ func (x *SwarmCensus) String() string {
 func (*SwarmCensus) ProtoMessage() {}
 
 func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[53]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4262,7 @@ func (x *SwarmCensus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwarmCensus.ProtoReflect.Descriptor instead.
 func (*SwarmCensus) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{53}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SwarmCensus) GetMethod() string {
@@ -4051,7 +4334,7 @@ type CensusTotal struct {
 
 func (x *CensusTotal) Reset() {
 	*x = CensusTotal{}
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4346,7 @@ func (x *CensusTotal) String() string {
 func (*CensusTotal) ProtoMessage() {}
 
 func (x *CensusTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_swarmcrawl_proto_msgTypes[54]
+	mi := &file_pb_swarmcrawl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4359,7 @@ func (x *CensusTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CensusTotal.ProtoReflect.Descriptor instead.
 func (*CensusTotal) Descriptor() ([]byte, []int) {
-	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{54}
+	return file_pb_swarmcrawl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CensusTotal) GetName() string {
@@ -4160,14 +4443,17 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\n" +
 	"successors\x18\x02 \x03(\v2\x13.swarmcrawl.v1.PeerR\n" +
 	"successors\"\x05\n" +
-	"\x03Ack\"L\n" +
+	"\x03Ack\"\x85\x01\n" +
 	"\x04Task\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1c\n" +
-	"\tredirects\x18\x03 \x01(\rR\tredirects\"Q\n" +
+	"\tredirects\x18\x03 \x01(\rR\tredirects\x127\n" +
+	"\n" +
+	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"n\n" +
 	"\tTaskBatch\x12)\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x13.swarmcrawl.v1.TaskR\x05tasks\x12\x19\n" +
-	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\"\x8c\x02\n" +
+	"\bkey_mode\x18\x02 \x01(\tR\akeyMode\x12\x1b\n" +
+	"\tfor_owner\x18\x14 \x01(\tR\bforOwner\"\xc0\x02\n" +
 	"\x0fTaskBatchResult\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -4177,12 +4463,25 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tnot_owned\x18\x04 \x03(\v2\x13.swarmcrawl.v1.TaskR\bnotOwned\x124\n" +
 	"\brejected\x18\x05 \x03(\v2\x18.swarmcrawl.v1.RejectionR\brejected\x12$\n" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x19\n" +
-	"\bkey_mode\x18\a \x01(\tR\akeyMode\"5\n" +
+	"\bkey_mode\x18\a \x01(\tR\akeyMode\x122\n" +
+	"\breceipts\x18\x14 \x03(\v2\x16.swarmcrawl.v1.ReceiptR\breceipts\"3\n" +
+	"\aReceipt\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x10\n" +
+	"\x03sig\x18\x02 \x01(\fR\x03sig\"0\n" +
+	"\bRecordId\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x06R\x04hash\"5\n" +
 	"\tRejection\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"!\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
 	"\vSeedRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xd6\x01\n" +
+	"\x04urls\x18\x01 \x03(\tR\x04urls\x120\n" +
+	"\x06proofs\x18\x1e \x03(\v2\x18.swarmcrawl.v1.SeedProofR\x06proofs\"\\\n" +
+	"\tSeedProof\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\fR\tpublicKey\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\x12\x12\n" +
+	"\x04time\x18\x03 \x01(\x03R\x04time\"\xd6\x01\n" +
 	"\fSeedResponse\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\rR\baccepted\x12\x1e\n" +
@@ -4201,7 +4500,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
 	"\x05Claim\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
-	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xf0\x01\n" +
+	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xa9\x02\n" +
 	"\vShardRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x06R\x04hash\x12\x10\n" +
@@ -4211,7 +4510,9 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x04done\x18\x06 \x01(\bR\x04done\x12*\n" +
 	"\x04meta\x18\a \x01(\v2\x16.swarmcrawl.v1.UrlMetaR\x04meta\x12!\n" +
 	"\fmeta_version\x18\b \x01(\x04R\vmetaVersion\x12\x12\n" +
-	"\x04seed\x18\t \x01(\bR\x04seed\"p\n" +
+	"\x04seed\x18\t \x01(\bR\x04seed\x127\n" +
+	"\n" +
+	"seed_proof\x18\x1e \x01(\v2\x18.swarmcrawl.v1.SeedProofR\tseedProof\"p\n" +
 	"\tHostState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x06R\x03key\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12=\n" +
@@ -4223,21 +4524,25 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\rrobots_origin\x18\x02 \x01(\tR\frobotsOrigin\x12#\n" +
 	"\rrobots_status\x18\x03 \x01(\x05R\frobotsStatus\x12*\n" +
 	"\x11robots_fetched_ns\x18\x04 \x01(\x03R\x0frobotsFetchedNs\x12\x16\n" +
-	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xe8\x01\n" +
+	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xee\x02\n" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
-	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12\x1f\n" +
+	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12+\n" +
+	"\x04held\x18\x14 \x03(\v2\x17.swarmcrawl.v1.RecordIdR\x04held\x12!\n" +
+	"\fwant_receipt\x18\x15 \x01(\bR\vwantReceipt\x124\n" +
+	"\awatched\x18\x16 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\awatched\x12\x1f\n" +
 	"\vto_position\x18< \x01(\rR\n" +
 	"toPosition\x12#\n" +
-	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\x8f\x01\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\xa9\x01\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
 	"\brejected\x18\x02 \x03(\v2\x14.swarmcrawl.v1.ClaimR\brejected\x12\x1f\n" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
 	"storeError\x12\x18\n" +
-	"\arefused\x18\x04 \x01(\tR\arefused\"\xc5\x02\n" +
+	"\arefused\x18\x04 \x01(\tR\arefused\x12\x18\n" +
+	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xc5\x02\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
@@ -4440,7 +4745,7 @@ func file_pb_swarmcrawl_proto_rawDescGZIP() []byte {
 	return file_pb_swarmcrawl_proto_rawDescData
 }
 
-var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_pb_swarmcrawl_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Peer)(nil),              // 0: swarmcrawl.v1.Peer
 	(*RingRequest)(nil),       // 1: swarmcrawl.v1.RingRequest
@@ -4456,47 +4761,50 @@ var file_pb_swarmcrawl_proto_goTypes = []any{
 	(*Task)(nil),              // 11: swarmcrawl.v1.Task
 	(*TaskBatch)(nil),         // 12: swarmcrawl.v1.TaskBatch
 	(*TaskBatchResult)(nil),   // 13: swarmcrawl.v1.TaskBatchResult
-	(*Rejection)(nil),         // 14: swarmcrawl.v1.Rejection
-	(*SeedRequest)(nil),       // 15: swarmcrawl.v1.SeedRequest
-	(*SeedResponse)(nil),      // 16: swarmcrawl.v1.SeedResponse
-	(*ShardRange)(nil),        // 17: swarmcrawl.v1.ShardRange
-	(*Epoch)(nil),             // 18: swarmcrawl.v1.Epoch
-	(*Claim)(nil),             // 19: swarmcrawl.v1.Claim
-	(*ShardRecord)(nil),       // 20: swarmcrawl.v1.ShardRecord
-	(*HostState)(nil),         // 21: swarmcrawl.v1.HostState
-	(*HostPoliteness)(nil),    // 22: swarmcrawl.v1.HostPoliteness
-	(*WriteRequest)(nil),      // 23: swarmcrawl.v1.WriteRequest
-	(*WriteReply)(nil),        // 24: swarmcrawl.v1.WriteReply
-	(*HandoffRequest)(nil),    // 25: swarmcrawl.v1.HandoffRequest
-	(*HandoffReply)(nil),      // 26: swarmcrawl.v1.HandoffReply
-	(*DigestRequest)(nil),     // 27: swarmcrawl.v1.DigestRequest
-	(*DigestReply)(nil),       // 28: swarmcrawl.v1.DigestReply
-	(*PullRequest)(nil),       // 29: swarmcrawl.v1.PullRequest
-	(*PullReply)(nil),         // 30: swarmcrawl.v1.PullReply
-	(*FetchBatchRequest)(nil), // 31: swarmcrawl.v1.FetchBatchRequest
-	(*FetchTask)(nil),         // 32: swarmcrawl.v1.FetchTask
-	(*UrlMeta)(nil),           // 33: swarmcrawl.v1.UrlMeta
-	(*Capture)(nil),           // 34: swarmcrawl.v1.Capture
-	(*Outlinks)(nil),          // 35: swarmcrawl.v1.Outlinks
-	(*FetchBatchReply)(nil),   // 36: swarmcrawl.v1.FetchBatchReply
-	(*FetchResult)(nil),       // 37: swarmcrawl.v1.FetchResult
-	(*DeadLetter)(nil),        // 38: swarmcrawl.v1.DeadLetter
-	(*ArchiveRequest)(nil),    // 39: swarmcrawl.v1.ArchiveRequest
-	(*ArchiveList)(nil),       // 40: swarmcrawl.v1.ArchiveList
-	(*ArchiveRange)(nil),      // 41: swarmcrawl.v1.ArchiveRange
-	(*ArchiveResponse)(nil),   // 42: swarmcrawl.v1.ArchiveResponse
-	(*ArchiveFile)(nil),       // 43: swarmcrawl.v1.ArchiveFile
-	(*GetRequest)(nil),        // 44: swarmcrawl.v1.GetRequest
-	(*GetReply)(nil),          // 45: swarmcrawl.v1.GetReply
-	(*CaptureRequest)(nil),    // 46: swarmcrawl.v1.CaptureRequest
-	(*CaptureReply)(nil),      // 47: swarmcrawl.v1.CaptureReply
-	(*StatusRequest)(nil),     // 48: swarmcrawl.v1.StatusRequest
-	(*StatusReply)(nil),       // 49: swarmcrawl.v1.StatusReply
-	(*MemberStatus)(nil),      // 50: swarmcrawl.v1.MemberStatus
-	(*StatusPosition)(nil),    // 51: swarmcrawl.v1.StatusPosition
-	(*StatusCounter)(nil),     // 52: swarmcrawl.v1.StatusCounter
-	(*SwarmCensus)(nil),       // 53: swarmcrawl.v1.SwarmCensus
-	(*CensusTotal)(nil),       // 54: swarmcrawl.v1.CensusTotal
+	(*Receipt)(nil),           // 14: swarmcrawl.v1.Receipt
+	(*RecordId)(nil),          // 15: swarmcrawl.v1.RecordId
+	(*Rejection)(nil),         // 16: swarmcrawl.v1.Rejection
+	(*SeedRequest)(nil),       // 17: swarmcrawl.v1.SeedRequest
+	(*SeedProof)(nil),         // 18: swarmcrawl.v1.SeedProof
+	(*SeedResponse)(nil),      // 19: swarmcrawl.v1.SeedResponse
+	(*ShardRange)(nil),        // 20: swarmcrawl.v1.ShardRange
+	(*Epoch)(nil),             // 21: swarmcrawl.v1.Epoch
+	(*Claim)(nil),             // 22: swarmcrawl.v1.Claim
+	(*ShardRecord)(nil),       // 23: swarmcrawl.v1.ShardRecord
+	(*HostState)(nil),         // 24: swarmcrawl.v1.HostState
+	(*HostPoliteness)(nil),    // 25: swarmcrawl.v1.HostPoliteness
+	(*WriteRequest)(nil),      // 26: swarmcrawl.v1.WriteRequest
+	(*WriteReply)(nil),        // 27: swarmcrawl.v1.WriteReply
+	(*HandoffRequest)(nil),    // 28: swarmcrawl.v1.HandoffRequest
+	(*HandoffReply)(nil),      // 29: swarmcrawl.v1.HandoffReply
+	(*DigestRequest)(nil),     // 30: swarmcrawl.v1.DigestRequest
+	(*DigestReply)(nil),       // 31: swarmcrawl.v1.DigestReply
+	(*PullRequest)(nil),       // 32: swarmcrawl.v1.PullRequest
+	(*PullReply)(nil),         // 33: swarmcrawl.v1.PullReply
+	(*FetchBatchRequest)(nil), // 34: swarmcrawl.v1.FetchBatchRequest
+	(*FetchTask)(nil),         // 35: swarmcrawl.v1.FetchTask
+	(*UrlMeta)(nil),           // 36: swarmcrawl.v1.UrlMeta
+	(*Capture)(nil),           // 37: swarmcrawl.v1.Capture
+	(*Outlinks)(nil),          // 38: swarmcrawl.v1.Outlinks
+	(*FetchBatchReply)(nil),   // 39: swarmcrawl.v1.FetchBatchReply
+	(*FetchResult)(nil),       // 40: swarmcrawl.v1.FetchResult
+	(*DeadLetter)(nil),        // 41: swarmcrawl.v1.DeadLetter
+	(*ArchiveRequest)(nil),    // 42: swarmcrawl.v1.ArchiveRequest
+	(*ArchiveList)(nil),       // 43: swarmcrawl.v1.ArchiveList
+	(*ArchiveRange)(nil),      // 44: swarmcrawl.v1.ArchiveRange
+	(*ArchiveResponse)(nil),   // 45: swarmcrawl.v1.ArchiveResponse
+	(*ArchiveFile)(nil),       // 46: swarmcrawl.v1.ArchiveFile
+	(*GetRequest)(nil),        // 47: swarmcrawl.v1.GetRequest
+	(*GetReply)(nil),          // 48: swarmcrawl.v1.GetReply
+	(*CaptureRequest)(nil),    // 49: swarmcrawl.v1.CaptureRequest
+	(*CaptureReply)(nil),      // 50: swarmcrawl.v1.CaptureReply
+	(*StatusRequest)(nil),     // 51: swarmcrawl.v1.StatusRequest
+	(*StatusReply)(nil),       // 52: swarmcrawl.v1.StatusReply
+	(*MemberStatus)(nil),      // 53: swarmcrawl.v1.MemberStatus
+	(*StatusPosition)(nil),    // 54: swarmcrawl.v1.StatusPosition
+	(*StatusCounter)(nil),     // 55: swarmcrawl.v1.StatusCounter
+	(*SwarmCensus)(nil),       // 56: swarmcrawl.v1.SwarmCensus
+	(*CensusTotal)(nil),       // 57: swarmcrawl.v1.CensusTotal
 }
 var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	2,  // 0: swarmcrawl.v1.RingRequest.find_successor_step:type_name -> swarmcrawl.v1.FindSuccessorStep
@@ -4515,55 +4823,61 @@ var file_pb_swarmcrawl_proto_depIdxs = []int32{
 	0,  // 13: swarmcrawl.v1.StepResult.successors:type_name -> swarmcrawl.v1.Peer
 	0,  // 14: swarmcrawl.v1.Neighbours.predecessor:type_name -> swarmcrawl.v1.Peer
 	0,  // 15: swarmcrawl.v1.Neighbours.successors:type_name -> swarmcrawl.v1.Peer
-	11, // 16: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
-	11, // 17: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
-	14, // 18: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
-	14, // 19: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
-	17, // 20: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 21: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
-	33, // 22: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
-	22, // 23: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
-	19, // 24: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
-	20, // 25: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 26: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 27: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
-	17, // 28: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	18, // 29: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
-	20, // 30: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 31: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
-	17, // 32: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
-	18, // 33: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
-	17, // 34: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	19, // 35: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
-	17, // 36: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
-	20, // 37: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
-	21, // 38: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
-	19, // 39: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
-	32, // 40: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
-	33, // 41: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
-	35, // 42: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
-	34, // 43: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
-	37, // 44: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
-	32, // 45: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
-	38, // 46: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
-	33, // 47: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
-	40, // 48: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
-	41, // 49: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
-	43, // 50: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
-	34, // 51: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
-	50, // 52: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
-	53, // 53: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
-	51, // 54: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
-	52, // 55: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
-	0,  // 56: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
-	54, // 57: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
-	54, // 58: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
-	50, // 59: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	18, // 16: swarmcrawl.v1.Task.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	11, // 17: swarmcrawl.v1.TaskBatch.tasks:type_name -> swarmcrawl.v1.Task
+	11, // 18: swarmcrawl.v1.TaskBatchResult.not_owned:type_name -> swarmcrawl.v1.Task
+	16, // 19: swarmcrawl.v1.TaskBatchResult.rejected:type_name -> swarmcrawl.v1.Rejection
+	14, // 20: swarmcrawl.v1.TaskBatchResult.receipts:type_name -> swarmcrawl.v1.Receipt
+	18, // 21: swarmcrawl.v1.SeedRequest.proofs:type_name -> swarmcrawl.v1.SeedProof
+	16, // 22: swarmcrawl.v1.SeedResponse.rejected:type_name -> swarmcrawl.v1.Rejection
+	20, // 23: swarmcrawl.v1.Claim.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 24: swarmcrawl.v1.Claim.epoch:type_name -> swarmcrawl.v1.Epoch
+	36, // 25: swarmcrawl.v1.ShardRecord.meta:type_name -> swarmcrawl.v1.UrlMeta
+	18, // 26: swarmcrawl.v1.ShardRecord.seed_proof:type_name -> swarmcrawl.v1.SeedProof
+	25, // 27: swarmcrawl.v1.HostState.politeness:type_name -> swarmcrawl.v1.HostPoliteness
+	22, // 28: swarmcrawl.v1.WriteRequest.claims:type_name -> swarmcrawl.v1.Claim
+	23, // 29: swarmcrawl.v1.WriteRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 30: swarmcrawl.v1.WriteRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	15, // 31: swarmcrawl.v1.WriteRequest.held:type_name -> swarmcrawl.v1.RecordId
+	23, // 32: swarmcrawl.v1.WriteRequest.watched:type_name -> swarmcrawl.v1.ShardRecord
+	22, // 33: swarmcrawl.v1.WriteReply.rejected:type_name -> swarmcrawl.v1.Claim
+	20, // 34: swarmcrawl.v1.HandoffRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	21, // 35: swarmcrawl.v1.HandoffRequest.epoch:type_name -> swarmcrawl.v1.Epoch
+	23, // 36: swarmcrawl.v1.HandoffRequest.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 37: swarmcrawl.v1.HandoffRequest.hosts:type_name -> swarmcrawl.v1.HostState
+	20, // 38: swarmcrawl.v1.HandoffReply.owned:type_name -> swarmcrawl.v1.ShardRange
+	21, // 39: swarmcrawl.v1.HandoffReply.epoch:type_name -> swarmcrawl.v1.Epoch
+	20, // 40: swarmcrawl.v1.DigestRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	22, // 41: swarmcrawl.v1.DigestReply.witnessed:type_name -> swarmcrawl.v1.Claim
+	20, // 42: swarmcrawl.v1.PullRequest.range:type_name -> swarmcrawl.v1.ShardRange
+	23, // 43: swarmcrawl.v1.PullReply.records:type_name -> swarmcrawl.v1.ShardRecord
+	24, // 44: swarmcrawl.v1.PullReply.hosts:type_name -> swarmcrawl.v1.HostState
+	22, // 45: swarmcrawl.v1.PullReply.epochs:type_name -> swarmcrawl.v1.Claim
+	35, // 46: swarmcrawl.v1.FetchBatchRequest.tasks:type_name -> swarmcrawl.v1.FetchTask
+	36, // 47: swarmcrawl.v1.FetchTask.meta:type_name -> swarmcrawl.v1.UrlMeta
+	38, // 48: swarmcrawl.v1.UrlMeta.outlinks:type_name -> swarmcrawl.v1.Outlinks
+	37, // 49: swarmcrawl.v1.UrlMeta.captures:type_name -> swarmcrawl.v1.Capture
+	40, // 50: swarmcrawl.v1.FetchBatchReply.results:type_name -> swarmcrawl.v1.FetchResult
+	35, // 51: swarmcrawl.v1.FetchResult.reschedule:type_name -> swarmcrawl.v1.FetchTask
+	41, // 52: swarmcrawl.v1.FetchResult.dead:type_name -> swarmcrawl.v1.DeadLetter
+	36, // 53: swarmcrawl.v1.FetchResult.meta:type_name -> swarmcrawl.v1.UrlMeta
+	43, // 54: swarmcrawl.v1.ArchiveRequest.list:type_name -> swarmcrawl.v1.ArchiveList
+	44, // 55: swarmcrawl.v1.ArchiveRequest.range:type_name -> swarmcrawl.v1.ArchiveRange
+	46, // 56: swarmcrawl.v1.ArchiveResponse.files:type_name -> swarmcrawl.v1.ArchiveFile
+	37, // 57: swarmcrawl.v1.GetReply.capture:type_name -> swarmcrawl.v1.Capture
+	53, // 58: swarmcrawl.v1.StatusReply.member:type_name -> swarmcrawl.v1.MemberStatus
+	56, // 59: swarmcrawl.v1.StatusReply.census:type_name -> swarmcrawl.v1.SwarmCensus
+	54, // 60: swarmcrawl.v1.MemberStatus.positions:type_name -> swarmcrawl.v1.StatusPosition
+	55, // 61: swarmcrawl.v1.MemberStatus.counters:type_name -> swarmcrawl.v1.StatusCounter
+	0,  // 62: swarmcrawl.v1.StatusPosition.succ:type_name -> swarmcrawl.v1.Peer
+	57, // 63: swarmcrawl.v1.SwarmCensus.members:type_name -> swarmcrawl.v1.CensusTotal
+	57, // 64: swarmcrawl.v1.SwarmCensus.totals:type_name -> swarmcrawl.v1.CensusTotal
+	53, // 65: swarmcrawl.v1.SwarmCensus.reports:type_name -> swarmcrawl.v1.MemberStatus
+	66, // [66:66] is the sub-list for method output_type
+	66, // [66:66] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_pb_swarmcrawl_proto_init() }
@@ -4583,7 +4897,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
-	file_pb_swarmcrawl_proto_msgTypes[39].OneofWrappers = []any{
+	file_pb_swarmcrawl_proto_msgTypes[42].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
 	}
@@ -4593,7 +4907,7 @@ func file_pb_swarmcrawl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_swarmcrawl_proto_rawDesc), len(file_pb_swarmcrawl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,7 +8,7 @@ import (
 
 // TestReadExchangeAt: the location WriteExchangeAt returns reads back the
 // exchange's records, the response with the preset ID and the body's
-// payload digest, from the file being written and after it is complete.
+// payload digest (given by the caller, as the crawler gives it), from the file being written and after it is complete.
 func TestReadExchangeAt(t *testing.T) {
 	dir := t.TempDir()
 	w, err := NewWriter(dir, Options{})
@@ -25,7 +25,8 @@ func TestReadExchangeAt(t *testing.T) {
 		ex := Exchange{URL: u, Date: time.Unix(100, 0), Status: 200, ResponseHeader: http.Header{"Content-Type": {"text/html"}},
 			Body: body, Text: "hello"}
 		if i == 1 {
-			ex.ResponseID = id
+			// As the crawler writes a capture: its ID and digest given.
+			ex.ResponseID, ex.PayloadDigest = id, PayloadDigest(body)
 		}
 		loc, err := w.WriteExchangeAt(ex)
 		if err != nil {

@@ -60,6 +60,10 @@ type Exchange struct {
 	// NewRecordID returns it; "" means a fresh one. A crawler that
 	// records where each capture is sets it before the write.
 	ResponseID string
+	// PayloadDigest is PayloadDigest(Body) when the caller computed it
+	// already (the crawler, for the capture it records); "" means it is
+	// computed here.
+	PayloadDigest string
 }
 
 // NewRecordID returns a fresh WARC-Record-ID, a random (version 4) UUID
@@ -181,9 +185,10 @@ var digestLen = len("sha1:") + base32.StdEncoding.EncodedLen(sha1.Size)
 // appendRecord appends one record, compressed as its own gzip member, to
 // dst. Its block is http followed by payload; Content-Length and
 // WARC-Block-Digest are computed here, and WARC-Payload-Digest too (of
-// payload) if payloadDigest. A record of a kind with a preset code passes
+// payload) if payloadDigest, unless known gives it already (a digest as
+// PayloadDigest returns it). A record of a kind with a preset code passes
 // it (see presetCode), others nil.
-func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []field, http []byte, payload P, payloadDigest bool, preset *presetCode) error {
+func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []field, http []byte, payload P, payloadDigest bool, known string, preset *presetCode) error {
 	// The record is built whole in e.rec, its digests written in once the
 	// block is in place behind the header.
 	n := len(http) + len(payload)
@@ -215,7 +220,11 @@ func appendRecord[P string | []byte](e *encoder, dst *bytes.Buffer, fields []fie
 	block := r[start : start+n]
 	sum := sha1.Sum(block)
 	putDigest(r[blockAt:], &sum)
-	if payloadDigest {
+	switch {
+	case !payloadDigest:
+	case len(known) == digestLen:
+		copy(r[payloadAt:], known)
+	default:
 		if len(http) > 0 {
 			sum = sha1.Sum(block[len(http):])
 		}
@@ -289,7 +298,7 @@ func encodeWarcinfo(dst *bytes.Buffer, filename string, now time.Time, software 
 		{hDate, now.UTC().Format(dateFormat)},
 		{hFilename, filename},
 		{hContentType, "application/warc-fields"},
-	}, body, "", false, nil)
+	}, body, "", false, "", nil)
 }
 
 // exchangeIndex is where the records of an encoded exchange that go into
@@ -365,7 +374,7 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange, idx *exchangeIndex) error {
 	}
 	fields = append(fields, field{hContentType, "application/http;msgtype=response"})
 	start := dst.Len()
-	if err := appendRecord(e, dst, fields, head, ex.Body, true, nil); err != nil {
+	if err := appendRecord(e, dst, fields, head, ex.Body, true, ex.PayloadDigest, nil); err != nil {
 		return err
 	}
 	if idx != nil {
@@ -393,7 +402,7 @@ func encodeExchange(dst *bytes.Buffer, ex *Exchange, idx *exchangeIndex) error {
 	}
 	fields = append(fields, field{hContentType, conversionType})
 	start = dst.Len()
-	if err := appendRecord(e, dst, fields, nil, ex.Text, true, nil); err != nil {
+	if err := appendRecord(e, dst, fields, nil, ex.Text, true, "", nil); err != nil {
 		return err
 	}
 	if idx != nil {
@@ -432,7 +441,7 @@ func appendRequest(e *encoder, dst *bytes.Buffer, ex *Exchange, u *url.URL, prot
 		fields = append(fields, field{hIPAddress, ip})
 	}
 	fields = append(fields, field{hConcurrentTo, respID}, field{hContentType, "application/http;msgtype=request"})
-	return appendRecord(e, dst, fields, head, "", false, preset)
+	return appendRecord(e, dst, fields, head, "", false, "", preset)
 }
 
 // requestCode is the preset code of request records, made from the

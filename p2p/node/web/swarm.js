@@ -24,7 +24,7 @@ function row(cells) {
 function render(s) {
   const how = s.method === "exact"
     ? "counted exactly: every member asked"
-    : "estimated from " + s.samples + " sampled keys (" + s.asked + " members asked); intervals at " + Math.round(100 * s.confidence) + "% confidence";
+    : "estimated from " + s.samples + " windows of the ring (" + s.asked + " members asked); intervals at " + Math.round(100 * s.confidence) + "% confidence";
   setText("state", how + " · " + new Date().toLocaleTimeString());
   const t = s.totals || {};
   setText("members", fmt(s.members));

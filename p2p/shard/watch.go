@@ -1,0 +1,240 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+)
+
+// Replicas watch progress (issue 29).
+//
+// A replica holds every pending record its predecessors accepted, so it
+// can tell whether they are crawled: for each host key it holds pending
+// records of as a replica, it notes when the first arrived and when a
+// Done mark for that key last came from the owner (the owner's progress
+// writes carry them, one fetch per politeness gap while it works on the
+// host). A key whose owner neither fetched a page (a Done mark) within
+// WatchTimeout of the later of the two is taken over: the replica passes
+// its pending records of the key to the app (Watcher), which fetches them
+// under the host's politeness as it fetches its own, and reports the
+// Done marks (WatchDone), which also go to the owner's next replica, this
+// node's successor. The n-th replica of an owner (by this node's view:
+// the first when the owner is its predecessor, else the second) waits n
+// times WatchTimeout, so the next steps in when the first does nothing
+// either: suppressing a host takes its owner and all K replicas, or an
+// owner and a first replica that claims fetches it did not make.
+//
+// Watching is per host key (the ring key of a URL is its host's), so the
+// state is one entry per host, not per URL, bounded by maxWatched; an
+// owner slowly crawling a large host keeps it explained with every
+// fetch. An honest owner whose host is slow to answer (backoff, robots
+// retries) for longer than WatchTimeout may see its replica fetch a few
+// of its pages too: the price of the bound.
+
+// Watcher is implemented by an App that fetches records for a
+// predecessor that neither fetched nor explained them (see "Replicas
+// watch progress"). An App without it watches nothing.
+type Watcher interface {
+	// Watch queues recs, pending records owner holds and did not fetch,
+	// to fetch under their hosts' politeness; the app reports each one
+	// fetched with Manager.WatchDone.
+	Watch(ctx context.Context, owner string, recs []Record)
+}
+
+// maxWatched bounds the host keys a node watches.
+const maxWatched = 1 << 17
+
+// watched is one host key this node watches for its owner.
+type watched struct {
+	owner    string
+	since    time.Time // first pending record held
+	lastDone time.Time // last Done mark for the key
+	rank     int       // 1 for the owner's first replica, 2 for later ones
+	taken    bool      // handed to the app already
+}
+
+// watchLocked notes records stored as a replica of owner's claims, this
+// node being its rank-th replica. Callers hold m.mu.
+func (m *Manager) watchLocked(owner string, rank int, recs []Record, now time.Time) {
+	if m.cfg.WatchTimeout < 0 {
+		return
+	}
+	for _, r := range recs {
+		w := m.watch[r.Key]
+		if w == nil {
+			if r.Done || len(m.watch) >= maxWatched {
+				continue
+			}
+			w = &watched{owner: owner, since: now, rank: rank}
+			m.watch[r.Key] = w
+		}
+		switch {
+		case w.owner != owner:
+			w.owner, w.since, w.lastDone, w.rank, w.taken = owner, now, time.Time{}, rank, false
+		case !r.Done && !w.taken && !w.lastDone.Before(w.since):
+			// The wait for the last pending records ended with a Done
+			// mark: this one starts a new wait.
+			w.since = now
+		}
+		if r.Done {
+			w.lastDone = now
+		}
+	}
+}
+
+// acceptWatchedLocked takes in the Done marks a fellow watcher, this
+// node's predecessor, sent of keys whose owner is another node, and
+// returns the records to store. Callers hold m.mu.
+func (m *Manager) acceptWatchedLocked(from, pred ring.Peer, recs []Record, now time.Time) []Record {
+	if from != pred || pred.IsZero() {
+		return nil
+	}
+	var out []Record
+	for _, r := range recs {
+		if !r.Done {
+			continue
+		}
+		e := m.table.max(Range{From: ring.ID(r.Key - 1), To: ring.ID(r.Key)})
+		if e.IsZero() || e.Owner == from.Addr || e.Owner == m.self.Addr {
+			continue
+		}
+		out = append(out, r)
+		if w := m.watch[r.Key]; w != nil {
+			w.lastDone = now
+		}
+	}
+	m.stats.WatchedIn += int64(len(out))
+	return out
+}
+
+// watchTick (step 8) hands the app the pending records of every watched
+// key whose owner neither fetched nor explained them within the bound,
+// and forgets keys this node owns now or whose owner changed. It scans
+// once a second.
+func (m *Manager) watchTick(ctx context.Context, now time.Time) {
+	w, ok := m.app.(Watcher)
+	if !ok || m.cfg.WatchTimeout < 0 {
+		return
+	}
+	m.mu.Lock()
+	if now.Sub(m.lastWatchScan) < time.Second {
+		m.mu.Unlock()
+		return
+	}
+	m.lastWatchScan = now
+	type due struct {
+		key   uint64
+		owner string
+	}
+	var todo []due
+	for k, e := range m.watch {
+		owner := m.table.max(Range{From: ring.ID(k - 1), To: ring.ID(k)}).Owner
+		if m.own.claims.covers(k) || owner != e.owner {
+			delete(m.watch, k)
+			continue
+		}
+		last := e.since
+		if e.lastDone.After(last) {
+			last = e.lastDone
+		}
+		// Only an owner that is alive (this node heard from it within
+		// FailureTimeout) is watched: a silent one's range is promotion's
+		// to take back, and its records are fetched by its successor then.
+		alive := now.Sub(m.heard[e.owner].at) <= m.cfg.FailureTimeout
+		if e.taken || alive && now.Sub(last) > time.Duration(e.rank)*m.cfg.WatchTimeout {
+			todo = append(todo, due{k, e.owner})
+		}
+	}
+	m.mu.Unlock()
+	// In key order: the same every run, as a simulation needs.
+	slices.SortFunc(todo, func(a, b due) int { return cmpUint64(a.key, b.key) })
+	for _, d := range todo {
+		var pending []Record
+		k := ring.ID(d.key)
+		err := m.st.ScanRecords(Range{From: k - 1, To: k}, func(r Record) error {
+			if !r.Done {
+				pending = append(pending, r)
+			}
+			return nil
+		})
+		if err != nil {
+			m.log.Warn("watch: scan", "key", k, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		e := m.watch[d.key]
+		if len(pending) == 0 {
+			if e != nil && e.taken {
+				delete(m.watch, d.key) // all fetched, by someone
+			}
+			m.mu.Unlock()
+			continue
+		}
+		first := e != nil && !e.taken
+		if e != nil {
+			e.taken = true
+		}
+		if first {
+			m.stats.WatchFetches += int64(len(pending))
+		}
+		m.mu.Unlock()
+		if first {
+			m.log.Info("owner neither fetched nor explained its pending records; fetching them as its replica",
+				"owner", d.owner, "key", k, "records", len(pending))
+		}
+		w.Watch(ctx, d.owner, pending)
+	}
+}
+
+// HoldFor stores recs, which a sender could not get owner to vouch for
+// (no receipts from its replicas), as this node holds owner's records: as
+// its replica, and only for keys this node's epoch table names owner for
+// and this node does not claim. held[i] tells whether recs[i] is held
+// here now (taken, or held already: dups of them); the others are not
+// this node's to hold. The records are watched like any other a replica
+// holds: owner gets them at its next anti-entropy round (it pulls what
+// its replicas have), and if it neither fetches nor explains them, this
+// node fetches them itself.
+func (m *Manager) HoldFor(owner string, recs []Record) (held []bool, took, dups int, err error) {
+	held = make([]bool, len(recs))
+	if m.cfg.WatchTimeout < 0 || owner == m.self.Addr {
+		return held, 0, 0, nil
+	}
+	m.mu.Lock()
+	for i, r := range recs {
+		e := m.table.max(Range{From: ring.ID(r.Key - 1), To: ring.ID(r.Key)})
+		held[i] = e.Owner == owner && !m.own.claims.covers(r.Key) && !m.releasing.covers(r.Key)
+	}
+	m.mu.Unlock()
+	var fresh []Record
+	for i, r := range recs {
+		if !held[i] {
+			continue
+		}
+		if _, ok, err := m.storedRecord(r.Key, r.Hash); err != nil {
+			return nil, 0, 0, fmt.Errorf("shard: hold for %s: %w", owner, err)
+		} else if ok {
+			dups++
+			continue
+		}
+		fresh = append(fresh, r)
+	}
+	if len(fresh) > 0 {
+		if err := m.st.PutRecords(fresh); err != nil {
+			return nil, 0, 0, fmt.Errorf("shard: hold for %s: %w", owner, err)
+		}
+	}
+	now := m.clock.Now()
+	rank := 2
+	if m.ring.Predecessor().Addr == owner {
+		rank = 1
+	}
+	m.mu.Lock()
+	m.watchLocked(owner, rank, fresh, now)
+	m.stats.HeldFor += int64(len(fresh))
+	m.mu.Unlock()
+	return held, len(fresh), dups, nil
+}
