@@ -322,7 +322,12 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.tasks.ServeHolds(n.holdTasks)
 	receipts := &route.ReceiptCheck{URLs: rules, Verifier: p2p.IdentityVerifier{}, Replicas: n.shardCfg.Replicas}
-	n.router = route.NewRouter(machineRing{n.pos}, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
+	// The router looks keys up from position 0, which answers a key any
+	// position of this node holds without a hop (ring.Config.Siblings),
+	// and takes a batch for any of them as its own; a batch for another
+	// node goes to the position that holds its keys, whose replicas sign
+	// the receipts for that position (route.ReceiptCheck).
+	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}

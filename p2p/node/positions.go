@@ -271,35 +271,6 @@ func (ps positions) machineAlone() bool {
 	return true
 }
 
-// machineRing is the ring as the router sees it: lookups start at
-// position 0, which answers any key one of the node's positions holds
-// without a hop (ring.Config.Siblings); a key any position holds is this
-// node's, handled locally, and a key a position of another node holds is
-// that node's, whatever the position: its tasks go in one batch per node,
-// and the owner takes each with the position that owns it.
-type machineRing struct{ ps positions }
-
-var _ route.Ring = machineRing{}
-
-// Self implements route.Ring.
-func (r machineRing) Self() ring.Peer { return r.ps[0].ring.Self() }
-
-// Lookup implements route.Ring: the owner is the first position of the
-// node whose position holds key.
-func (r machineRing) Lookup(ctx context.Context, key ring.ID) (ring.Peer, int, error) {
-	owner, hops, err := r.ps[0].ring.Lookup(ctx, key)
-	if err != nil {
-		return owner, hops, err
-	}
-	if owner.Machine() == r.Self().Machine() {
-		return r.Self(), hops, nil
-	}
-	if id, i, err := p2p.PositionOf(owner); err == nil && i > 0 {
-		owner = p2p.RingPeer(id)
-	}
-	return owner, hops, nil
-}
-
 // newPositions builds the node's ring positions: ring members that answer
 // for one another's keys (ring.Config.Siblings), each with its ownership.
 // The shard managers come later (buildShards).

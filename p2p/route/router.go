@@ -167,11 +167,12 @@ func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 }
 
 // Deliver hands one batch to its owner: this node's own Owner when the
-// batch is for this node, else over the transport.
+// batch is for this node (any of its ring positions), else over the
+// transport.
 func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery {
 	var res Result
 	var err error
-	self := b.To == r.ring.Self()
+	self := r.local(b.To)
 	if !self && r.suspected(b.To) {
 		return r.fallback(ctx, b.To, b.Tasks)
 	}
@@ -201,6 +202,14 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	}
 	r.routed.Add(int64(res.Accepted + res.Duplicates))
 	return Delivery{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: res.Rejected, Undelivered: res.NotOwned}
+}
+
+// local reports whether p is one of this node's ring positions: the
+// positions of one machine share its owner, store and crawler, so a
+// batch for any of them is this node's own (a node with one position
+// has no other peer on its machine).
+func (r *Router) local(p ring.Peer) bool {
+	return p.Machine() == r.ring.Self().Machine()
 }
 
 // failed notes a batch that did not reach its owner.
