@@ -324,10 +324,12 @@ func (n *Node) build() error {
 	receipts := &route.ReceiptCheck{URLs: rules, Verifier: p2p.IdentityVerifier{}, Replicas: n.shardCfg.Replicas}
 	// The router looks keys up from position 0, which answers a key any
 	// position of this node holds without a hop (ring.Config.Siblings),
-	// and takes a batch for any of them as its own; a batch for another
+	// and takes a batch for any of them as its own (Local: the positions
+	// share the node's owner, store and crawler); a batch for another
 	// node goes to the position that holds its keys, whose replicas sign
 	// the receipts for that position (route.ReceiptCheck).
-	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
+	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts,
+		Local: func(p ring.Peer) bool { return p.Machine() == n.ring.Self().Machine() }})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}

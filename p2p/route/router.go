@@ -204,12 +204,13 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	return Delivery{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: res.Rejected, Undelivered: res.NotOwned}
 }
 
-// local reports whether p is one of this node's ring positions: the
-// positions of one machine share its owner, store and crawler, so a
-// batch for any of them is this node's own (a node with one position
-// has no other peer on its machine).
+// local reports whether a batch for p is this node's own: p is Self, or
+// one of the ring positions Config.Local names, which share its Owner.
 func (r *Router) local(p ring.Peer) bool {
-	return p.Machine() == r.ring.Self().Machine()
+	if r.cfg.Local != nil {
+		return r.cfg.Local(p)
+	}
+	return p == r.ring.Self()
 }
 
 // failed notes a batch that did not reach its owner.
