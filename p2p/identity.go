@@ -166,8 +166,11 @@ func PositionOf(p ring.Peer) (peer.ID, int, error) {
 	if len(p.Addr) == len(p.Machine()) {
 		return id, 0, nil
 	}
-	i, err := strconv.Atoi(p.Addr[len(p.Machine())+1:])
-	if err != nil || i <= 0 || i >= MaxPositions || RingPeerAt(id, i).Addr != p.Addr {
+	// The index in the form RingPeerAt writes it (no sign, no leading
+	// zero): compared as text, without hashing the position again.
+	suffix := p.Addr[len(p.Machine())+1:]
+	i, err := strconv.Atoi(suffix)
+	if err != nil || i <= 0 || i >= MaxPositions || strconv.Itoa(i) != suffix {
 		return "", 0, fmt.Errorf("ring peer %q: no position index below %d", p.Addr, MaxPositions)
 	}
 	return id, i, nil

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -18,29 +21,80 @@ import (
 const maxDigestBuckets = 4096
 
 // ShardTransport carries replication, handoff, digest and pull messages
-// over libp2p streams. It implements shard.Transport.
+// over libp2p streams. It implements shard.Transport for one of the
+// node's ring positions (Position gives the others): every request names
+// the position it comes from and the one it is for, so that a node with
+// several positions (virtual nodes) serves each with that position's
+// manager, and judges the sender as the position it speaks for. A call
+// from one of the node's positions to another is served in process, with
+// the checks a remote call gets, and no stream: a range that moves
+// between two positions of one node crosses no network.
 type ShardTransport struct {
 	streams *Streams
+	self    peer.ID
+	// from is the position this view speaks for.
+	from uint32
+	// local holds the handlers of the node's positions once Serve ran;
+	// every view of the transport shares it.
+	local *atomic.Pointer[[]shard.Handler]
 }
 
 var _ shard.Transport = (*ShardTransport)(nil)
 
-// NewShardTransport returns the shard transport over s.
-func NewShardTransport(s *Streams) *ShardTransport { return &ShardTransport{streams: s} }
+// NewShardTransport returns the shard transport over s of the node h, for
+// its first position (the one its peer ID gives).
+func NewShardTransport(h host.Host, s *Streams) *ShardTransport {
+	return &ShardTransport{streams: s, self: h.ID(), local: new(atomic.Pointer[[]shard.Handler])}
+}
 
-func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req, resp proto.Message) error {
+// Position returns the transport as position i of the node speaks
+// through it: the same streams and handlers, requests sent as from i.
+func (t *ShardTransport) Position(i int) *ShardTransport {
+	if i < 0 || i >= MaxPositions {
+		panic(fmt.Sprintf("shard transport: position %d, want 0 to %d", i, MaxPositions-1))
+	}
+	v := *t
+	v.from = uint32(i)
+	return &v
+}
+
+// positioned is a shard request that names its positions.
+type positioned interface {
+	proto.Message
+	GetToPosition() uint32
+	GetFromPosition() uint32
+}
+
+// call sends req to the position to, and serves it here when to is one of
+// the node's own positions.
+func (t *ShardTransport) call(ctx context.Context, to ring.Peer, pid string, req positioned, resp proto.Message) error {
 	id, _, err := PositionOf(to)
 	if err != nil {
 		return fmt.Errorf("%s: peer %q: %w", pid, to.Addr, err)
 	}
-	return t.streams.Call(ctx, id, pid, req, resp)
+	if id != t.self {
+		return t.streams.Call(ctx, id, pid, req, resp)
+	}
+	hs := t.local.Load()
+	if hs == nil {
+		return fmt.Errorf("%s: position %s: %w", pid, to, ErrNotDelivered)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The reply is copied as a stream would: the caller owns what it gets.
+	out := serveShard(ctx, *hs, id, pid, req)
+	proto.Reset(resp)
+	proto.Merge(resp, out)
+	return nil
 }
 
 // Replicate sends an owner's writes to a replica.
 func (t *ShardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
 	resp := &pb.WriteReply{}
 	msg := &pb.WriteRequest{Claims: encodeClaims(req.Claims), Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
-		Held: encodeRecordIDs(req.Held), WantReceipt: req.WantReceipt, Watched: encodeRecords(req.Watched)}
+		Held: encodeRecordIDs(req.Held), WantReceipt: req.WantReceipt, Watched: encodeRecords(req.Watched),
+		ToPosition: positionIndex(to), FromPosition: t.from}
 	if err := t.call(ctx, to, protocol.ReplicateID, msg, resp); err != nil {
 		return nil, err
 	}
@@ -90,6 +144,7 @@ func (t *ShardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.H
 		Range: encodeRange(req.Range), Epoch: encodeEpoch(req.Epoch),
 		Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
 		Final: req.Final, Merge: req.Merge,
+		ToPosition: positionIndex(to), FromPosition: t.from,
 	}
 	if err := t.call(ctx, to, protocol.HandoffID, msg, resp); err != nil {
 		return nil, err
@@ -108,7 +163,8 @@ func (t *ShardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.H
 // the claims the peer witnessed over it.
 func (t *ShardTransport) Digest(ctx context.Context, to ring.Peer, req *shard.DigestRequest) (*shard.DigestReply, error) {
 	resp := &pb.DigestReply{}
-	msg := &pb.DigestRequest{Range: encodeRange(req.Range), Buckets: uint32(max(req.Buckets, 0)), Witness: req.Witness}
+	msg := &pb.DigestRequest{Range: encodeRange(req.Range), Buckets: uint32(max(req.Buckets, 0)), Witness: req.Witness,
+		ToPosition: positionIndex(to), FromPosition: t.from}
 	if err := t.call(ctx, to, protocol.DigestID, msg, resp); err != nil {
 		return nil, err
 	}
@@ -128,7 +184,8 @@ func (t *ShardTransport) Digest(ctx context.Context, to ring.Peer, req *shard.Di
 // Pull asks for a page of the state a peer holds of a range.
 func (t *ShardTransport) Pull(ctx context.Context, to ring.Peer, req *shard.PullRequest) (*shard.PullReply, error) {
 	resp := &pb.PullReply{}
-	msg := &pb.PullRequest{Range: encodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter}
+	msg := &pb.PullRequest{Range: encodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter,
+		ToPosition: positionIndex(to), FromPosition: t.from}
 	if err := t.call(ctx, to, protocol.PullID, msg, resp); err != nil {
 		return nil, err
 	}
@@ -150,66 +207,114 @@ func (t *ShardTransport) Pull(ctx context.Context, to ring.Peer, req *shard.Pull
 	return &shard.PullReply{Owner: resp.Owner, Records: recs, Hosts: hosts, Epochs: epochs, More: resp.More, NextKey: resp.NextKey, NextHash: resp.NextHash}, nil
 }
 
-// Serve answers the four shard protocols with h. A message that does not
-// decode into valid records is refused whole with an error reply.
-func (t *ShardTransport) Serve(h shard.Handler) {
-	t.streams.Handle(protocol.ReplicateID, func() proto.Message { return &pb.WriteRequest{} },
-		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
-			req := m.(*pb.WriteRequest)
-			claims, err := decodeClaims(req.Claims)
-			recs, err2 := decodeRecords(req.Records)
-			hosts, err3 := decodeHosts(req.Hosts)
-			watched, err4 := decodeRecords(req.Watched)
-			held, err5 := decodeRecordIDs(req.Held)
-			if err := errors.Join(err, err2, err3, err4, err5); err != nil {
-				return &pb.WriteReply{Error: err.Error()}
-			}
-			r := h.HandleReplicate(ctx, RingPeer(in.From), &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts,
-				Held: held, WantReceipt: req.WantReceipt, Watched: watched})
-			return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: r.Receipt}
-		})
-	t.streams.Handle(protocol.HandoffID, func() proto.Message { return &pb.HandoffRequest{} },
-		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
-			req := m.(*pb.HandoffRequest)
-			if req.Range == nil {
-				return &pb.HandoffReply{Error: "handoff: no range"}
-			}
-			recs, err := decodeRecords(req.Records)
-			hosts, err2 := decodeHosts(req.Hosts)
-			if err := errors.Join(err, err2); err != nil {
-				return &pb.HandoffReply{Error: err.Error()}
-			}
-			r := h.HandleHandoff(ctx, RingPeer(in.From), &shard.HandoffRequest{
-				Range: decodeRange(req.Range), Epoch: decodeEpoch(req.Epoch),
-				Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge,
+// Serve answers the four shard protocols for the node's ring positions:
+// hs[i] serves the requests for position i (RingPeerAt), hs[0] those for
+// the position its peer ID gives. A request for a position the node does
+// not have, or from a sender position of no peer, is refused, and so is
+// one that does not decode into valid records.
+func (t *ShardTransport) Serve(hs ...shard.Handler) {
+	if len(hs) == 0 || len(hs) > MaxPositions {
+		panic(fmt.Sprintf("shard transport: %d positions, want 1 to %d", len(hs), MaxPositions))
+	}
+	t.local.Store(&hs)
+	for _, pid := range []string{protocol.ReplicateID, protocol.HandoffID, protocol.DigestID, protocol.PullID} {
+		t.streams.Handle(pid, func() proto.Message { return newShardRequest(pid) },
+			func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
+				return serveShard(ctx, hs, in.From, pid, m.(positioned))
 			})
-			out := &pb.HandoffReply{Accepted: r.Accepted, HasOwned: r.HasOwned, Reason: r.Reason, Epoch: encodeEpoch(r.Epoch)}
-			if r.HasOwned {
-				out.Owned = encodeRange(r.Owned)
-			}
-			return out
+	}
+}
+
+// newShardRequest is an empty request of the shard protocol pid.
+func newShardRequest(pid string) positioned {
+	switch pid {
+	case protocol.ReplicateID:
+		return &pb.WriteRequest{}
+	case protocol.HandoffID:
+		return &pb.HandoffRequest{}
+	case protocol.DigestID:
+		return &pb.DigestRequest{}
+	default:
+		return &pb.PullRequest{}
+	}
+}
+
+// serveShard answers one shard request from sender with the handler of
+// the position it names.
+func serveShard(ctx context.Context, hs []shard.Handler, sender peer.ID, pid string, m positioned) proto.Message {
+	var bad string
+	switch {
+	case m.GetToPosition() >= uint32(len(hs)):
+		bad = fmt.Sprintf("%s: no ring position %d here (%d positions)", pid, m.GetToPosition(), len(hs))
+	case m.GetFromPosition() >= MaxPositions:
+		bad = fmt.Sprintf("%s: sender position %d, at most %d", pid, m.GetFromPosition(), MaxPositions-1)
+	}
+	var h shard.Handler
+	var from ring.Peer
+	if bad == "" {
+		h, from = hs[m.GetToPosition()], RingPeerAt(sender, int(m.GetFromPosition()))
+	}
+	switch req := m.(type) {
+	case *pb.WriteRequest:
+		if bad != "" {
+			return &pb.WriteReply{Error: bad}
+		}
+		claims, err := decodeClaims(req.Claims)
+		recs, err2 := decodeRecords(req.Records)
+		hosts, err3 := decodeHosts(req.Hosts)
+		watched, err4 := decodeRecords(req.Watched)
+		held, err5 := decodeRecordIDs(req.Held)
+		if err := errors.Join(err, err2, err3, err4, err5); err != nil {
+			return &pb.WriteReply{Error: err.Error()}
+		}
+		r := h.HandleReplicate(ctx, from, &shard.WriteRequest{Claims: claims, Records: recs, Hosts: hosts,
+			Held: held, WantReceipt: req.WantReceipt, Watched: watched})
+		return &pb.WriteReply{Rejected: encodeClaims(r.Rejected), StoreError: r.StoreError, Refused: r.Refused, Receipt: r.Receipt}
+	case *pb.HandoffRequest:
+		if bad != "" {
+			return &pb.HandoffReply{Error: bad}
+		}
+		if req.Range == nil {
+			return &pb.HandoffReply{Error: "handoff: no range"}
+		}
+		recs, err := decodeRecords(req.Records)
+		hosts, err2 := decodeHosts(req.Hosts)
+		if err := errors.Join(err, err2); err != nil {
+			return &pb.HandoffReply{Error: err.Error()}
+		}
+		r := h.HandleHandoff(ctx, from, &shard.HandoffRequest{
+			Range: decodeRange(req.Range), Epoch: decodeEpoch(req.Epoch),
+			Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge,
 		})
-	t.streams.Handle(protocol.DigestID, func() proto.Message { return &pb.DigestRequest{} },
-		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
-			req := m.(*pb.DigestRequest)
-			if req.Range == nil || (req.Buckets == 0 && !req.Witness) || req.Buckets > maxDigestBuckets {
-				return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets (or none, with witness)", maxDigestBuckets)}
-			}
-			r := h.HandleDigest(ctx, RingPeer(in.From), &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets), Witness: req.Witness})
-			return &pb.DigestReply{Sums: r.Sums, Witnessed: encodeClaims(r.Witnessed)}
-		})
-	t.streams.Handle(protocol.PullID, func() proto.Message { return &pb.PullRequest{} },
-		func(ctx context.Context, in Inbound, m proto.Message) proto.Message {
-			req := m.(*pb.PullRequest)
-			if req.Range == nil {
-				return &pb.PullReply{Error: "pull: no range"}
-			}
-			r := h.HandlePull(ctx, RingPeer(in.From), &shard.PullRequest{Range: decodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter})
-			return &pb.PullReply{
-				Owner: r.Owner, Records: encodeRecords(r.Records), Hosts: encodeHosts(r.Hosts),
-				Epochs: encodeClaims(r.Epochs), More: r.More, NextKey: r.NextKey, NextHash: r.NextHash,
-			}
-		})
+		out := &pb.HandoffReply{Accepted: r.Accepted, HasOwned: r.HasOwned, Reason: r.Reason, Epoch: encodeEpoch(r.Epoch)}
+		if r.HasOwned {
+			out.Owned = encodeRange(r.Owned)
+		}
+		return out
+	case *pb.DigestRequest:
+		if bad != "" {
+			return &pb.DigestReply{Error: bad}
+		}
+		if req.Range == nil || (req.Buckets == 0 && !req.Witness) || req.Buckets > maxDigestBuckets {
+			return &pb.DigestReply{Error: fmt.Sprintf("digest: need a range and 1..%d buckets (or none, with witness)", maxDigestBuckets)}
+		}
+		r := h.HandleDigest(ctx, from, &shard.DigestRequest{Range: decodeRange(req.Range), Buckets: int(req.Buckets), Witness: req.Witness})
+		return &pb.DigestReply{Sums: r.Sums, Witnessed: encodeClaims(r.Witnessed)}
+	case *pb.PullRequest:
+		if bad != "" {
+			return &pb.PullReply{Error: bad}
+		}
+		if req.Range == nil {
+			return &pb.PullReply{Error: "pull: no range"}
+		}
+		r := h.HandlePull(ctx, from, &shard.PullRequest{Range: decodeRange(req.Range), AfterKey: req.AfterKey, AfterHash: req.AfterHash, HasAfter: req.HasAfter})
+		return &pb.PullReply{
+			Owner: r.Owner, Records: encodeRecords(r.Records), Hosts: encodeHosts(r.Hosts),
+			Epochs: encodeClaims(r.Epochs), More: r.More, NextKey: r.NextKey, NextHash: r.NextHash,
+		}
+	default:
+		panic(fmt.Sprintf("shard transport: %T is no shard request", m))
+	}
 }
 
 func encodeRange(r shard.Range) *pb.ShardRange {

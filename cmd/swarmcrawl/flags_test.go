@@ -143,3 +143,33 @@ func TestScopeFlags(t *testing.T) {
 		}
 	}
 }
+
+// --vnodes reaches the node's configuration, defaults to one position,
+// and a value outside 1..node.MaxVNodes is a usage error that names the
+// flag.
+func TestVNodesFlag(t *testing.T) {
+	parse := func(args ...string) (node.Config, error) {
+		fs := newFlagSet("node", io.Discard)
+		var o nodeOptions
+		o.register(fs)
+		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
+			return node.Config{}, err
+		}
+		return o.nodeConfig(io.Discard)
+	}
+	if cfg, err := parse(); err != nil || cfg.VNodes != 1 {
+		t.Fatalf("default: VNodes %d, err %v; want 1", cfg.VNodes, err)
+	}
+	if cfg, err := parse("--vnodes", "8"); err != nil || cfg.VNodes != 8 {
+		t.Fatalf("--vnodes 8: VNodes %d, err %v", cfg.VNodes, err)
+	}
+	for _, bad := range []string{"0", strconv.Itoa(node.MaxVNodes + 1)} {
+		var stderr bytes.Buffer
+		if code := run([]string{"node", "--data", t.TempDir(), "--vnodes", bad}, nil, io.Discard, &stderr); code != 2 {
+			t.Fatalf("--vnodes %s: exit %d, want 2 (usage); stderr %q", bad, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "--vnodes") {
+			t.Fatalf("usage error does not name the flag: %q", stderr.String())
+		}
+	}
+}

@@ -17,7 +17,7 @@ const usage = `swarmcrawl: a decentralized web crawler
 
 Usage:
   swarmcrawl node   --data DIR --listen MULTIADDR[,..] [--bootstrap MULTIADDR[,..]] [--api HOST:PORT] [--delay D] [--user-agent UA]
-                    [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--config FILE]
+                    [--swarm-key FILE] [--allow-peers IDS|@FILE] [--seed-from IDS|@FILE|any] [--vnodes V] [--config FILE]
   swarmcrawl config [node options]   the node's effective configuration, as a --config file (YAML)
   swarmcrawl seed   --peer MULTIADDR [--swarm-key FILE] [--identity FILE] [--wait [--wait-timeout D] [--poll D]] URL...   (or URLs one a line on stdin; --wait exits 3 if URLs were given up)
   swarmcrawl get    --peer MULTIADDR [--swarm-key FILE] [--at TIME] [--warc FILE] URL   (one page's capture, digest verified)

@@ -121,6 +121,11 @@ func apiAddr(api, data string) (string, error) {
 func printStatus(w io.Writer, st *node.Status) {
 	fmt.Fprintf(w, "peer        %s\n", st.PeerID)
 	fmt.Fprintf(w, "ring id     %s   owns (%s, %s]  %.1f%% of the ring\n", st.RingID, st.Range.From, st.Range.To, 100*st.Range.Share)
+	if len(st.Positions) > 1 {
+		fmt.Fprintf(w, "positions   %d (virtual nodes)  together %.1f%% of the ring  owning %d hosts\n", len(st.Positions), 100*st.RingShare, st.OwnedHosts)
+	} else {
+		fmt.Fprintf(w, "hosts       %d owned\n", st.OwnedHosts)
+	}
 	fmt.Fprintf(w, "uptime      %s\n", st.Uptime)
 	if st.Predecessor != nil {
 		fmt.Fprintf(w, "predecessor %s  %s%s\n", st.Predecessor.RingID, st.Predecessor.PeerID, connNote(st.Predecessor.Conn))

@@ -55,6 +55,9 @@ type Options struct {
 	Discovery bool
 	// Logger receives every node's logs. Default: discard.
 	Logger *slog.Logger
+	// VNodes is the ring positions of every node (node.Config.VNodes).
+	// Default: the node's default.
+	VNodes int
 }
 
 // Swarm is a running local swarm.
@@ -104,6 +107,9 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 			cfg.Shard = *opts.Shard
 		}
 		cfg.Logger = opts.Logger.With("i", i)
+		if opts.VNodes > 0 {
+			cfg.VNodes = opts.VNodes
+		}
 		if opts.Configure != nil {
 			opts.Configure(i, &cfg)
 		}
@@ -129,26 +135,30 @@ func Start(ctx context.Context, opts Options) (*Swarm, error) {
 	return s, nil
 }
 
-// Converged reports whether every node's predecessor and first successor
-// are its true neighbours on the ring of all live nodes, and every node
-// claims its whole range.
+// Converged reports whether every ring position's predecessor and first
+// successor are its true neighbours on the ring of all live nodes'
+// positions, and every node claims its whole range.
 func (s *Swarm) Converged() bool {
-	ids := make([]ring.ID, len(s.Nodes))
-	for i, n := range s.Nodes {
-		ids[i] = n.Ring().Self().ID
+	var ids []ring.ID
+	for _, n := range s.Nodes {
+		for _, p := range n.Positions() {
+			ids = append(ids, p.Self().ID)
+		}
 	}
 	slices.Sort(ids)
 	for _, n := range s.Nodes {
-		self := n.Ring().Self().ID
-		i, _ := slices.BinarySearch(ids, self)
-		wantSucc := ids[(i+1)%len(ids)]
-		wantPred := ids[(i+len(ids)-1)%len(ids)]
-		succ := n.Ring().Successors()
-		if len(succ) == 0 || succ[0].ID != wantSucc {
-			return false
-		}
-		if len(ids) > 1 && n.Ring().Predecessor().ID != wantPred {
-			return false
+		for _, p := range n.Positions() {
+			self := p.Self().ID
+			i, _ := slices.BinarySearch(ids, self)
+			wantSucc := ids[(i+1)%len(ids)]
+			wantPred := ids[(i+len(ids)-1)%len(ids)]
+			succ := p.Successors()
+			if len(succ) == 0 || succ[0].ID != wantSucc {
+				return false
+			}
+			if len(ids) > 1 && p.Predecessor().ID != wantPred {
+				return false
+			}
 		}
 		if !n.Settled() {
 			return false

@@ -3,6 +3,7 @@ package localswarm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,11 +24,20 @@ const token = "swarmcrawl"
 // real libp2p peers, joined through one bootstrap peer and seeded over the
 // seed protocol, crawl every robots-allowed page reachable from the seeds,
 // each exactly once, never against robots.txt and never faster than the
-// per-host delay — all judged from the web server's own request log.
+// per-host delay — all judged from the web server's own request log. It
+// holds with one ring position per node and with four (virtual nodes:
+// one store, crawler and politeness state per node, whatever its
+// positions).
 func TestSwarmCrawlsSyntheticWeb(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crawls a 60-host synthetic web")
 	}
+	for _, v := range []int{1, 4} {
+		t.Run(fmt.Sprintf("vnodes=%d", v), func(t *testing.T) { testSwarmCrawlsSyntheticWeb(t, v) })
+	}
+}
+
+func testSwarmCrawlsSyntheticWeb(t *testing.T, vnodes int) {
 	const delay = 100 * time.Millisecond
 	cfg := synthweb.DefaultConfig()
 	cfg.Seed = 7
@@ -51,7 +61,7 @@ func TestSwarmCrawlsSyntheticWeb(t *testing.T) {
 	// arrive by a long path; a depth cap of 16 could then cut links that a
 	// shorter path would have followed. Full coverage needs a loose cap.
 	cc.MaxDepth = 100
-	swarm, err := localswarm.Start(ctx, localswarm.Options{Nodes: 5, Dir: t.TempDir(), Crawl: cc, Proxy: web.Proxy()})
+	swarm, err := localswarm.Start(ctx, localswarm.Options{Nodes: 5, Dir: t.TempDir(), Crawl: cc, Proxy: web.Proxy(), VNodes: vnodes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +100,12 @@ func TestSwarmCrawlsSyntheticWeb(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
+	// Every link was delivered: an acknowledgement the sender could not
+	// check (receipts from replicas of another position than the one it
+	// sent to, say) leaves its tasks in the outbox for good.
+	if tot := swarm.Totals(); !swarm.Idle() {
+		t.Errorf("swarm not idle 10 s after the crawl: %d links wait in the outboxes", tot.Outbox)
+	}
 
 	if d := web.Duplicates(); len(d) > 0 {
 		t.Errorf("%d pages fetched more than once, e.g. %v", len(d), d[:min(5, len(d))])
@@ -136,6 +152,9 @@ func TestSwarmCrawlsSyntheticWeb(t *testing.T) {
 		if len(st.Successors) == 0 || st.Predecessor == nil {
 			t.Errorf("node %s has no neighbours in status: %+v", st.PeerID, st)
 		}
+		if len(st.Positions) != vnodes {
+			t.Errorf("node %s shows %d ring positions, want %d", st.PeerID, len(st.Positions), vnodes)
+		}
 	}
 	if busy < 3 {
 		t.Errorf("only %d of 5 nodes fetched anything: ownership is not spread", busy)
@@ -143,7 +162,7 @@ func TestSwarmCrawlsSyntheticWeb(t *testing.T) {
 	if want := int64(len(truth)); stored < want {
 		t.Errorf("%d pages stored, want at least the %d ground-truth pages", stored, want)
 	}
-	t.Logf("crawled %d pages on %d hosts with 5 nodes; totals %+v", len(truth), len(web.Hosts()), swarm.Totals())
+	t.Logf("crawled %d pages on %d hosts with 5 nodes of %d positions; totals %+v", len(truth), len(web.Hosts()), vnodes, swarm.Totals())
 }
 
 // TestSeedProtocolRejectsBadURLs checks that malformed seeds are refused

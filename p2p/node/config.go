@@ -88,6 +88,15 @@ type Config struct {
 	// memory; the others wait in the store until those are delivered.
 	// Default 100,000.
 	OutboxMemory int
+	// VNodes is how many ring positions (virtual nodes) the node holds,
+	// 1 to MaxVNodes: position 0 where its peer ID puts it, position i
+	// where the peer ID and i put it (p2p.PositionID). The node owns the
+	// union of their arcs, so more positions spread a swarm's keys more
+	// evenly over its machines, at the price of V times the ring and
+	// shard maintenance (docs/operations.md, "Virtual nodes"). Every
+	// position shares the node's store, crawler and politeness state.
+	// Default 1.
+	VNodes int
 	// CaptureGrace is how long a peer holding captures of this node's
 	// done marks (the WARC records of pages it fetched) must be gone
 	// before this node fetches again the URLs it owns whose every
@@ -121,6 +130,7 @@ func DefaultConfig() Config {
 		TaskQuota:          Quota{Rate: 10_000, Burst: 20_000},
 		SeedQuota:          Quota{Rate: 1_000, Burst: 20_000},
 		OutboxMemory:       100_000,
+		VNodes:             1,
 		CaptureGrace:       DefaultCaptureGrace,
 	}
 }
@@ -158,6 +168,12 @@ func (c Config) effective() (Config, shard.Config, error) {
 	}
 	if c.OutboxMemory <= 0 {
 		c.OutboxMemory = d.OutboxMemory
+	}
+	if c.VNodes == 0 {
+		c.VNodes = d.VNodes
+	}
+	if c.VNodes < 1 || c.VNodes > MaxVNodes {
+		return c, shard.Config{}, fmt.Errorf("vnodes %d: want 1 to %d", c.VNodes, MaxVNodes)
 	}
 	if c.CaptureGrace == 0 {
 		c.CaptureGrace = d.CaptureGrace

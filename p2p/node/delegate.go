@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -48,13 +49,13 @@ const (
 )
 
 // delegator implements crawl.Delegator over the fetch transport: it hands
-// a batch to the node's first successor, the one helper that takes the
-// node's batches.
+// a batch to the first successor of the ring position that owns it, the
+// one helper that takes that position's batches.
 type delegator struct {
 	fetch *p2p.FetchTransport
-	self  ring.Peer
-	// successors returns the ring's successor list, nearest first.
-	successors func() []ring.Peer
+	// successors returns the node's position that holds a ring key, and
+	// its successor list, nearest first.
+	successors func(key uint64) (self ring.Peer, succs []ring.Peer)
 	log        *slog.Logger
 
 	sent, noHelper, sendFails atomic.Int64
@@ -62,15 +63,17 @@ type delegator struct {
 
 var _ crawl.Delegator = (*delegator)(nil)
 
-func newDelegator(fetch *p2p.FetchTransport, self ring.Peer, successors func() []ring.Peer, log *slog.Logger) *delegator {
-	return &delegator{fetch: fetch, self: self, successors: successors, log: log}
+func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.Peer, []ring.Peer), log *slog.Logger) *delegator {
+	return &delegator{fetch: fetch, successors: successors, log: log}
 }
 
-// helper returns the node's first successor but itself, if the host is
-// connected to it: the only node that helps it (see helper.serve).
-func (d *delegator) helper() (ring.Peer, bool) {
-	for _, p := range d.successors() {
-		if p.Addr != d.self.Addr {
+// helper returns the first successor on another machine of the position
+// that holds key, if the host is connected to it: the only node that
+// helps that position (see helper.serve).
+func (d *delegator) helper(key uint64) (ring.Peer, bool) {
+	self, succs := d.successors(key)
+	for _, p := range succs {
+		if p.Machine() != self.Machine() {
 			return p, d.fetch.Connected(p)
 		}
 	}
@@ -84,7 +87,7 @@ func (d *delegator) helper() (ring.Peer, bool) {
 func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(b.Wait))
 	defer cancel()
-	p, ok := d.helper()
+	p, ok := d.helper(b.RingKey)
 	if !ok {
 		d.noHelper.Add(1)
 		return nil, fmt.Errorf("delegate %d tasks of %s: no live successor: %w", len(b.Tasks), b.Host, crawl.ErrNoHelper)
@@ -126,10 +129,11 @@ func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *
 // the owners its epoch table vouches for.
 type helper struct {
 	log *slog.Logger
-	// predecessor is the node's ring predecessor, the only owner it
-	// fetches for (ring.Node.Predecessor).
-	predecessor func() ring.Peer
-	// vouch reports whether owner holds key (shard.Manager.Vouch); fetch
+	// predecessors are the ring predecessors of the node's positions,
+	// the only owners it fetches for (ring.Node.Predecessor).
+	predecessors func() []ring.Peer
+	// vouch reports whether owner, a ring position, holds key
+	// (shard.Manager.Vouch of one of the node's positions); fetch
 	// fetches a batch (crawl.Crawler.FetchBatch); links settles the links
 	// found on its pages (the node's outbox).
 	vouch func(key uint64, owner string) bool
@@ -155,19 +159,20 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 		s.refused.Add(1)
 		return &pb.FetchBatchReply{Error: err.Error()}
 	}
-	if pred := s.predecessor(); pred.Machine() != from {
+	owner, ok := s.predecessorOf(from)
+	if !ok {
 		s.refused.Add(1)
 		s.log.Debug("fetch batch refused: sender not this node's predecessor", "from", p2p.ShortID(in.From), "host", b.Host)
 		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s is not this node's ring predecessor, the only owner it helps", p2p.ShortID(in.From))}
 	}
-	if !s.vouch(b.RingKey, from) {
+	if !s.vouch(b.RingKey, owner) {
 		s.refused.Add(1)
 		s.log.Debug("fetch batch refused: sender not the owner", "from", p2p.ShortID(in.From), "host", b.Host)
 		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s does not own %s as far as this node knows", p2p.ShortID(in.From), b.Host)}
 	}
 	ctx, cancel := context.WithDeadline(ctx, in.Received.Add(b.Wait-min(fetchReplyMargin, b.Wait/4)))
 	defer cancel()
-	stopWatch := s.watchOwner(ctx, cancel, b.RingKey, from)
+	stopWatch := s.watchOwner(ctx, cancel, b.RingKey, owner)
 	res, err := s.fetch(ctx, b)
 	stopWatch()
 	fetched := time.Now()
@@ -201,6 +206,18 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 	return out
 }
 
+// predecessorOf returns the position of machine from that is the ring
+// predecessor of one of this node's positions, if any: with virtual
+// nodes, a machine helps the predecessors of each of its positions.
+func (s *helper) predecessorOf(from string) (string, bool) {
+	for _, p := range s.predecessors() {
+		if !p.IsZero() && p.Machine() == from {
+			return p.Addr, true
+		}
+	}
+	return "", false
+}
+
 // watchOwner cancels a batch as soon as this node's epoch table stops
 // vouching for its sender (a replica promoted itself, or learnt of a higher
 // claim), or the sender stops being its predecessor (a node joined between
@@ -222,7 +239,7 @@ func (s *helper) watchOwner(ctx context.Context, cancel context.CancelFunc, key 
 				return
 			case <-tick.C:
 			}
-			if !s.vouch(key, owner) || s.predecessor().Machine() != owner {
+			if !s.vouch(key, owner) || !slices.ContainsFunc(s.predecessors(), func(p ring.Peer) bool { return p.Addr == owner }) {
 				s.log.Info("fetch batch cut short: sender no longer owns the host, or is no longer this node's predecessor", "owner", owner)
 				cancel()
 				return

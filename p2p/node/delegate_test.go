@@ -261,8 +261,8 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 	log := slog.New(slog.DiscardHandler)
 	th.streams = p2p.NewStreams(th.h, 0, p2p.NoRingWork)
 	th.srv = &helper{log: log,
-		predecessor: func() ring.Peer { return ring.Peer{Addr: th.pred.Load().(string)} },
-		vouch:       func(uint64, string) bool { return th.vouch.Load() },
+		predecessors: func() []ring.Peer { return []ring.Peer{{Addr: th.pred.Load().(string)}} },
+		vouch:        func(uint64, string) bool { return th.vouch.Load() },
 		fetch: func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 			th.calls.Add(1)
 			th.lastMu.Lock()
@@ -298,7 +298,8 @@ func newTestOwner(t *testing.T, helpers ...*testHelper) testOwner {
 		helpers[0].pred.Store(h.ID().String())
 	}
 	log := slog.New(slog.DiscardHandler)
-	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0, p2p.NoRingWork), log), p2p.RingPeer(h.ID()), func() []ring.Peer { return succs }, log), h}
+	self := p2p.RingPeer(h.ID())
+	return testOwner{newDelegator(p2p.NewFetchTransport(h, p2p.NewStreams(h, 0, p2p.NoRingWork), log), func(uint64) (ring.Peer, []ring.Peer) { return self, succs }, log), h}
 }
 
 // fetchAll answers every task of a batch with a retry.
@@ -360,7 +361,8 @@ func TestFetchDelegation(t *testing.T) {
 	}
 
 	// No successor at all (alone on the ring).
-	alone := newDelegator(d.fetch, d.self, func() []ring.Peer { return []ring.Peer{d.self} }, d.log)
+	self := p2p.RingPeer(d.host.ID())
+	alone := newDelegator(d.fetch, func(uint64) (ring.Peer, []ring.Peer) { return self, []ring.Peer{self} }, d.log)
 	if _, err := alone.Delegate(ctx, testBatch(1)); !errors.Is(err, crawl.ErrNoHelper) {
 		t.Fatalf("alone: %v, want ErrNoHelper", err)
 	}
@@ -501,7 +503,9 @@ func TestFetchBadHelper(t *testing.T) {
 	if err := d.host.Connect(context.Background(), mute.Peerstore().PeerInfo(mute.ID())); err != nil {
 		t.Fatal(err)
 	}
-	d.successors = func() []ring.Peer { return []ring.Peer{p2p.RingPeer(mute.ID())} }
+	d.successors = func(uint64) (ring.Peer, []ring.Peer) {
+		return p2p.RingPeer(d.host.ID()), []ring.Peer{p2p.RingPeer(mute.ID())}
+	}
 	b := testBatch(1)
 	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
 	start := time.Now()

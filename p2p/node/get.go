@@ -114,10 +114,10 @@ func (n *Node) serveGet(ctx context.Context, req *pb.GetRequest) *pb.GetReply {
 		return &pb.GetReply{State: getFailed, Url: u, Error: fmt.Sprintf("owner lookup: %v", err)}
 	}
 	var where *pb.GetReply
-	if owner.Addr == n.host.ID().String() {
+	if owner.Machine() == n.host.ID().String() {
 		where = n.localGet(u, at)
 	} else {
-		id, err := peer.Decode(owner.Addr)
+		id, err := peer.Decode(owner.Machine())
 		if err != nil {
 			return &pb.GetReply{State: getFailed, Url: u, Error: fmt.Sprintf("owner %q: %v", owner.Addr, err)}
 		}

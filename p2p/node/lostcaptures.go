@@ -172,9 +172,9 @@ func (n *Node) newLostCaptures() *lostCaptures {
 	return &lostCaptures{
 		grace: n.cfg.CaptureGrace, self: n.host.ID().String(), log: n.log, db: n.db, now: time.Now,
 		present: n.holderPresent,
-		owns:    n.own.Owns,
+		owns:    n.pos.Owns,
 		claims: func() string {
-			return claimsToken(n.shard.Stats().Claims)
+			return claimsToken(n.shardStats().Claims) // every position's
 		},
 		requeue: n.requeueLost,
 	}
@@ -211,7 +211,7 @@ func (n *Node) requeueLost(lost []lostURL, gone func(string) bool) (queued []los
 			tasks := make([]frontier.Task, 0, len(batch))
 			var done []lostURL
 			for _, l := range batch {
-				if !n.own.Owns(l.key) {
+				if !n.pos.Owns(l.key) {
 					continue
 				}
 				m, ok, err := n.db.URLMeta(l.key, l.hash)

@@ -66,8 +66,11 @@ type Node struct {
 	nat     *p2p.NAT             // the host's reachability, relays and hole punching
 	streams *p2p.Streams
 	ringTr  *p2p.RingTransport
+	// pos are the node's ring positions (Config.VNodes), each a ring
+	// member with its shard manager; ring is position 0's member, the
+	// one its peer ID places.
+	pos     positions
 	ring    *ring.Node
-	own     *shard.Ownership
 	db      *store.DB
 	archive *warc.Writer
 	outbox  *outbox
@@ -88,7 +91,6 @@ type Node struct {
 	shardTr   *p2p.ShardTransport
 	peerState peerState   // checks the state peers hand over
 	seeds     *seedPolicy // judges seed marks by their signatures
-	shard     *shard.Manager
 	scope     *ownerScope
 	owner     *route.Owner
 	tasks     *p2p.TaskTransport
@@ -98,6 +100,7 @@ type Node struct {
 	links     *linkRouter  // delivers the outbox through router
 	swarm     *swarmStatus // answers status requests and runs censuses
 	progress  *progress
+	owned     ownedHostsCache // the last count of owned hosts (Status)
 
 	// lost fetches again captures whose holders are gone (nil: off).
 	lost *lostCaptures
@@ -208,23 +211,23 @@ func (n *Node) closeStorage() {
 
 // build makes the parts of the node, each from the parts it needs:
 //
-//	streams → ring transport → ring → ownership
+//	streams → ring transport → positions' rings → their ownerships
 //	store → outbox → finished URLs
-//	ring, fetch transport → delegator
-//	ownership, outbox, finished URLs, delegator → crawler
+//	rings, fetch transport → delegator
+//	ownerships, outbox, finished URLs, delegator → crawler
 //	store, crawler → intake
-//	ring, ownership, shard transport, intake → shard manager
-//	ownership, shard manager, intake → owner
-//	ring, owner, task transport, outbox → router
-//	finished URLs, shard manager, crawler → progress
-//	shard manager, crawler, outbox → helper
+//	ring, ownership, shard transport, intake → each position's shard manager
+//	ownerships, shard managers, intake → owner
+//	rings, owner, task transport, outbox → router
+//	finished URLs, shard managers, crawler → progress
+//	shard managers, crawler, outbox → helper
 func (n *Node) build() error {
 	cfg := n.cfg
 	h := n.host
 	n.streams = p2p.NewStreams(h, 0, n.cfg.RingWork)
 	n.ringTr = p2p.NewRingTransport(h, n.streams)
-	n.ring = ring.NewNode(p2p.RingPeer(h.ID()), n.ringTr, cfg.Ring)
-	n.own = shard.NewOwnership(n.ring)
+	n.pos = newPositions(cfg.VNodes, n.ringTr, func(i int) ring.Peer { return p2p.RingPeerAt(h.ID(), i) }, cfg.Ring)
+	n.ring = n.pos[0].ring
 
 	n.outbox = newOutbox(n.db, n.log, cfg.OutboxMemory)
 	n.progressQ = route.NewProgress(n.outbox)
@@ -237,13 +240,13 @@ func (n *Node) build() error {
 	// Hot hosts are delegated only with host keys: with URL keys a host's
 	// URLs are spread over the ring already.
 	if keyMode == urls.KeyHost && crawlCfg.HotQueue > 0 {
-		n.delegator = newDelegator(n.fetchTr, n.ring.Self(), n.ring.Successors, n.log)
+		n.delegator = newDelegator(n.fetchTr, n.pos.successorsFor, n.log)
 	}
 
 	// The crawler fetches only what the node owns right now, reports every
 	// finished URL so that replicas learn it, and hands hot hosts' batches
 	// to the delegator.
-	crawlCfg.Owns = n.own.Owns
+	crawlCfg.Owns = n.pos.Owns
 	crawlCfg.OnFinished = n.finished.Add
 	crawlCfg.CaptureHolder = n.host.ID().String()
 	crawlCfg.Delegate = nil
@@ -270,36 +273,48 @@ func (n *Node) build() error {
 	n.intake = &intake{admit: n.admit, db: n.db, crawler: n.crawler, log: n.log,
 		route:     func(ts []frontier.Task) { n.outbox.Add(ts, 0, time.Now()) },
 		holdProof: func(u string, proof []byte) bool { return n.links.proofs.put(u, string(proof)) }}
-	n.shardTr = p2p.NewShardTransport(n.streams)
+	n.shardTr = p2p.NewShardTransport(h, n.streams)
 	n.seeds = newSeedPolicy(n.cfg, n.host, n.host.Peerstore().PrivKey(n.host.ID()))
 	n.peerState = peerState{keyMode: keyMode, maxDepth: maxDepth}
 	shardCfg := cfg.Shard
 	if shardCfg.Logger == nil {
 		shardCfg.Logger = n.log
 	}
-	tr := checkedTransport{Transport: n.shardTr, check: n.peerState, log: n.log}
-	// Receipts are signed with the identity key; a replica watches its
-	// predecessors' progress through the crawler's helper path, which
-	// needs host keys (watch.go).
+	// Receipts are signed with the identity key, whichever position's
+	// replica signs; a replica watches its predecessors' progress through
+	// the crawler's helper path, which needs host keys (watch.go): one
+	// watcher for every position, which reports what it fetched to the
+	// position that handed it over.
 	if shardCfg.Signer, err = p2p.NewIdentitySigner(h.Peerstore().PrivKey(h.ID())); err != nil {
 		return fmt.Errorf("new node: %w", err)
 	}
-	var app shard.App = n.intake
 	if keyMode == urls.KeyHost {
 		n.watcher = newWatcher(n.log, 0, n.crawler.FetchBatch)
-		app = watchingApp{intake: n.intake, w: n.watcher}
 	}
-	n.shard, err = shard.New(n.own, tr, shardStorage{db: n.db, seeds: n.seeds}, app, shardCfg)
-	if err != nil {
-		return fmt.Errorf("new node: %w", err)
+	for _, p := range n.pos {
+		pc := shardCfg
+		if len(n.pos) > 1 {
+			pc.Logger = shardCfg.Logger.With("position", p.index)
+		}
+		var app shard.App = n.intake
+		if n.watcher != nil {
+			app = watchingApp{intake: n.intake, w: n.watcher, pos: p.index}
+		}
+		tr := checkedTransport{Transport: n.shardTr.Position(p.index), check: n.peerState, log: n.log}
+		p.shard, err = shard.New(p.own, tr, shardStorage{db: n.db, epochs: epochsMetaOf(p.index), seeds: n.seeds}, app, pc)
+		if err != nil {
+			return fmt.Errorf("new node: position %d: %w", p.index, err)
+		}
 	}
 	if n.watcher != nil {
-		n.watcher.done = n.shard.WatchDone
+		n.watcher.done = func(ctx context.Context, i int, recs []shard.Record) error {
+			return n.pos[i].shard.WatchDone(ctx, recs)
+		}
 	}
 
 	rules := urlRules{mode: keyMode}
 	n.scope = &ownerScope{scope: n.crawler.Scope()}
-	n.owner = route.NewOwner(n.own, n.shard, n.admit, rules, n.scope, maxDepth)
+	n.owner = route.NewOwner(n.pos, n.pos, n.admit, rules, n.scope, maxDepth)
 	n.owner.VerifySeeds(n.seeds)
 	n.tasks = p2p.NewTaskTransport(n.streams, keyMode.String())
 	n.taskQuota = newQuota(cfg.TaskQuota, quotaPeers)
@@ -307,15 +322,22 @@ func (n *Node) build() error {
 	n.neighbours = p2p.NewProtected(h, "swarmcrawl-ring")
 	n.tasks.ServeHolds(n.holdTasks)
 	receipts := &route.ReceiptCheck{URLs: rules, Verifier: p2p.IdentityVerifier{}, Replicas: n.shardCfg.Replicas}
-	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts})
+	// The router looks keys up from position 0, which answers a key any
+	// position of this node holds without a hop (ring.Config.Siblings),
+	// and takes a batch for any of them as its own (Local: the positions
+	// share the node's owner, store and crawler); a batch for another
+	// node goes to the position that holds its keys, whose replicas sign
+	// the receipts for that position (route.ReceiptCheck).
+	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts,
+		Local: func(p ring.Peer) bool { return p.Machine() == n.ring.Self().Machine() }})
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
 	n.lost = n.newLostCaptures()
-	n.progress = &progress{finished: n.progressQ, shard: n.shard, crawler: n.crawler, log: n.log}
+	n.progress = &progress{finished: n.progressQ, shard: n.pos, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
-		n.helper = &helper{log: n.log, predecessor: n.ring.Predecessor, vouch: n.shard.Vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
+		n.helper = &helper{log: n.log, predecessors: n.pos.predecessors, vouch: n.pos.vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
 	}
 	return nil
 }
@@ -350,9 +372,13 @@ func (n *Node) Start(ctx context.Context) error {
 	} else if loaded > 0 {
 		n.log.Info("resuming undelivered links", "tasks", loaded)
 	}
-	n.ringTr.Serve(n.ring)
+	n.ringTr.Serve(n.pos.ringHandlers()...)
 	p2p.ServeArchive(n.streams, n.warcSrv.list, n.warcSrv.read)
-	n.shardTr.Serve(checkedHandler{Handler: n.shard, check: n.peerState, log: n.log})
+	handlers := make([]shard.Handler, len(n.pos))
+	for i, p := range n.pos {
+		handlers[i] = checkedHandler{Handler: p.shard, check: n.peerState, log: n.log}
+	}
+	n.shardTr.Serve(handlers...)
 	n.tasks.ServeTasks(n.acceptTasks)
 	n.tasks.ServeSeeds(n.submitSeeds)
 	n.serveCaptures()
@@ -392,8 +418,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	ringCtx, cancelRing := context.WithCancel(runCtx)
 	n.cancelRing = cancelRing
-	goRunIn(&n.ringWG, n.log, "ring", func() { _ = n.ring.Run(ringCtx) })
-	goRunIn(&n.shardWG, n.log, "shard", func() { _ = n.shard.Run(shardCtx) })
+	for _, p := range n.pos {
+		goRunIn(&n.ringWG, n.log, "ring", func() { _ = p.ring.Run(ringCtx) })
+		goRunIn(&n.shardWG, n.log, "shard", func() { _ = p.shard.Run(shardCtx) })
+	}
 	goRunIn(&n.crawlWG, n.log, "crawler", func() { _ = n.crawler.Run(crawlCtx) })
 	goRunIn(&n.crawlWG, n.log, "unpark", func() { n.unparkLoop(crawlCtx) })
 	n.goRun("router", func() { n.links.Run(runCtx) })
@@ -410,7 +438,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.disc != nil {
 		n.goRun("discovery", func() { n.disc.Run(runCtx, n.found) })
 	}
-	n.log.Info("node started", "ring_id", n.ring.Self().ID, "addrs", strings.Join(n.Addrs(), " "), "api", n.apiAddr)
+	n.log.Info("node started", "ring_id", n.ring.Self().ID, "positions", len(n.pos), "addrs", strings.Join(n.Addrs(), " "), "api", n.apiAddr)
 	return nil
 }
 
@@ -476,7 +504,7 @@ const unparkInterval = 250 * time.Millisecond
 // unparkLoop gives the crawler back the parked hosts the node owns now.
 func (n *Node) unparkLoop(ctx context.Context) {
 	every(ctx, unparkInterval, func() bool {
-		if err := n.crawler.Resume(n.own.Owns); err != nil {
+		if err := n.crawler.Resume(n.pos.Owns); err != nil {
 			n.log.Warn("resuming parked hosts failed", "err", err)
 		}
 		return true
@@ -494,12 +522,17 @@ const neighbourInterval = time.Second
 func (n *Node) protectNeighbours(ctx context.Context) {
 	t := time.NewTicker(neighbourInterval)
 	defer t.Stop()
+	self := n.host.ID()
 	for {
-		st := n.ring.State()
-		ids := make([]peer.ID, 0, 1+len(st.Successors)+len(st.Fingers))
-		for _, p := range append(append([]ring.Peer{st.Predecessor}, st.Successors...), st.Fingers...) {
-			if id, err := peer.Decode(p.Addr); err == nil {
-				ids = append(ids, id)
+		seen := map[peer.ID]bool{self: true}
+		var ids []peer.ID
+		for _, pos := range n.pos {
+			st := pos.ring.State()
+			for _, p := range append(append([]ring.Peer{st.Predecessor}, st.Successors...), st.Fingers...) {
+				if id, err := peer.Decode(p.Machine()); err == nil && !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
 			}
 		}
 		n.neighbours.Set(ids)
@@ -514,6 +547,26 @@ func (n *Node) protectNeighbours(ctx context.Context) {
 // join links the node into the ring through the first bootstrap peer that
 // answers, or creates a new ring when there are none.
 func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
+	if err := n.joinFirst(ctx, bootstrap); err != nil {
+		return err
+	}
+	return n.joinSiblings(ctx)
+}
+
+// joinSiblings joins positions 1 and up through position 0, which is a
+// member already: their lookups start in process and go on from there.
+func (n *Node) joinSiblings(ctx context.Context) error {
+	for _, p := range n.pos[1:] {
+		if err := n.joinThrough(ctx, p.ring, n.ring.Self()); err != nil {
+			return fmt.Errorf("position %d: %w", p.index, err)
+		}
+	}
+	return nil
+}
+
+// joinFirst links position 0 into the ring through the first bootstrap
+// peer that answers, or creates a new ring when there are none.
+func (n *Node) joinFirst(ctx context.Context, bootstrap []peer.AddrInfo) error {
 	if len(bootstrap) == 0 {
 		n.ring.Create()
 		return nil
@@ -529,7 +582,7 @@ func (n *Node) join(ctx context.Context, bootstrap []peer.AddrInfo) error {
 			errs = append(errs, fmt.Errorf("connect %s: %w", b.ID, err))
 			continue
 		}
-		if err := n.joinThrough(ctx, b.ID); err != nil {
+		if err := n.joinThrough(ctx, n.ring, p2p.RingPeer(b.ID)); err != nil {
 			errs = append(errs, fmt.Errorf("join through %s: %w", b.ID, err))
 			continue
 		}
@@ -552,14 +605,15 @@ const (
 	joinRetry    = time.Second
 )
 
-// joinThrough joins the ring through the member b, retrying a failed join.
-func (n *Node) joinThrough(ctx context.Context, b peer.ID) error {
+// joinThrough joins r to the ring through the member b, retrying a
+// failed join.
+func (n *Node) joinThrough(ctx context.Context, r *ring.Node, b ring.Peer) error {
 	for attempt := 1; ; attempt++ {
-		err := n.ring.Join(ctx, p2p.RingPeer(b))
+		err := r.Join(ctx, b)
 		if err == nil || attempt == joinAttempts || errors.Is(err, ring.ErrIDTaken) {
 			return err
 		}
-		n.log.Info("join failed, retrying", "through", p2p.ShortID(b), "attempt", attempt, "err", err)
+		n.log.Info("join failed, retrying", "through", b.Addr, "position", r.Self().Addr, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -576,12 +630,14 @@ var ErrNoBootstrap = errors.New("no bootstrap peer reachable")
 // its ring (it started without bootstrap peers, or lost every neighbour)
 // joins through it, so swarms started apart grow together.
 func (n *Node) found(ctx context.Context, p peer.AddrInfo) {
-	if !alone(n.ring) {
+	if !n.pos.machineAlone() {
 		return
 	}
-	if err := n.ring.Join(ctx, p2p.RingPeer(p.ID)); err != nil {
-		n.log.Debug("join discovered member", "peer", p2p.ShortID(p.ID), "err", err)
-		return
+	for _, pos := range n.pos {
+		if err := pos.ring.Join(ctx, p2p.RingPeer(p.ID)); err != nil {
+			n.log.Debug("join discovered member", "peer", p2p.ShortID(p.ID), "position", pos.index, "err", err)
+			return
+		}
 	}
 	n.log.Info("joined discovered member", "peer", p2p.ShortID(p.ID))
 }
@@ -608,6 +664,16 @@ func (n *Node) Host() host.Host { return n.host }
 
 // Ring returns the node's ring member.
 func (n *Node) Ring() *ring.Node { return n.ring }
+
+// Positions returns the ring members of the node's positions
+// (Config.VNodes), position 0 (Ring) first.
+func (n *Node) Positions() []*ring.Node {
+	out := make([]*ring.Node, len(n.pos))
+	for i, p := range n.pos {
+		out[i] = p.ring
+	}
+	return out
+}
 
 // APIAddr returns HOST:PORT of the HTTP API, once started.
 func (n *Node) APIAddr() string { return n.apiAddr }
@@ -676,16 +742,20 @@ func (n *Node) close(leave bool) error {
 			// after the leave notice and make it take this node back.
 			n.cancelRing()
 			n.ringWG.Wait()
-			if err := n.ring.Leave(leaveCtx); err != nil {
-				n.log.Warn("graceful ring leave incomplete", "err", err)
+			for _, p := range n.pos {
+				if err := p.ring.Leave(leaveCtx); err != nil {
+					n.log.Warn("graceful ring leave incomplete", "position", p.index, "err", err)
+				}
 			}
 			// Gone from the ring, the node answers no ring call: a peer
 			// it left alone must not join through it (discovery still
 			// finds it) only to lose it a moment later and find itself
 			// isolated instead of alone.
 			n.streams.Unhandle(protocol.RingID)
-			if err := n.shard.Leave(leaveCtx); err != nil {
-				n.log.Warn("graceful leave incomplete", "err", err)
+			for _, p := range n.pos {
+				if err := p.shard.Leave(leaveCtx); err != nil {
+					n.log.Warn("graceful leave incomplete", "position", p.index, "err", err)
+				}
 			}
 			cancel()
 		} else {
@@ -743,18 +813,29 @@ func (n *Node) Idle() bool {
 	return n.crawler.Idle() && n.outbox.Pending() == 0 && n.Settled()
 }
 
-// Settled reports whether the node claims the whole range the ring gives
-// it, with nothing still being handed off.
+// Settled reports whether every position of the node claims the whole
+// range the ring gives it, with nothing still being handed off.
 func (n *Node) Settled() bool {
-	st := n.shard.Stats()
+	for _, p := range n.pos {
+		if !p.settled() {
+			return false
+		}
+	}
+	return true
+}
+
+// settled reports whether the position claims the whole range the ring
+// gives it, with nothing still being handed off.
+func (p *position) settled() bool {
+	st := p.shard.Stats()
 	if len(st.Releasing) > 0 {
 		return false
 	}
-	pred := n.ring.Predecessor()
+	pred := p.ring.Predecessor()
 	if pred.IsZero() {
-		return alone(n.ring) && len(st.Claims) > 0
+		return alone(p.ring) && len(st.Claims) > 0
 	}
-	return covers(st.Claims, pred.ID, n.ring.Self().ID)
+	return covers(st.Claims, pred.ID, p.ring.Self().ID)
 }
 
 // covers reports whether the claims together hold every key of the arc

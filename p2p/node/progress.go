@@ -59,9 +59,15 @@ const (
 // take over.
 type progress struct {
 	finished *route.Progress
-	shard    *shard.Manager
+	shard    progressSink
 	crawler  *crawl.Crawler
 	log      *slog.Logger
+}
+
+// progressSink takes the crawler's progress for the replicas: the
+// positions' shard managers (shard.Manager.Progress).
+type progressSink interface {
+	Progress(recs []shard.Record, hosts []shard.HostState) error
 }
 
 // Run reports progress until ctx ends.

@@ -2,23 +2,40 @@ package node
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
-// epochsMeta is the store meta name of the shard manager's epoch table.
+// epochsMeta is the store meta name of the epoch table of the node's
+// position 0 (its only one with one position).
 const epochsMeta = "shard/epochs"
 
-// shardStorage keeps the shard manager's records, host states and epoch
-// table in the node's store. Every record the manager stores passes here,
-// whichever way it came (routed to this node, a replicate write, a
-// handoff, a merge, a pull), once the manager has judged the claims it
-// came under: seeds judges its seed mark, and a mark it does not honour
-// is stored as none (nil seeds: every mark is stored).
+// epochsMetaOf is the store meta name of position i's epoch table: every
+// position's shard manager keeps its own (what it claimed and what it
+// witnessed as a replica), while the records and host states of all
+// positions share the store's tables.
+func epochsMetaOf(i int) string {
+	if i == 0 {
+		return epochsMeta
+	}
+	return epochsMeta + "/" + strconv.Itoa(i)
+}
+
+// shardStorage keeps a shard manager's records, host states and epoch
+// table in the node's store. The records and host states of all the
+// node's positions share one table each (positions own disjoint arcs,
+// and nothing is ever deleted from them); epochs names the position's
+// own epoch table. Every record the manager stores passes here, whichever
+// way it came (routed to this node, a replicate write, a handoff, a
+// merge, a pull), once the manager has judged the claims it came under:
+// seeds judges its seed mark, and a mark it does not honour is stored as
+// none (nil seeds: every mark is stored).
 type shardStorage struct {
-	db    *store.DB
-	seeds *seedPolicy
+	db     *store.DB
+	epochs string
+	seeds  *seedPolicy
 }
 
 var _ shard.Storage = shardStorage{}
@@ -82,11 +99,11 @@ func (s shardStorage) ScanHosts(r shard.Range, fn func(shard.HostState) error) e
 }
 
 func (s shardStorage) LoadEpochs() ([]byte, error) {
-	b, err := s.db.Meta(epochsMeta)
+	b, err := s.db.Meta(s.epochs)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	return b, err
 }
 
-func (s shardStorage) SaveEpochs(b []byte) error { return s.db.PutMeta(epochsMeta, b) }
+func (s shardStorage) SaveEpochs(b []byte) error { return s.db.PutMeta(s.epochs, b) }

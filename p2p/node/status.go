@@ -2,11 +2,13 @@ package node
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
 // Status is a node's view of itself and its neighbourhood, served as JSON
@@ -20,8 +22,19 @@ type Status struct {
 	Predecessor *PeerInfo  `json:"predecessor,omitempty"`
 	Successors  []PeerInfo `json:"successors"`
 	Fingers     int        `json:"fingers"`
-	// Range is the arc of task keys this node owns: (From, To].
+	// Range is the arc of task keys this node's first position owns:
+	// (From, To], the node's whole arc with one position.
 	Range RangeInfo `json:"range"`
+	// Positions are the node's ring positions (Config.VNodes), each with
+	// its arc, position 0 first; RingShare the fraction of the ring
+	// their arcs cover together.
+	Positions []PositionInfo `json:"positions"`
+	RingShare float64        `json:"ring_share"`
+	// OwnedHosts counts the distinct ring keys of the URLs the node holds
+	// in the ranges it claims: its hosts with host keys (--key host),
+	// its domains with domain keys. It is counted at most every
+	// ownedHostsEvery.
+	OwnedHosts int64 `json:"owned_hosts"`
 	// Isolated: the node had neighbours and none answers (ring.State.Isolated).
 	Isolated bool `json:"isolated,omitempty"`
 	// Seen counts URLs in the seen set; Pages fetched pages in the store.
@@ -268,8 +281,40 @@ func claimInfos(cs []shard.Claim) []ClaimInfo {
 	return out
 }
 
+// shardStats sums the positions' shard managers' stats: their claims
+// together, the lease valid when every position's is.
+func (n *Node) shardStats() shard.Stats {
+	var st shard.Stats
+	st.LeaseValid = true
+	for _, p := range n.pos {
+		s := p.shard.Stats()
+		st.Claims = append(st.Claims, s.Claims...)
+		st.Releasing = append(st.Releasing, s.Releasing...)
+		st.LeaseValid = st.LeaseValid && s.LeaseValid
+		st.Degraded = st.Degraded || s.Degraded
+		st.DegradedWrites += s.DegradedWrites
+		st.StaleRejections += s.StaleRejections
+		st.RejectedWrites += s.RejectedWrites
+		st.Promotions += s.Promotions
+		st.HandoffsOut += s.HandoffsOut
+		st.HandoffsIn += s.HandoffsIn
+		st.MergesIn += s.MergesIn
+		st.Pulls += s.Pulls
+		st.Implausible += s.Implausible
+		st.FutureEpochs += s.FutureEpochs
+		st.Witnessed += s.Witnessed
+		st.Rerouted += s.Rerouted
+		st.Unplaced += s.Unplaced
+		st.Watching += s.Watching
+		st.WatchFetches += s.WatchFetches
+		st.WatchedIn += s.WatchedIn
+		st.HeldFor += s.HeldFor
+	}
+	return st
+}
+
 func (n *Node) shardStatus() ShardStatus {
-	st := n.shard.Stats()
+	st := n.shardStats()
 	return ShardStatus{
 		Replicas:        n.shardCfg.Replicas,
 		Claims:          claimInfos(st.Claims),
@@ -313,6 +358,68 @@ type RangeInfo struct {
 	Share float64 `json:"share"`
 }
 
+// PositionInfo is one of the node's ring positions: its address (the
+// peer ID, then /INDEX for every position but the first), its ring ID and
+// the arc it owns.
+type PositionInfo struct {
+	Addr  string    `json:"addr"`
+	Range RangeInfo `json:"range"`
+}
+
+// arcOf is the arc a ring member owns as it knows it: (predecessor,
+// self], the whole ring without a predecessor.
+func arcOf(st ring.State) RangeInfo {
+	self := st.Self
+	from := self.ID
+	if !st.Predecessor.IsZero() {
+		from = st.Predecessor.ID
+	}
+	share := 1.0
+	if from != self.ID {
+		share = float64(uint64(self.ID-from)) / math.Exp2(64)
+	}
+	return RangeInfo{From: from.String(), To: self.ID.String(), Share: share}
+}
+
+// ownedHostsEvery bounds how often Status counts the owned hosts: the
+// count reads every record the node claims.
+const ownedHostsEvery = 5 * time.Second
+
+// ownedHostsCache is the last count of owned hosts.
+type ownedHostsCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	count int64
+}
+
+// ownedHosts counts the distinct ring keys of the shard records in the
+// node's active claims, or returns the last count if it is recent.
+func (n *Node) ownedHosts(claims []shard.Claim) int64 {
+	c := &n.owned
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < ownedHostsEvery {
+		return c.count
+	}
+	var count int64
+	for _, cl := range claims {
+		last, first := uint64(0), true
+		err := n.db.ScanShard(uint64(cl.Range.From), uint64(cl.Range.To), func(r store.ShardRecord) error {
+			if first || r.Key != last {
+				count++
+			}
+			last, first = r.Key, false
+			return nil
+		})
+		if err != nil {
+			n.log.Warn("counting owned hosts", "err", err)
+			return c.count
+		}
+	}
+	c.at, c.count = time.Now(), count
+	return count
+}
+
 func peerInfo(p ring.Peer) PeerInfo { return PeerInfo{PeerID: p.Addr, RingID: p.ID.String()} }
 
 // Status reports the node's current view.
@@ -351,17 +458,22 @@ func (n *Node) Status() Status {
 		pi.Conn = n.connKind(p)
 		s.Successors = append(s.Successors, pi)
 	}
-	from := self.ID
 	if !st.Predecessor.IsZero() {
 		pi := peerInfo(st.Predecessor)
 		pi.Conn = n.connKind(st.Predecessor)
 		s.Predecessor = &pi
-		from = st.Predecessor.ID
 	}
-	share := 1.0
-	if from != self.ID {
-		share = float64(uint64(self.ID-from)) / math.Exp2(64)
+	s.Range = arcOf(st)
+	for i, p := range n.pos {
+		ps := st
+		if i > 0 {
+			ps = p.ring.State()
+		}
+		pi := PositionInfo{Addr: ps.Self.Addr, Range: arcOf(ps)}
+		s.Positions = append(s.Positions, pi)
+		s.RingShare += pi.Range.Share
 	}
-	s.Range = RangeInfo{From: from.String(), To: self.ID.String(), Share: share}
+	s.RingShare = min(s.RingShare, 1)
+	s.OwnedHosts = n.ownedHosts(n.shardStats().Claims)
 	return s
 }

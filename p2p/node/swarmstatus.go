@@ -93,14 +93,21 @@ func (s *swarmStatus) report() census.Report {
 	} else {
 		retrying = c.Scheduled // cannot tell them apart: count all as work
 	}
-	pos := census.Position{ID: st.Self.ID, Pred: st.Self.ID}
-	if !st.Predecessor.IsZero() {
-		pos.Pred = st.Predecessor.ID
-	}
-	if len(st.Successors) > 0 {
-		pos.Succ = st.Successors[0]
-	} else {
-		pos.Succ = st.Self
+	var positions []census.Position
+	for i, p := range s.n.pos {
+		if i > 0 {
+			st = p.ring.State()
+		}
+		pos := census.Position{ID: st.Self.ID, Pred: st.Self.ID}
+		if !st.Predecessor.IsZero() {
+			pos.Pred = st.Predecessor.ID
+		}
+		if len(st.Successors) > 0 {
+			pos.Succ = st.Successors[0]
+		} else {
+			pos.Succ = st.Self
+		}
+		positions = append(positions, pos)
 	}
 	counters := map[string]float64{
 		"fetched":      float64(c.Fetched),
@@ -122,8 +129,8 @@ func (s *swarmStatus) report() census.Report {
 		counters["errors."+k] = float64(v)
 	}
 	return census.Report{
-		Machine:   st.Self.Machine(),
-		Positions: []census.Position{pos},
+		Machine:   s.n.ring.Self().Machine(),
+		Positions: positions,
 		Counters:  counters,
 		Work:      c.Queued+retrying+c.InFlight+int64(outbox) > 0,
 	}

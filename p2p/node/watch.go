@@ -24,18 +24,20 @@ import (
 // (holdTasks), and the pages a replica fetches for a predecessor that
 // neither fetched nor explained them (watcher).
 
-// watchingApp is the node's shard.App with the watcher: the manager hands
-// it the pending records of a predecessor that does not crawl them.
+// watchingApp is the shard.App of the node's position pos with the
+// watcher: the position's manager hands it the pending records of a
+// predecessor that does not crawl them.
 type watchingApp struct {
 	*intake
-	w *watcher
+	w   *watcher
+	pos int
 }
 
 var _ shard.Watcher = watchingApp{}
 
 // Watch implements shard.Watcher.
 func (a watchingApp) Watch(ctx context.Context, owner string, recs []shard.Record) {
-	a.w.Watch(ctx, owner, recs)
+	a.w.Watch(ctx, a.pos, owner, recs)
 }
 
 // Watcher tuning.
@@ -58,16 +60,20 @@ const (
 // explained them (shard's "Replicas watch progress"), through the
 // crawler's helper path (crawl.Crawler.FetchBatch: this node's robots.txt
 // and politeness for the host), and reports them done
-// (shard.Manager.WatchDone). Links found go to the outbox, as any.
+// (shard.Manager.WatchDone of the position that handed them over). Links
+// found go to the outbox, as any.
 type watcher struct {
 	log   *slog.Logger
 	fetch func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error)
-	done  func(ctx context.Context, recs []shard.Record) error
-	gap   time.Duration
+	// done reports records fetched to the manager of position pos.
+	done func(ctx context.Context, pos int, recs []shard.Record) error
+	gap  time.Duration
 
-	mu     sync.Mutex
-	hosts  map[string][]shard.Record // by host, in arrival order
-	queued map[shard.RecordID]bool
+	mu    sync.Mutex
+	hosts map[string][]shard.Record // by host, in arrival order
+	// queued holds the records waiting, each with the position whose
+	// manager handed it over.
+	queued map[shard.RecordID]int
 	order  []string // hosts with records, oldest first
 	wake   chan struct{}
 
@@ -76,17 +82,18 @@ type watcher struct {
 
 func newWatcher(log *slog.Logger, gap time.Duration, fetch func(context.Context, *crawl.Batch) (*crawl.BatchResult, error)) *watcher {
 	return &watcher{log: log, fetch: fetch, gap: gap, hosts: map[string][]shard.Record{},
-		queued: map[shard.RecordID]bool{}, wake: make(chan struct{}, 1)}
+		queued: map[shard.RecordID]int{}, wake: make(chan struct{}, 1)}
 }
 
-// Watch queues recs (by host, once each) for Run.
-func (w *watcher) Watch(_ context.Context, owner string, recs []shard.Record) {
+// Watch queues recs that position pos's manager hands over (by host, once
+// each) for Run.
+func (w *watcher) Watch(_ context.Context, pos int, owner string, recs []shard.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for _, r := range recs {
 		id := shard.IDOf(r)
-		if w.queued[id] || len(w.queued) >= watchMax {
+		if _, ok := w.queued[id]; ok || len(w.queued) >= watchMax {
 			continue
 		}
 		host, err := urls.HostOf(r.URL)
@@ -97,7 +104,7 @@ func (w *watcher) Watch(_ context.Context, owner string, recs []shard.Record) {
 			w.order = append(w.order, host)
 		}
 		w.hosts[host] = append(w.hosts[host], r)
-		w.queued[id] = true
+		w.queued[id] = pos
 		n++
 	}
 	if n > 0 {
@@ -124,6 +131,19 @@ func (w *watcher) next() (string, []shard.Record) {
 		return host, recs[:min(len(recs), crawl.MaxDelegateTasks)]
 	}
 	return "", nil
+}
+
+// byPosition splits recs, all queued, by the position that handed each
+// over.
+func (w *watcher) byPosition(recs []shard.Record) map[int][]shard.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[int][]shard.Record, 1)
+	for _, r := range recs {
+		pos := w.queued[shard.IDOf(r)]
+		out[pos] = append(out[pos], r)
+	}
+	return out
 }
 
 // finish forgets the records of host that were fetched (the first n of
@@ -172,8 +192,10 @@ func (w *watcher) Run(ctx context.Context) {
 		}
 		if len(done) > 0 {
 			w.fetched.Add(int64(len(done)))
-			if err := w.done(ctx, done); err != nil {
-				w.log.Debug("report pages fetched for a predecessor", "host", host, "err", err)
+			for pos, recs := range w.byPosition(done) {
+				if err := w.done(ctx, pos, recs); err != nil {
+					w.log.Debug("report pages fetched for a predecessor", "host", host, "position", pos, "err", err)
+				}
 			}
 		}
 		w.finish(host, batch, n)

@@ -55,7 +55,7 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 	srv := p2p.NewStreams(server, 0, p2p.NoRingWork)
 	t.Cleanup(srv.Close)
 	catcher := handoffCatcher{got: make(chan *shard.HandoffRequest, 1)}
-	p2p.NewShardTransport(srv).Serve(catcher)
+	p2p.NewShardTransport(server, srv).Serve(catcher)
 
 	fetched := time.Unix(0, 1_700_000_000_123_456_789)
 	meta := store.URLMeta{URL: "http://a.test/p", ETag: `"v1"`, Fingerprint: 0xfeed, ContentHash: 0xbeef,
@@ -81,17 +81,17 @@ func TestRangeStateWireRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &shard.HandoffRequest{Range: shard.Range{From: 1, To: 2}, Epoch: shard.Epoch{N: 3, Owner: "x"}, Records: records, Hosts: hosts, Final: true}
-	if _, err := p2p.NewShardTransport(p2p.NewStreams(client, 0, p2p.NoRingWork)).Handoff(context.Background(), p2p.RingPeer(server.ID()), req); err != nil {
+	if _, err := p2p.NewShardTransport(client, p2p.NewStreams(client, 0, p2p.NoRingWork)).Handoff(context.Background(), p2p.RingPeer(server.ID()), req); err != nil {
 		t.Fatal(err)
 	}
 	// A replica's failure to store reaches the owner over the wire.
-	wr, err := p2p.NewShardTransport(p2p.NewStreams(client, 0, p2p.NoRingWork)).Replicate(context.Background(), p2p.RingPeer(server.ID()), &shard.WriteRequest{Records: records})
+	wr, err := p2p.NewShardTransport(client, p2p.NewStreams(client, 0, p2p.NoRingWork)).Replicate(context.Background(), p2p.RingPeer(server.ID()), &shard.WriteRequest{Records: records})
 	if err != nil || wr.StoreError != "no space left on device" {
 		t.Fatalf("replicate to a replica whose store fails: %+v, %v", wr, err)
 	}
 	// A witness question, with no buckets, and its answer cross the wire.
 	wq := shard.Range{From: 5, To: 9}
-	dr, err := p2p.NewShardTransport(p2p.NewStreams(client, 0, p2p.NoRingWork)).Digest(context.Background(), p2p.RingPeer(server.ID()), &shard.DigestRequest{Range: wq, Witness: true})
+	dr, err := p2p.NewShardTransport(client, p2p.NewStreams(client, 0, p2p.NoRingWork)).Digest(context.Background(), p2p.RingPeer(server.ID()), &shard.DigestRequest{Range: wq, Witness: true})
 	if want := []shard.Claim{{Range: wq, Epoch: shard.Epoch{N: 7, Owner: "w"}}}; err != nil || len(dr.Sums) != 0 || !reflect.DeepEqual(dr.Witnessed, want) {
 		t.Fatalf("witness question: %+v, %v; want witnessed %v", dr, err, want)
 	}

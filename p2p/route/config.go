@@ -29,6 +29,10 @@ type Config struct {
 	// acknowledgements" in receipts.go). Nil: every acknowledgement is
 	// believed, as before issue 29.
 	Receipts *ReceiptCheck
+	// Local, if set, reports whether a ring member is this node's own
+	// (one of its ring positions, which share its Owner): a batch for it
+	// goes to the Owner, not over the transport. Nil: only Ring.Self is.
+	Local func(ring.Peer) bool
 	// Clock tells the time (the owner cache's). Default the wall clock.
 	Clock ring.Clock
 	// Logger receives the router's debug lines and warnings. Default

@@ -284,7 +284,7 @@ func (r *Router) fallback(ctx context.Context, owner ring.Peer, tasks []Task) De
 	for i, to := range succs {
 		var res Result
 		var err error
-		if to == r.ring.Self() {
+		if r.local(to) {
 			res, err = r.owner.AcceptFor(ctx, tasks, owner.Addr)
 		} else {
 			res, err = ft.SendFor(ctx, to, owner, tasks)

@@ -342,3 +342,32 @@ func TestIntakeShorterPath(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterTakesItsPositionsAsSelf: a node with several ring positions
+// ("n00", "n00/3") that share one Owner (Config.Local) owns the keys of
+// all of them; a batch the lookup names another of its positions for is
+// its own owner's to take, not sent over the transport (which cannot
+// reach its own machine), and a position of another machine ("n01/3")
+// is sent to.
+func TestRouterTakesItsPositionsAsSelf(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	n := c.nodes[0]
+	tasks := testTasks(3, 6)
+	for _, tk := range tasks {
+		if !n.m.Owns(tk.Key) {
+			t.Fatalf("a one-node cluster does not own %s", tk.URL)
+		}
+	}
+	r := &stubRing{self: n.peer, owner: ring.Peer{ID: n.peer.ID + 9, Addr: n.peer.Addr + "/3"}}
+	tr := &stubTransport{err: errors.New("dial to self attempted")}
+	local := Config{Local: func(p ring.Peer) bool { return p.Machine() == n.peer.Machine() }}
+	d := NewRouter(r, n.owner, tr, local).Route(context.Background(), tasks, false)
+	if tr.sends != 0 || d.Accepted != len(tasks) {
+		t.Fatalf("batch for another position of this node: %d sends, delivery %+v; want 0 sends, %d accepted", tr.sends, d, len(tasks))
+	}
+	r.owner = ring.Peer{ID: n.peer.ID + 9, Addr: "n01/3"}
+	tr.err = nil
+	if d := NewRouter(r, n.owner, tr, local).Route(context.Background(), tasks, false); tr.sends != 1 || d.Accepted != len(tasks) {
+		t.Fatalf("batch for another machine's position: %d sends, delivery %+v; want 1 send", tr.sends, d)
+	}
+}

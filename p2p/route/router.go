@@ -167,11 +167,12 @@ func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 }
 
 // Deliver hands one batch to its owner: this node's own Owner when the
-// batch is for this node, else over the transport.
+// batch is for this node (any of its ring positions), else over the
+// transport.
 func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery {
 	var res Result
 	var err error
-	self := b.To == r.ring.Self()
+	self := r.local(b.To)
 	if !self && r.suspected(b.To) {
 		return r.fallback(ctx, b.To, b.Tasks)
 	}
@@ -201,6 +202,15 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	}
 	r.routed.Add(int64(res.Accepted + res.Duplicates))
 	return Delivery{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: res.Rejected, Undelivered: res.NotOwned}
+}
+
+// local reports whether a batch for p is this node's own: p is Self, or
+// one of the ring positions Config.Local names, which share its Owner.
+func (r *Router) local(p ring.Peer) bool {
+	if r.cfg.Local != nil {
+		return r.cfg.Local(p)
+	}
+	return p == r.ring.Self()
 }
 
 // failed notes a batch that did not reach its owner.

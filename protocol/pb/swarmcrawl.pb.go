@@ -1837,7 +1837,12 @@ type WriteRequest struct {
 	// predecessor, which neither fetched nor explained them (issue 29);
 	// taken only from the receiver's ring predecessor, only as done marks,
 	// and only for keys the receiver's epoch table names a third node for.
-	Watched       []*ShardRecord `protobuf:"bytes,22,rep,name=watched,proto3" json:"watched,omitempty"`
+	Watched []*ShardRecord `protobuf:"bytes,22,rep,name=watched,proto3" json:"watched,omitempty"`
+	// to_position is the receiver's ring position the message is for, and
+	// from_position the sender's position it comes from (0: the position
+	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
+	ToPosition    uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	FromPosition  uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,6 +1917,20 @@ func (x *WriteRequest) GetWatched() []*ShardRecord {
 		return x.Watched
 	}
 	return nil
+}
+
+func (x *WriteRequest) GetToPosition() uint32 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *WriteRequest) GetFromPosition() uint32 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
 }
 
 // WriteReply lists the refused claims, each with the higher epoch known.
@@ -2005,13 +2024,18 @@ func (x *WriteReply) GetReceipt() []byte {
 // the receiver claim the range at a higher epoch. With merge set it only
 // adds records (partition reconciliation) and moves no ownership.
 type HandoffRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
-	Epoch         *Epoch                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Records       []*ShardRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
-	Hosts         []*HostState           `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
-	Final         bool                   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
-	Merge         bool                   `protobuf:"varint,6,opt,name=merge,proto3" json:"merge,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Range   *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Epoch   *Epoch                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Records []*ShardRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Hosts   []*HostState           `protobuf:"bytes,4,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Final   bool                   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	Merge   bool                   `protobuf:"varint,6,opt,name=merge,proto3" json:"merge,omitempty"`
+	// to_position is the receiver's ring position the message is for, and
+	// from_position the sender's position it comes from (0: the position
+	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
+	ToPosition    uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	FromPosition  uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2086,6 +2110,20 @@ func (x *HandoffRequest) GetMerge() bool {
 		return x.Merge
 	}
 	return false
+}
+
+func (x *HandoffRequest) GetToPosition() uint32 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *HandoffRequest) GetFromPosition() uint32 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
 }
 
 // HandoffReply accepts a chunk, or refuses it with the range the receiver
@@ -2179,10 +2217,15 @@ func (x *HandoffReply) GetEpoch() *Epoch {
 // witness set it also asks for the claims the node witnessed over the
 // range as a replica; with witness set and no buckets, for those alone.
 type DigestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
-	Buckets       uint32                 `protobuf:"varint,2,opt,name=buckets,proto3" json:"buckets,omitempty"`
-	Witness       bool                   `protobuf:"varint,3,opt,name=witness,proto3" json:"witness,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Range   *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Buckets uint32                 `protobuf:"varint,2,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Witness bool                   `protobuf:"varint,3,opt,name=witness,proto3" json:"witness,omitempty"`
+	// to_position is the receiver's ring position the message is for, and
+	// from_position the sender's position it comes from (0: the position
+	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
+	ToPosition    uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	FromPosition  uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2236,6 +2279,20 @@ func (x *DigestRequest) GetWitness() bool {
 		return x.Witness
 	}
 	return false
+}
+
+func (x *DigestRequest) GetToPosition() uint32 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *DigestRequest) GetFromPosition() uint32 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
 }
 
 // DigestReply holds one digest per bucket and, when asked for, the
@@ -2303,11 +2360,16 @@ func (x *DigestReply) GetWitnessed() []*Claim {
 // PullRequest asks a node for the state it holds of a range, on
 // /swarmcrawl/pull/2.0.0, a page at a time after the given record.
 type PullRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
-	AfterKey      uint64                 `protobuf:"fixed64,2,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
-	AfterHash     uint64                 `protobuf:"fixed64,3,opt,name=after_hash,json=afterHash,proto3" json:"after_hash,omitempty"`
-	HasAfter      bool                   `protobuf:"varint,4,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Range     *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	AfterKey  uint64                 `protobuf:"fixed64,2,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
+	AfterHash uint64                 `protobuf:"fixed64,3,opt,name=after_hash,json=afterHash,proto3" json:"after_hash,omitempty"`
+	HasAfter  bool                   `protobuf:"varint,4,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	// to_position is the receiver's ring position the message is for, and
+	// from_position the sender's position it comes from (0: the position
+	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
+	ToPosition    uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	FromPosition  uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2368,6 +2430,20 @@ func (x *PullRequest) GetHasAfter() bool {
 		return x.HasAfter
 	}
 	return false
+}
+
+func (x *PullRequest) GetToPosition() uint32 {
+	if x != nil {
+		return x.ToPosition
+	}
+	return 0
+}
+
+func (x *PullRequest) GetFromPosition() uint32 {
+	if x != nil {
+		return x.FromPosition
+	}
+	return 0
 }
 
 // PullReply is a page of records; owner set means the responder holds the
@@ -4448,14 +4524,17 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\rrobots_origin\x18\x02 \x01(\tR\frobotsOrigin\x12#\n" +
 	"\rrobots_status\x18\x03 \x01(\x05R\frobotsStatus\x12*\n" +
 	"\x11robots_fetched_ns\x18\x04 \x01(\x03R\x0frobotsFetchedNs\x12\x16\n" +
-	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xa8\x02\n" +
+	"\x06robots\x18\x05 \x01(\fR\x06robots\"\xee\x02\n" +
 	"\fWriteRequest\x12,\n" +
 	"\x06claims\x18\x01 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06claims\x124\n" +
 	"\arecords\x18\x02 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
 	"\x05hosts\x18\x03 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12+\n" +
 	"\x04held\x18\x14 \x03(\v2\x17.swarmcrawl.v1.RecordIdR\x04held\x12!\n" +
 	"\fwant_receipt\x18\x15 \x01(\bR\vwantReceipt\x124\n" +
-	"\awatched\x18\x16 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\awatched\"\xa9\x01\n" +
+	"\awatched\x18\x16 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\awatched\x12\x1f\n" +
+	"\vto_position\x18< \x01(\rR\n" +
+	"toPosition\x12#\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\xa9\x01\n" +
 	"\n" +
 	"WriteReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x120\n" +
@@ -4463,35 +4542,44 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
 	"storeError\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\tR\arefused\x12\x18\n" +
-	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xff\x01\n" +
+	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xc5\x02\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
 	"\arecords\x18\x03 \x03(\v2\x1a.swarmcrawl.v1.ShardRecordR\arecords\x12.\n" +
 	"\x05hosts\x18\x04 \x03(\v2\x18.swarmcrawl.v1.HostStateR\x05hosts\x12\x14\n" +
 	"\x05final\x18\x05 \x01(\bR\x05final\x12\x14\n" +
-	"\x05merge\x18\x06 \x01(\bR\x05merge\"\xd2\x01\n" +
+	"\x05merge\x18\x06 \x01(\bR\x05merge\x12\x1f\n" +
+	"\vto_position\x18< \x01(\rR\n" +
+	"toPosition\x12#\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\xd2\x01\n" +
 	"\fHandoffReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12/\n" +
 	"\x05owned\x18\x03 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05owned\x12\x1b\n" +
 	"\thas_owned\x18\x04 \x01(\bR\bhasOwned\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12*\n" +
-	"\x05epoch\x18\x06 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"t\n" +
+	"\x05epoch\x18\x06 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\"\xba\x01\n" +
 	"\rDigestRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x18\n" +
 	"\abuckets\x18\x02 \x01(\rR\abuckets\x12\x18\n" +
-	"\awitness\x18\x03 \x01(\bR\awitness\"k\n" +
+	"\awitness\x18\x03 \x01(\bR\awitness\x12\x1f\n" +
+	"\vto_position\x18< \x01(\rR\n" +
+	"toPosition\x12#\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\"k\n" +
 	"\vDigestReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
 	"\x04sums\x18\x02 \x03(\x06R\x04sums\x122\n" +
-	"\twitnessed\x18\x03 \x03(\v2\x14.swarmcrawl.v1.ClaimR\twitnessed\"\x97\x01\n" +
+	"\twitnessed\x18\x03 \x03(\v2\x14.swarmcrawl.v1.ClaimR\twitnessed\"\xdd\x01\n" +
 	"\vPullRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12\x1b\n" +
 	"\tafter_key\x18\x02 \x01(\x06R\bafterKey\x12\x1d\n" +
 	"\n" +
 	"after_hash\x18\x03 \x01(\x06R\tafterHash\x12\x1b\n" +
-	"\thas_after\x18\x04 \x01(\bR\bhasAfter\"\x97\x02\n" +
+	"\thas_after\x18\x04 \x01(\bR\bhasAfter\x12\x1f\n" +
+	"\vto_position\x18< \x01(\rR\n" +
+	"toPosition\x12#\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\x97\x02\n" +
 	"\tPullReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\bR\x05owner\x124\n" +
