@@ -230,6 +230,15 @@ func (s *Streams) limitsOf(pid string) (Limits, error) {
 	return l, nil
 }
 
+// refusedUnread reports whether err is the peer's reset of a stream its
+// handler never read: negotiation failed, or its resource manager refused
+// the stream.
+func refusedUnread(err error) bool {
+	var reset *network.StreamError
+	return errors.As(err, &reset) && reset.Remote &&
+		(reset.ErrorCode == network.StreamProtocolNegotiationFailed || reset.ErrorCode == network.StreamResourceLimitExceeded)
+}
+
 // ErrNotDelivered marks a failed exchange whose request never reached the
 // peer's handler: the stream did not open, or the peer does not (or no
 // longer) speak the protocol. Any other failure may come after the peer
@@ -290,9 +299,17 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 			// Refused before a byte was written.
 			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
+		if refusedUnread(err) {
+			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
+		}
 		return fmt.Errorf("%s to %s: %w", pid, ShortID(to), err)
 	}
 	if err := st.CloseWrite(); err != nil {
+		// The peer's refusal (its resource manager's reset) can come
+		// while the request is still being written.
+		if refusedUnread(err) {
+			return fmt.Errorf("%s to %s: close write: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
+		}
 		return fmt.Errorf("%s to %s: close write: %w", pid, ShortID(to), err)
 	}
 	// The response's memory is reserved in the stream's scope as it
@@ -312,9 +329,7 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 			return fmt.Errorf("%s from %s: refused as a ring member: %w (this node's identity carries %d bits, the peer asks more)",
 				pid, ShortID(to), ErrNoRingWork, WorkOf(s.host.ID()))
 		}
-		if errors.As(err, &notSupported) ||
-			errors.As(err, &reset) && reset.Remote && (reset.ErrorCode == network.StreamProtocolNegotiationFailed ||
-				reset.ErrorCode == network.StreamResourceLimitExceeded) {
+		if errors.As(err, &notSupported) || refusedUnread(err) {
 			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
 		return fmt.Errorf("%s from %s: %w", pid, ShortID(to), err)
