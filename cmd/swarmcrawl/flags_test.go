@@ -20,15 +20,7 @@ import (
 // crawl's default, 0 turns delegation off (crawl.None), and a negative
 // value is a usage error that names the flag.
 func TestHotQueueFlag(t *testing.T) {
-	parse := func(args ...string) (node.Config, error) {
-		fs := newFlagSet("node", io.Discard)
-		var o nodeOptions
-		o.register(fs)
-		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			return node.Config{}, err
-		}
-		return o.nodeConfig(io.Discard)
-	}
+	parse := func(args ...string) (node.Config, error) { return parseNodeFlags(t, args...) }
 	cfg, err := parse()
 	if err != nil || cfg.Crawl.HotQueue != crawl.DefaultConfig().HotQueue {
 		t.Fatalf("default: HotQueue %d, err %v; want %d", cfg.Crawl.HotQueue, err, crawl.DefaultConfig().HotQueue)
@@ -52,15 +44,7 @@ func TestHotQueueFlag(t *testing.T) {
 // default threshold, 0 turns the check off (the store's negative), and a
 // negative or unreadable size is a usage error that names the flag.
 func TestMinFreeDiskFlag(t *testing.T) {
-	parse := func(args ...string) (node.Config, error) {
-		fs := newFlagSet("node", io.Discard)
-		var o nodeOptions
-		o.register(fs)
-		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			return node.Config{}, err
-		}
-		return o.nodeConfig(io.Discard)
-	}
+	parse := func(args ...string) (node.Config, error) { return parseNodeFlags(t, args...) }
 	cfg, err := parse()
 	if want := store.DefaultOptions().MinFreeBytes; err != nil || cfg.Store.MinFreeBytes != want {
 		t.Fatalf("default: MinFreeBytes %d, err %v; want %d", cfg.Store.MinFreeBytes, err, want)
@@ -148,15 +132,7 @@ func TestScopeFlags(t *testing.T) {
 // and a value outside 1..node.MaxVNodes is a usage error that names the
 // flag.
 func TestVNodesFlag(t *testing.T) {
-	parse := func(args ...string) (node.Config, error) {
-		fs := newFlagSet("node", io.Discard)
-		var o nodeOptions
-		o.register(fs)
-		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			return node.Config{}, err
-		}
-		return o.nodeConfig(io.Discard)
-	}
+	parse := func(args ...string) (node.Config, error) { return parseNodeFlags(t, args...) }
 	if cfg, err := parse(); err != nil || cfg.VNodes != 1 {
 		t.Fatalf("default: VNodes %d, err %v; want 1", cfg.VNodes, err)
 	}
@@ -172,4 +148,16 @@ func TestVNodesFlag(t *testing.T) {
 			t.Fatalf("usage error does not name the flag: %q", stderr.String())
 		}
 	}
+}
+
+// parseNodeFlags parses node flags (with a fresh --data) into the node's
+// configuration, as `swarmcrawl node` would.
+func parseNodeFlags(t *testing.T, args ...string) (node.Config, error) {
+	fs := newFlagSet("node", io.Discard)
+	var o nodeOptions
+	o.register(fs)
+	if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
+		return node.Config{}, err
+	}
+	return o.nodeConfig(io.Discard)
 }

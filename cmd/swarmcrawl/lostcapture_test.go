@@ -28,15 +28,7 @@ import (
 // node's default, 0 turns the refetch off, and a negative value is a
 // usage error that names the flag.
 func TestCaptureGraceFlag(t *testing.T) {
-	parse := func(args ...string) (node.Config, error) {
-		fs := newFlagSet("node", io.Discard)
-		var o nodeOptions
-		o.register(fs)
-		if err := parseFlags(fs, append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			return node.Config{}, err
-		}
-		return o.nodeConfig(io.Discard)
-	}
+	parse := func(args ...string) (node.Config, error) { return parseNodeFlags(t, args...) }
 	for args, want := range map[string]time.Duration{"": node.DefaultCaptureGrace, "0": crawl.None, "90s": 90 * time.Second} {
 		a := []string{}
 		if args != "" {
