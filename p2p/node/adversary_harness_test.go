@@ -447,6 +447,27 @@ func (a *adversary) pingRing() []string {
 	return failed
 }
 
+// waitFetched waits until every URL of want has been fetched from the
+// synthetic web (an answer below 500), and reports those never fetched.
+func (a *adversary) waitFetched(want []string) {
+	a.t.Helper()
+	missing := func() []string {
+		got := map[string]bool{}
+		for _, r := range a.web.Web.Log() {
+			if r.Status != 0 && r.Status < 500 {
+				got[r.URL] = true
+			}
+		}
+		return slices.DeleteFunc(slices.Clone(want), func(u string) bool { return got[u] })
+	}
+	for len(missing()) > 0 && a.ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m := missing(); len(m) > 0 {
+		a.t.Errorf("%d of the seed hosts' %d pages never fetched, e.g. %v", len(m), len(want), m[:min(5, len(m))])
+	}
+}
+
 // check waits for the crawl to finish and asserts what a user cares
 // about: every reachable page of the synthetic web fetched, no robots.txt
 // and no politeness violation (on the synthetic web and the attacker's

@@ -232,21 +232,7 @@ func TestAdversaryMemberScopeEscape(t *testing.T) {
 		t.Fatal("no honest node took the member's replicate write: the attack never landed")
 	}
 
-	fetched := func() []string {
-		got := map[string]bool{}
-		for _, r := range a.web.Web.Log() {
-			if r.Status != 0 && r.Status < 500 {
-				got[r.URL] = true
-			}
-		}
-		return slices.DeleteFunc(slices.Clone(want), func(u string) bool { return got[u] })
-	}
-	for len(fetched()) > 0 && a.ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if missing := fetched(); len(missing) > 0 {
-		t.Errorf("%d of the seed hosts' %d pages never fetched, e.g. %v", len(missing), len(want), missing[:min(5, len(missing))])
-	}
+	a.waitFetched(want)
 	// The member leaves once the crawl is done (a takeover in the middle
 	// of a seed host's crawl once made its new owner fetch robots.txt 8
 	// ms after the old owner's last request, under a 20 ms delay: a

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -198,21 +197,7 @@ func TestAdversaryScopeEscape(t *testing.T) {
 	ctx, stop := context.WithCancel(a.ctx)
 	taken := a.squat(ctx, squatter, key, rec())
 
-	fetched := func() []string {
-		got := map[string]bool{}
-		for _, r := range a.web.Web.Log() {
-			if r.Status != 0 && r.Status < 500 {
-				got[r.URL] = true
-			}
-		}
-		return slices.DeleteFunc(slices.Clone(want), func(u string) bool { return got[u] })
-	}
-	for len(fetched()) > 0 && a.ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if missing := fetched(); len(missing) > 0 {
-		t.Errorf("%d of the seed hosts' %d pages never fetched, e.g. %v", len(missing), len(want), missing[:min(5, len(missing))])
-	}
+	a.waitFetched(want)
 	// The issue saw the owner fetch the victim's robots.txt within a few
 	// seconds of the merge, and again 60 s later: give the squat 10 s.
 	time.Sleep(10 * time.Second)

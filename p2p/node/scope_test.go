@@ -131,21 +131,7 @@ func TestAdversaryScope(t *testing.T) {
 	}
 
 	// The seed hosts are crawled whole; nothing else is contacted.
-	fetched := func() []string {
-		got := map[string]bool{}
-		for _, r := range a.web.Web.Log() {
-			if r.Status != 0 && r.Status < 500 {
-				got[r.URL] = true
-			}
-		}
-		return slices.DeleteFunc(slices.Clone(want), func(u string) bool { return got[u] })
-	}
-	for len(fetched()) > 0 && a.ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if missing := fetched(); len(missing) > 0 {
-		t.Errorf("%d of the seed hosts' %d pages never fetched, e.g. %v", len(missing), len(want), missing[:min(5, len(missing))])
-	}
+	a.waitFetched(want)
 	a.settle()
 	if got := a.outOfScope(seedHosts); len(got) > 0 {
 		t.Errorf("%d requests outside the seed hosts, e.g. %v", len(got), got[:min(5, len(got))])
