@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,24 +289,13 @@ func TestMultiProcessSwarm(t *testing.T) {
 		if msg, err := exec.Command(bin, "export", "--data", n.data, "--format", "warc", "--out", out).CombinedOutput(); err != nil {
 			t.Fatalf("export warc: %v\n%s", err, msg)
 		}
-		f, err := os.Open(out)
+		recs, err := warcResponses(out)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("read exported WARC of node %d: %v", i, err)
 		}
-		r := warc.NewReader(f)
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("read exported WARC of node %d: %v", i, err)
-			}
-			if rec.Type == "response" {
-				responses[rec.TargetURI] = true
-			}
+		for _, rec := range recs {
+			responses[rec.TargetURI] = true
 		}
-		f.Close()
 	}
 	for _, u := range truth {
 		if !responses[u] {
@@ -411,4 +401,48 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// warcResponses reads the WARC file at path and returns its response
+// records, those read before an error too.
+func warcResponses(path string) ([]*warc.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []*warc.Record
+	r := warc.NewReader(f)
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", path, err)
+		}
+		if rec.Type == "response" {
+			out = append(out, rec)
+		}
+	}
+}
+
+// apiGet asks the HTTP API of the node whose data directory is data for
+// path, and returns the answer's status code and body.
+func apiGet(t *testing.T, data, path string) (int, []byte) {
+	t.Helper()
+	addr, err := os.ReadFile(filepath.Join(data, node.APIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + strings.TrimSpace(string(addr)) + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, body
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,16 +175,7 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 				t.Errorf("status: %v, want a line saying %q:\n%s", err, want, human)
 			}
 		}
-		api, err := os.ReadFile(filepath.Join(n.data, "api"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.Get("http://" + strings.TrimSpace(string(api)) + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, body := apiGet(t, n.data, "/metrics")
 		m := metric.FindSubmatch(body)
 		if m == nil {
 			t.Fatalf("/metrics lacks swarmcrawl_lost_captures_requeued_total")
@@ -232,20 +221,12 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	whole, exportTook := time.Since(killed), time.Since(exportStart)
 	responses := map[string]int{}
 	for _, name := range warcFilesIn(t, out) {
-		f, err := os.Open(filepath.Join(out, exportArchiveDir, name))
+		recs, err := warcResponses(filepath.Join(out, exportArchiveDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := warc.NewReader(f)
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if rec.Type != "response" || strings.HasSuffix(rec.TargetURI, "/robots.txt") {
+		for _, rec := range recs {
+			if strings.HasSuffix(rec.TargetURI, "/robots.txt") {
 				continue
 			}
 			responses[rec.TargetURI]++
@@ -254,7 +235,6 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 				t.Errorf("%s: the response of %s does not hash to its payload digest %s", name, rec.TargetURI, d)
 			}
 		}
-		f.Close()
 	}
 	listed := map[string]int{}
 	pages := mustReadFile(t, filepath.Join(out, exportPagesFile))
@@ -299,21 +279,13 @@ func responsesIn(t *testing.T, dir string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := warc.NewReader(f)
-		for {
-			rec, err := r.Next()
-			if err != nil {
-				break // the end, or the open file's last record being written
-			}
-			if rec.Type == "response" && !strings.HasSuffix(rec.TargetURI, "/robots.txt") {
+		// An error is the open file's last record being written.
+		recs, _ := warcResponses(path)
+		for _, rec := range recs {
+			if !strings.HasSuffix(rec.TargetURI, "/robots.txt") {
 				out[rec.TargetURI] = true
 			}
 		}
-		f.Close()
 	}
 	return out
 }

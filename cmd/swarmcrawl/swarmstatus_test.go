@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -126,18 +123,9 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	if err != nil || json.Unmarshal(raw, &viaAPI) != nil || viaAPI.Totals["fetched"] != sw.Totals["fetched"] || viaAPI.Method != census.Exact {
 		t.Errorf("status --swarm --data: %v %s\n%s", err, stderrOf(err), raw)
 	}
-	api, err := os.ReadFile(filepath.Join(nodes[4].data, node.APIFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get("http://" + strings.TrimSpace(string(api)) + "/swarm.html")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "swarm.js") {
-		t.Errorf("swarm page: %s\n%s", resp.Status, page)
+	code, page := apiGet(t, nodes[4].data, "/swarm.html")
+	if code != http.StatusOK || !strings.Contains(string(page), "swarm.js") {
+		t.Errorf("swarm page: %d\n%s", code, page)
 	}
 	human, err := exec.Command(bin, "status", "--swarm", "--peer", nodes[0].addrs[0]).Output()
 	if err != nil || !strings.Contains(string(human), fmt.Sprintf("%d members, counted exactly", len(nodes))) {
