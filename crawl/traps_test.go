@@ -276,6 +276,24 @@ func TestTrapSignals(t *testing.T) {
 			t.Errorf("counting(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"/a/", "/a/a/", true},
+		{"/x/y", "/x/y/y", true},
+		{"/x/y/?q=1", "/x/y/y/", true},
+		{"/", "/a/", false},
+		{"/a/", "/a/a/a/", false}, // two levels at once, left to MaxRepeatedSegments
+		{"/a/", "/a/b/", false},
+		{"/ab/", "/ab/b/", false},
+		{"/b/", "/ab/b/", false},
+		{"/a/", "/a/", false},
+	} {
+		if got := repeating(tc.from, tc.to); got != tc.want {
+			t.Errorf("repeating(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
 	links := func(u ...string) []frontier.Task {
 		var ts []frontier.Task
 		for _, x := range u {
