@@ -39,8 +39,8 @@ import (
 //     /tree/n1/n2/), or to its query a parameter the query has already
 //     (/shop?f=1 to /shop?f=1&f=2), is a generator counting up, judged
 //     at sight like repeated segments; so is a link that adds to its
-//     page's path the page's last segment again (/a/ to /a/a/: a relative
-//     link that repeats itself), signal "repeated".
+//     page's path the page's last segments again (/a/ to /a/a/, /a/b/ to
+//     /a/b/a/b/: a relative link that repeats itself), signal "repeated".
 //   - runs: TrapRun pages in a row of one URL shape (the URL with its
 //     numbers blanked out) whose main content is nearly the same: a
 //     generator changing a number in the URL and little on the page. A
@@ -491,7 +491,7 @@ func (d *trapDetector) follow(h *hostTraps, host, fpq, fshape, fdates, fnum stri
 		case repeating(fpq, tpq):
 			// Judged as a repetition: only such links are cut, not
 			// every link that grows a path under the pattern.
-			r := d.judgeLocked(h, host, "repeated", numberShape(growthPattern(tpq)), "a link adds to its page's path the page's last segment again")
+			r := d.judgeLocked(h, host, "repeated", numberShape(growthPattern(tpq)), "a link adds to its page's path the page's last segments again")
 			d.cutLocked(r)
 			return false
 		case len(h.traps) > 0 && h.traps["growth "+growthPattern(tpq)] != nil:
@@ -748,19 +748,19 @@ func counting(fpq, tpq string) bool {
 }
 
 // repeating reports, without allocating, whether tpq's path is fpq's
-// with fpq's last segment once more (/a/ to /a/a/, /x/y to /x/y/y): a
-// relative link such as href="a/" on page /a/, which grows the path by
-// the same segment without end (MaxRepeatedSegments refuses it only a few
-// levels down).
+// with one or more of fpq's last segments once more (/a/ to /a/a/, /x/y
+// to /x/y/y, /a/b/ to /a/b/a/b/): a relative link such as href="a/" on
+// page /a/, which grows the path by the same segments without end
+// (MaxRepeatedSegments refuses it only a few levels down).
 func repeating(fpq, tpq string) bool {
 	fp, _, _ := strings.Cut(fpq, "?")
 	tp, _, _ := strings.Cut(tpq, "?")
 	f, t := strings.Trim(fp, "/"), strings.Trim(tp, "/")
-	if f == "" {
+	if f == "" || len(t) <= len(f)+1 || !strings.HasPrefix(t, f) || t[len(f)] != '/' {
 		return false
 	}
-	last := f[strings.LastIndexByte(f, '/')+1:]
-	return len(t) == len(f)+1+len(last) && strings.HasPrefix(t, f) && t[len(f)] == '/' && t[len(f)+1:] == last
+	added := t[len(f)+1:]
+	return strings.HasSuffix(f, added) && (len(added) == len(f) || f[len(f)-len(added)-1] == '/')
 }
 
 // segments splits a path into its non-empty segments.

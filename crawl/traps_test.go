@@ -284,6 +284,10 @@ func TestTrapSignals(t *testing.T) {
 		{"/x/y", "/x/y/y", true},
 		{"/x/y/?q=1", "/x/y/y/", true},
 		{"/", "/a/", false},
+		{"/a/b/", "/a/b/a/b/", true},
+		{"/x/a/b/", "/x/a/b/a/b/", true},
+		{"/x/ab/", "/x/ab/b/", false},
+		{"/a/b/", "/a/b/ab/", false},
 		{"/a/", "/a/a/a/", false}, // two levels at once, left to MaxRepeatedSegments
 		{"/a/", "/a/b/", false},
 		{"/ab/", "/ab/b/", false},
