@@ -136,12 +136,18 @@ func TestCrawlCaseWeb(t *testing.T) {
 	}
 	// The calendar links the days before and after its first page, which
 	// judges it then (calendar navigation); the deep host's /d1/ links
-	// /d1/d2/, a segment counted up, judged at sight.
+	// /d1/d2/, a segment counted up, and /a/ links /a/a/, its own last
+	// segment again, both judged at sight. The traps cost at most 2% of
+	// the page fetches (issue 31; 4 of 257, 6 of 259 when /a/a/ and
+	// /a/a/a/ were fetched until MaxRepeatedSegments refused the next).
 	if n := pagesOf(w.CaseHost("calendar")); n < 1 || n > 3 {
 		t.Errorf("calendar: %d pages requested, want 1 to 3", n)
 	}
-	if n := pagesOf(w.CaseHost("deep")); n != 1+3+1 {
-		t.Errorf("deep: %d pages requested, want %d (/, /a/a/a/ and /d1/)", n, 1+3+1)
+	if n := pagesOf(w.CaseHost("deep")); n != 1+1+1 {
+		t.Errorf("deep: %d pages requested, want %d (/, /a/ and /d1/)", n, 1+1+1)
+	}
+	if trap, pages := w.TrapRequests(); trap*1000 > 20*pages {
+		t.Errorf("%d trap fetches of %d page fetches, over 2%%", trap, pages)
 	}
 	judged := map[string]bool{}
 	for _, r := range s.Traps {
@@ -153,8 +159,8 @@ func TestCrawlCaseWeb(t *testing.T) {
 			t.Errorf("traps %+v: want %s judged with a reason", s.Traps, want)
 		}
 	}
-	if len(s.Traps) != 3 || s.ErrorsByKind["trap"] == 0 {
-		t.Errorf("stats %+v: want the three traps only, and the repeated segments refused", s)
+	if len(s.Traps) != 3 {
+		t.Errorf("stats %+v: want the three traps only", s)
 	}
 
 	// The 20 MB page: cut at the cap, raw and decoded alike.

@@ -38,7 +38,9 @@ import (
 //     page's last one with its number changed (/tree/n1/ to
 //     /tree/n1/n2/), or to its query a parameter the query has already
 //     (/shop?f=1 to /shop?f=1&f=2), is a generator counting up, judged
-//     at sight like repeated segments.
+//     at sight like repeated segments; so is a link that adds to its
+//     page's path the page's last segments again (/a/ to /a/a/, /a/b/ to
+//     /a/b/a/b/: a relative link that repeats itself), signal "repeated".
 //   - runs: TrapRun pages in a row of one URL shape (the URL with its
 //     numbers blanked out) whose main content is nearly the same: a
 //     generator changing a number in the URL and little on the page. A
@@ -486,6 +488,12 @@ func (d *trapDetector) follow(h *hostTraps, host, fpq, fshape, fdates, fnum stri
 			r := d.judgeLocked(h, host, "growth", growthPattern(tpq), "a link adds to its page's path or query a segment or parameter its page has, counted up")
 			d.cutLocked(r)
 			return false
+		case repeating(fpq, tpq):
+			// Judged as a repetition: only such links are cut, not
+			// every link that grows a path under the pattern.
+			r := d.judgeLocked(h, host, "repeated", numberShape(growthPattern(tpq)), "a link adds to its page's path the page's last segments again")
+			d.cutLocked(r)
+			return false
 		case len(h.traps) > 0 && h.traps["growth "+growthPattern(tpq)] != nil:
 			d.cutLocked(h.traps["growth "+growthPattern(tpq)])
 			return false
@@ -737,6 +745,22 @@ func counting(fpq, tpq string) bool {
 	last, added := fsegs[len(fsegs)-1], tsegs[len(tsegs)-1]
 	letters := strings.IndexFunc(added, func(r rune) bool { return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' }) >= 0
 	return added != last && letters && strings.ContainsAny(added, "0123456789") && numberShape(added) == numberShape(last)
+}
+
+// repeating reports, without allocating, whether tpq's path is fpq's
+// with one or more of fpq's last segments once more (/a/ to /a/a/, /x/y
+// to /x/y/y, /a/b/ to /a/b/a/b/): a relative link such as href="a/" on
+// page /a/, which grows the path by the same segments without end
+// (MaxRepeatedSegments refuses it only a few levels down).
+func repeating(fpq, tpq string) bool {
+	fp, _, _ := strings.Cut(fpq, "?")
+	tp, _, _ := strings.Cut(tpq, "?")
+	f, t := strings.Trim(fp, "/"), strings.Trim(tp, "/")
+	if f == "" || len(t) <= len(f)+1 || !strings.HasPrefix(t, f) || t[len(f)] != '/' {
+		return false
+	}
+	added := t[len(f)+1:]
+	return strings.HasSuffix(f, added) && (len(added) == len(f) || f[len(f)-len(added)-1] == '/')
 }
 
 // segments splits a path into its non-empty segments.

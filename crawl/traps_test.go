@@ -14,7 +14,9 @@ import (
 
 // crawlTrapWeb crawls a synthetic web with trap hosts, with no useful
 // depth limit (the traps must be stopped by their detection, not by the
-// depth) and a page budget that bounds a trap that is not detected.
+// depth), a page budget that bounds a trap that is not detected, and
+// robots.txt Crawl-delays capped at the delay (what is fetched does not
+// depend on them; a 1 s delay would make a test of seconds slow).
 func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
 	t.Helper()
 	w := startSynthWeb(t, cfg)
@@ -22,6 +24,7 @@ func crawlTrapWeb(t *testing.T, cfg synthweb.Config) (*synthweb.Web, *Crawler) {
 	c.Delay = 2 * time.Millisecond
 	c.MaxDepth = 1000
 	c.MaxPagesPerHost = 300
+	c.MaxCrawlDelay = c.Delay
 	c.MaxRecrawl = None
 	c.Proxy = w.Proxy()
 	ring := &ringStandIn{seen: map[uint64]int{}}
@@ -128,20 +131,45 @@ func TestTrapKindsDetected(t *testing.T) {
 	t.Logf("%d trap fetches of %d page fetches; by host %v; traps %+v", trap, pages, trapsOf, c.Stats().Traps)
 }
 
-// TestDenseTrapWebs: other 40-host webs with 5 trap hosts (each with four
-// endless sections) spend at most 2% of their page fetches on traps and
-// lose no reachable page (5 of 257 and 5 of 293; a web denser still,
-// 60 hosts with 10 trap hosts, spent 10 of 432, 2.3%: each section's
-// first page is a fetch no signal can spare, 1.9% there).
+// trapWebs are the synthetic webs with trap hosts that the repository's
+// tests and benchmarks use (besides those of TestTrapHostDetected and
+// TestTrapKindsDetected, and BenchmarkCrawlTrapWeb's 1,000-host web,
+// 0.085% there), with their trap fetches of page fetches in
+// crawlTrapWeb at the time of writing: each endless section's first page,
+// and a pagination's second.
+var trapWebs = []struct {
+	name string
+	cfg  synthweb.Config
+}{
+	{"dense-3", synthweb.Config{Seed: 3, Hosts: 40, TrapHosts: 5}},                                                        // 5 of 257, 1.95%
+	{"dense-4", synthweb.Config{Seed: 4, Hosts: 40, TrapHosts: 5}},                                                        // 5 of 293, 1.71%
+	{"synthweb-traps", synthweb.Config{Seed: 1, Hosts: 60, HotHosts: 2, HotPages: 80, TrapHosts: 10, CrawlDelayHosts: 6}}, // 10 of 593, 1.69%
+	{"synthweb-hot-traps", synthweb.Config{Seed: 2, Hosts: 60, HotHosts: 2, HotPages: 100, TrapHosts: 5}},                 // 5 of 606, 0.83%
+	{"synthweb-serve", synthweb.Config{Seed: 4, Hosts: 40, TrapHosts: 5, HotHosts: 1, HotPages: 60}},                      // 5 of 343, 1.46%
+	{"parse", parseWeb}, // 3 of 593, 0.51%
+	{"1001-hosts", synthweb.Config{Seed: 5, Hosts: 1001, PagesPerHost: 2, Seeds: 10, PageBytes: 2048, TrapHosts: 5}}, // 5 of 1,878, 0.27%
+}
+
+// TestDenseTrapWebs: every synthetic web with trap hosts that the
+// repository uses spends at most 2% of its page fetches on traps (issue
+// 31) and loses no reachable page. A web denser still, 60 hosts of which
+// 10 are trap hosts and none hot, spends 2.2 to 2.6% (seeds 1 to 4: 10 of
+// 391, 446, 412, 423): the first pages of its 8 endless sections alone,
+// which no signal can spare without skipping a link into a pattern from
+// elsewhere, are 1.8 to 2.05%, and its two paginations cost a second page
+// each (see docs/architecture.md, "Traps").
 func TestDenseTrapWebs(t *testing.T) {
 	token := ProductToken(DefaultConfig().UserAgent)
-	for _, seed := range []int64{3, 4} {
-		w, _ := crawlTrapWeb(t, synthweb.Config{Seed: seed, Hosts: 40, TrapHosts: 5})
-		reportAll(t, "missing", w.Missing(token))
-		trap, pages := w.TrapRequests()
-		if trap*1000 > 20*pages {
-			t.Errorf("seed %d: %d trap fetches of %d page fetches, over 2%%", seed, trap, pages)
-		}
+	for _, tw := range trapWebs {
+		t.Run(tw.name, func(t *testing.T) {
+			w, _ := crawlTrapWeb(t, tw.cfg)
+			reportAll(t, "missing", w.Missing(token))
+			trap, pages := w.TrapRequests()
+			if trap*1000 > 20*pages {
+				t.Errorf("%d trap fetches of %d page fetches, over 2%%", trap, pages)
+			}
+			t.Logf("%d trap fetches of %d page fetches", trap, pages)
+		})
 	}
 }
 
@@ -246,6 +274,28 @@ func TestTrapSignals(t *testing.T) {
 	} {
 		if got := counting(tc.from, tc.to); got != tc.want {
 			t.Errorf("counting(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"/a/", "/a/a/", true},
+		{"/x/y", "/x/y/y", true},
+		{"/x/y/?q=1", "/x/y/y/", true},
+		{"/", "/a/", false},
+		{"/a/b/", "/a/b/a/b/", true},
+		{"/x/a/b/", "/x/a/b/a/b/", true},
+		{"/x/ab/", "/x/ab/b/", false},
+		{"/a/b/", "/a/b/ab/", false},
+		{"/a/", "/a/a/a/", false}, // two levels at once, left to MaxRepeatedSegments
+		{"/a/", "/a/b/", false},
+		{"/ab/", "/ab/b/", false},
+		{"/b/", "/ab/b/", false},
+		{"/a/", "/a/", false},
+	} {
+		if got := repeating(tc.from, tc.to); got != tc.want {
+			t.Errorf("repeating(%q, %q) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
 	links := func(u ...string) []frontier.Task {
