@@ -212,7 +212,7 @@ func (m *Manager) release(ctx context.Context, v view) {
 				// which hear from it and would wait for its handoff, stay
 				// releasing (see "Releases the owner will not take").
 				for _, r := range subtract(spansOf(cur), replicas).ranges() {
-					m.giveUp(ctx, r, target, Epoch{})
+					m.giveUp(ctx, r, target, Epoch{}, Epoch{})
 				}
 				break
 			}
@@ -299,7 +299,7 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spa
 					e = Epoch{} // from the future: not for the table
 				}
 				for _, x := range subtract(intersect(spansOf(r), owner), keep).ranges() {
-					res.gaveUp = m.giveUp(ctx, x, to, e) || res.gaveUp
+					res.gaveUp = m.giveUp(ctx, x, to, e, part.Epoch) || res.gaveUp
 				}
 				continue
 			}
@@ -331,11 +331,18 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spa
 // giveUp stops releasing r, which owner claims at epoch (if known) and
 // will not take from this node, once its pending records went to the app
 // to reroute, and reports whether it did (see "Releases the owner will
-// not take").
-func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch Epoch) bool {
+// not take"). When owner answered for r itself (mine, this node's claim
+// of r, is set), the done records and host states of r go to it as well,
+// best effort (see "Rerouted done marks" in reroute.go); the pieces given
+// up without asking have owners further away, which could not judge this
+// node anyway.
+func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch, mine Epoch) bool {
 	if err := m.reroute(ctx, r); err != nil {
 		m.log.Warn("reroute a release", "range", r, "owner", owner, "err", err)
 		return false
+	}
+	if !mine.IsZero() {
+		m.sendDoneMarks(ctx, owner, r, mine)
 	}
 	m.mu.Lock()
 	m.releasing = m.releasing.remove(spansOf(r))
@@ -674,6 +681,9 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 				if err := m.rerouteAll(ctx, done); err != nil {
 					m.log.Warn("reroute stale records", "range", r, "owner", target, "err", err)
 					continue
+				}
+				for _, x := range done.ranges() {
+					m.sendDoneMarks(ctx, target, x, Epoch{})
 				}
 				m.mu.Lock()
 				m.stats.Rerouted++
