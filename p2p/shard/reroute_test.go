@@ -159,3 +159,53 @@ func TestForgedRerouteChangesNothing(t *testing.T) {
 		t.Errorf("ReroutedIn %d→%d (want unchanged), Implausible %d→%d (want counted)", before.ReroutedIn, st.ReroutedIn, before.Implausible, st.Implausible)
 	}
 }
+
+// TestManyJoinsDoneMarks: TestUnwitnessedReleaseRerouted's setting, with
+// a third of the old owner's records fetched. Every pending record reaches
+// its owner, and only the pages the old owner fetched are done anywhere:
+// the far owners that cannot judge it refuse its done marks rather than
+// take them from a giver they cannot tell from a stranger (those pages
+// may be fetched again when a link to them comes). The log gives how many done marks reached
+// their owners (docs/architecture.md, "Rerouted done marks").
+func TestManyJoinsDoneMarks(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 32)
+	c.build(1)
+	old := c.nodes[0]
+	part := Range{From: old.peer.ID - 1<<62, To: old.peer.ID - 1}
+	recs := c.acceptIn(ctx, old, part, 120)
+	old.app.enqueue(recs...)
+	fetched := map[RecordID]bool{}
+	var done []Record
+	for i, r := range recs {
+		if i%3 == 0 {
+			r.Done = true
+			done = append(done, r)
+			fetched[IDOf(r)] = true
+		}
+	}
+	if err := old.m.Progress(done, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.joinInside(part, 20)
+	c.until(300, "settle after the joins", c.settled)
+	reached := 0
+	for _, r := range recs {
+		owner := c.ownerOf(r.Key)
+		got, ok := owner.st.Record(r.Key, r.Hash)
+		switch {
+		case !ok && !fetched[IDOf(r)]:
+			t.Errorf("pending record at %s never reached its owner %s", ring.ID(r.Key), owner.peer.Addr)
+		case !ok:
+		case got.Done && !fetched[IDOf(r)]:
+			t.Errorf("record at %s is done at %s, but nobody fetched it", ring.ID(r.Key), owner.peer.Addr)
+		case got.Done:
+			reached++
+		}
+	}
+	var in int64
+	for _, n := range c.live() {
+		in += n.stats().ReroutedIn
+	}
+	t.Logf("%d of %d done marks reached their owners (%d by reroute); %d parts rerouted", reached, len(done), in, old.stats().Rerouted)
+}
