@@ -13,24 +13,25 @@ import (
 // A node that gives a piece up without a handoff (see "Releases the owner
 // will not take" in tick.go) sends its pending records as tasks. Its done
 // records (what it fetched, with the fetch's Meta) and its host states
-// (politeness clocks) go to the piece's owner too, in HandoffRequests with
-// Reroute set, a page at a time, the host states with the last page; the
-// same goes for the records of a stale claim the rightful owner will not
-// take as a merge. Delivery is best effort: a refused or failed send only
+// (politeness clocks) go to the owner that answered for the piece too, in
+// HandoffRequests with Reroute set, a page of records or of host states
+// at a time; the same goes for the records of a stale claim the rightful
+// owner will not take as a merge. Delivery is best effort: a refused or failed send only
 // costs what it cost before (the owner may fetch those pages again, and
 // fetch the host without knowing its clock).
 //
 // A done mark suppresses a fetch, so the owner takes one only from a peer
-// its own view says held the piece, which is all a handoff needs:
+// its own view says held the piece, as it judges a handoff:
 //
 //   - a peer it would take a handoff of the piece from now (admitGiver: a
 //     successor, one of the K predecessors it replicates, a placed and
 //     plausible owner, or a giver a witness vouched for at the sender's
 //     claim epoch); or
 //   - a peer it noted as a holder of the piece within WitnessWindow: the
-//     owner its epoch table named over the piece when it claimed it, or a
-//     successor (a peer whose handoff it would have taken then) that
-//     answered its pull of the piece as its owner.
+//     owner its epoch table named over the piece when it claimed it
+//     (promotion), a successor (a peer whose handoff it would have taken
+//     then) that answered its pull of the piece as its owner, or a giver
+//     whose handoff or merge of the piece it took.
 //
 // Only the part of the range the owner claims itself counts, and only
 // done records: what is still pending arrives as tasks, each owner
