@@ -143,7 +143,7 @@ func (t *ShardTransport) Handoff(ctx context.Context, to ring.Peer, req *shard.H
 	msg := &pb.HandoffRequest{
 		Range: encodeRange(req.Range), Epoch: encodeEpoch(req.Epoch),
 		Records: encodeRecords(req.Records), Hosts: encodeHosts(req.Hosts),
-		Final: req.Final, Merge: req.Merge,
+		Final: req.Final, Merge: req.Merge, Reroute: req.Reroute,
 		ToPosition: positionIndex(to), FromPosition: t.from,
 	}
 	if err := t.call(ctx, to, protocol.HandoffID, msg, resp); err != nil {
@@ -284,7 +284,7 @@ func serveShard(ctx context.Context, hs []shard.Handler, sender peer.ID, pid str
 		}
 		r := h.HandleHandoff(ctx, from, &shard.HandoffRequest{
 			Range: decodeRange(req.Range), Epoch: decodeEpoch(req.Epoch),
-			Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge,
+			Records: recs, Hosts: hosts, Final: req.Final, Merge: req.Merge, Reroute: req.Reroute,
 		})
 		out := &pb.HandoffReply{Accepted: r.Accepted, HasOwned: r.HasOwned, Reason: r.Reason, Epoch: encodeEpoch(r.Epoch)}
 		if r.HasOwned {

@@ -36,7 +36,11 @@ func (h positionHandler) HandleReplicate(_ context.Context, from ring.Peer, _ *s
 }
 
 func (h positionHandler) HandleHandoff(_ context.Context, from ring.Peer, req *shard.HandoffRequest) *shard.HandoffReply {
-	h.note(from, "handoff")
+	kind := "handoff"
+	if req.Reroute {
+		kind = "rerouted handoff"
+	}
+	h.note(from, kind)
 	return &shard.HandoffReply{Accepted: true, Epoch: req.Epoch}
 }
 
@@ -97,9 +101,14 @@ func TestShardMessagesNamePositions(t *testing.T) {
 	if _, err := tb.Position(3).Pull(ctx, a1, &shard.PullRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	// b sends a's position 1 the done marks of a range it gave up: the
+	// reroute flag crosses the wire.
+	r := shard.Range{From: 1, To: 2}
+	if rep, err := tb.Handoff(ctx, a1, &shard.HandoffRequest{Range: r, Epoch: shard.Epoch{N: 7, Owner: b0.Addr}, Reroute: true}); err != nil || !rep.Accepted {
+		t.Fatalf("rerouted handoff: %+v, %v", rep, err)
+	}
 	// a's position 1 hands a range to a's position 2 and asks a's
 	// position 0 for a digest: in process, no stream to itself.
-	r := shard.Range{From: 1, To: 2}
 	if rep, err := ta.Position(1).Handoff(ctx, a2, &shard.HandoffRequest{Range: r, Epoch: shard.Epoch{N: 7, Owner: a1.Addr}, Final: true}); err != nil || !rep.Accepted || rep.Epoch.N != 7 {
 		t.Fatalf("handoff between positions of one node: %+v, %v", rep, err)
 	}
@@ -113,6 +122,7 @@ func TestShardMessagesNamePositions(t *testing.T) {
 	want := []string{
 		"a2<-" + b0.Addr + " replicate",
 		"a1<-" + p2p.RingPeerAt(b.ID(), 3).Addr + " pull",
+		"a1<-" + b0.Addr + " rerouted handoff",
 		"a2<-" + a1.Addr + " handoff",
 		"a0<-" + a1.Addr + " digest",
 		"b0<-" + a2.Addr + " replicate",

@@ -345,6 +345,71 @@ func (in *intake) Reroute(_ context.Context, recs []shard.Record) error {
 	return nil
 }
 
+var _ shard.RerouteApp = (*intake)(nil)
+
+// Rerouted implements shard.RerouteApp: done records and host states of a
+// range this node claims, from a node the shard manager judged held the
+// range and gave it up without a handoff. A done record's URL is marked
+// seen at the record's depth, so that a link to it is a duplicate, and the
+// state of its fetch (Meta) is adopted when newer than this node's own, so
+// that a copy already queued here is reopened from it rather than fetched
+// again and the page is recrawled on schedule. A host state only makes the
+// host's politeness stricter: its next-allowed time is applied when later
+// than this node's (the crawler caps it at its own longest delay), and its
+// robots.txt is ignored, since a peer's copy could allow what the site's
+// own forbids.
+func (in *intake) Rerouted(_ context.Context, recs []shard.Record, hosts []shard.HostState) {
+	_ = in.admit.Exclusive(func() error { in.rerouted(recs, hosts); return nil })
+}
+
+func (in *intake) rerouted(recs []shard.Record, hosts []shard.HostState) {
+	var seen []store.SeenEntry
+	var adopted []crawl.Adopted
+	for _, r := range recs {
+		if !r.Done {
+			continue
+		}
+		depth, ok, err := in.db.SeenDepth(r.Key, r.Hash)
+		if err != nil {
+			in.log.Warn("rerouted done mark: seen check failed", "url", r.URL, "err", err)
+			continue
+		}
+		if !ok || depth > r.Depth {
+			seen = append(seen, store.SeenEntry{Key: r.Key, URLHash: r.Hash, URL: r.URL, Depth: r.Depth})
+		}
+		if len(r.Meta) == 0 {
+			continue
+		}
+		m, err := decodeRecordState(r.Meta)
+		if err != nil {
+			in.log.Warn("rerouted done mark: ignoring bad URL state", "url", r.URL, "err", err)
+			continue
+		}
+		if _, version, err := urlState(in.db, r.Key, r.Hash); err == nil && version < r.MetaVersion {
+			adopted = append(adopted, crawl.Adopted{Task: frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}, Meta: m})
+		}
+	}
+	if len(seen) > 0 {
+		if _, err := in.db.MarkSeen(seen); err != nil {
+			in.log.Warn("rerouted done marks: mark seen failed", "err", err)
+		}
+	}
+	if err := in.crawler.Adopt(adopted); err != nil {
+		in.log.Warn("rerouted done marks: adopting the state of fetched URLs failed", "err", err)
+	}
+	var snaps []crawl.HostSnapshot
+	for _, h := range hosts {
+		s, err := decodeHostState(h)
+		if err != nil {
+			in.log.Warn("skipping a bad rerouted host state", "host", h.Host, "err", err)
+			continue
+		}
+		snaps = append(snaps, crawl.HostSnapshot{Host: s.Host, Key: s.Key, NotBefore: s.NotBefore})
+	}
+	in.crawler.Restore(snaps)
+	in.log.Info("took the done marks of a range rerouted to this node", "records", len(recs), "marked_seen", len(seen), "adopted", len(adopted), "hosts", len(snaps))
+}
+
 // urlState is what this node knows of a URL after fetching it, as a shard
 // record's Meta and MetaVersion (the fetch time): nil and 0 when it never
 // fetched the URL.

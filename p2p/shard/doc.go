@@ -108,7 +108,10 @@
 //     piece by pull meanwhile, no witness vouching, tells the sender so,
 //     and the sender gives that piece and the rest of the part up (but
 //     not its replicas' arcs), sending their pending records to their
-//     owners as tasks (App.Reroute). Besides its successors, a node takes
+//     owners as tasks (App.Reroute), and the piece's done records and
+//     host states to the owner that answered, which takes them only from
+//     a sender its view says held the piece (reroute.go). Besides its
+//     successors, a node takes
 //     handoffs from the K predecessors it replicates: the node that held
 //     the whole ring gives its successors their arcs.
 //   - Promotion. An unclaimed part of the arc whose table names another

@@ -132,6 +132,9 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 // above both the table and the sender's, and activated. A repeated Final
 // for a range already claimed at least that high is acknowledged again.
 func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *HandoffRequest) *HandoffReply {
+	if req.Reroute {
+		return m.handleRerouted(ctx, from, req)
+	}
 	actx := context.WithoutCancel(ctx)
 	now := m.clock.Now()
 	reply := &HandoffReply{}
@@ -173,6 +176,8 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	if isPlaced {
 		m.heardLocked(from, now, false)
 	}
+	// A giver this node takes state from holds the range (reroute.go).
+	m.noteHolderLocked(from.Addr, spansOf(req.Range), now)
 	leaving := m.own.leaving
 	m.mu.Unlock()
 	if leaving {

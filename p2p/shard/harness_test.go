@@ -36,6 +36,8 @@ type testApp struct {
 	rerouted []Record
 	// watched holds the records Watch passed (defences_test.go).
 	watched []Record
+	// reroutedHosts holds the host states Rerouted passed, by host.
+	reroutedHosts map[string]HostState
 }
 
 func newTestApp(st *MemStorage, own *Ownership) *testApp {
@@ -144,6 +146,29 @@ func (a *testApp) Merged(ctx context.Context, recs []Record) {
 		if !rec.Done {
 			a.queue[IDOf(rec)] = rec
 		}
+	}
+}
+
+// Rerouted implements RerouteApp: done records of an active range leave
+// the queue (the crawler would not fetch them again), and host states are
+// kept for the test to read.
+func (a *testApp) Rerouted(ctx context.Context, recs []Record, hosts []HostState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range recs {
+		if !r.Done || !a.active.contains(r.Key) {
+			a.violations = append(a.violations, fmt.Sprintf("Rerouted record %s (done %v) outside active %v", ring.ID(r.Key), r.Done, a.active.ranges()))
+		}
+		delete(a.queue, IDOf(r))
+	}
+	for _, h := range hosts {
+		if !a.active.contains(h.Key) {
+			a.violations = append(a.violations, fmt.Sprintf("Rerouted host %s outside active %v", h.Host, a.active.ranges()))
+		}
+		if a.reroutedHosts == nil {
+			a.reroutedHosts = make(map[string]HostState)
+		}
+		a.reroutedHosts[h.Host] = h
 	}
 }
 

@@ -190,10 +190,12 @@ type Stats struct {
 	// handoff givers this node could not judge by its own view and a
 	// witness vouched for (see "Witnesses" in witness.go); Rerouted the
 	// parts this node gave up without a handoff, their owner having taken
-	// them over, and whose pending records it sent as tasks instead.
+	// them over, and whose pending records it sent as tasks instead;
+	// ReroutedIn the done records this node took from a holder of such a
+	// part (see "Rerouted done marks" in reroute.go).
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
 	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs,
-	Witnessed, Rerouted int64
+	Witnessed, Rerouted, ReroutedIn int64
 	// Watching is how many host keys this node watches for a
 	// predecessor now; WatchFetches the pending records it took over to
 	// fetch itself, their owner having neither fetched nor explained them
@@ -247,10 +249,13 @@ type Manager struct {
 	deact     spanSet // dropped as stale, still to Deactivate in the app
 	// heard is, per peer address, the peer and when this node last took
 	// a claim or a handoff from it.
-	heard     map[string]heardFrom
-	witness   witnessTable      // claims this node witnessed as a replica (witness.go)
-	placed    map[string]placed // senders' places by this node's lookups (member.go)
-	checks    witnessChecks
+	heard   map[string]heardFrom
+	witness witnessTable      // claims this node witnessed as a replica (witness.go)
+	placed  map[string]placed // senders' places by this node's lookups (member.go)
+	checks  witnessChecks
+	// holders are the peers this node's view said held parts of its arc
+	// (reroute.go).
+	holders   map[string]holder
 	waitStart time.Time
 	lastView  view
 	viewSeen  bool
@@ -712,6 +717,7 @@ func (m *Manager) claim(ctx context.Context, s spanSet, promotion bool) {
 	s = subtract(s, m.own.claims.domain())
 	var got []Claim
 	now := m.clock.Now()
+	m.noteTableOwnersLocked(s, now)
 	for _, r := range s.ranges() {
 		e := m.newEpochLocked(r, Epoch{}, now)
 		m.setClaimLocked(r, e)

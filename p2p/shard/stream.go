@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 )
@@ -157,6 +158,13 @@ func (m *Manager) pullFrom(ctx context.Context, p ring.Peer, r Range, filter fun
 			return false, fmt.Errorf("shard: pull %s from %s: %w", r, p, err)
 		}
 		if reply.Owner {
+			if slices.Contains(m.ring.Successors(), p) {
+				// A successor, whose handoff of r this node would take,
+				// says it holds part of r: a holder (reroute.go).
+				m.mu.Lock()
+				m.noteHolderLocked(p.Addr, rs, m.clock.Now())
+				m.mu.Unlock()
+			}
 			return true, nil
 		}
 		var recs []Record

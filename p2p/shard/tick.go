@@ -212,7 +212,7 @@ func (m *Manager) release(ctx context.Context, v view) {
 				// which hear from it and would wait for its handoff, stay
 				// releasing (see "Releases the owner will not take").
 				for _, r := range subtract(spansOf(cur), replicas).ranges() {
-					m.giveUp(ctx, r, target, Epoch{})
+					m.giveUp(ctx, r, target, Epoch{}, Epoch{})
 				}
 				break
 			}
@@ -235,13 +235,16 @@ func (m *Manager) release(ctx context.Context, v view) {
 // the receiver's epoch, as for an acknowledged Final, stops releasing the
 // piece and passes its pending records to the app to send as tasks
 // (App.Reroute), which the owner dedupes and accepts like any link. The
-// owner gets every URL still to crawl, though not the giver's Done marks,
-// fetch state and host states: a URL the giver fetched may be fetched
-// again when a link to it comes. No witness saw the giver's claim reach
-// that piece, so none saw it reach the pieces of the part before it
-// either, whose owners are further away still: the giver gives those up
-// in the same way without asking, and their owners, which found nothing
-// to take, claim them by pull.
+// owner gets every URL still to crawl; the giver's done marks, fetch
+// state and host states go to it too, and it takes them only if its own
+// view says the giver held the piece (see "Rerouted done marks" in
+// reroute.go): where it cannot judge the giver, a URL the giver fetched
+// may be fetched again when a link to it comes. No witness saw the
+// giver's claim reach that piece, so none saw it reach the pieces of the
+// part before it either, whose owners are further away still: the giver
+// gives those up in the same way without asking (their pending records as
+// tasks, no done marks), and their owners, which found nothing to take,
+// claim them by pull.
 //
 // Never given up this way are the arcs of the giver's own replicas, its
 // first K successors (self, K-th successor]: they hear from the giver
@@ -299,7 +302,7 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spa
 					e = Epoch{} // from the future: not for the table
 				}
 				for _, x := range subtract(intersect(spansOf(r), owner), keep).ranges() {
-					res.gaveUp = m.giveUp(ctx, x, to, e) || res.gaveUp
+					res.gaveUp = m.giveUp(ctx, x, to, e, part.Epoch) || res.gaveUp
 				}
 				continue
 			}
@@ -331,11 +334,18 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spa
 // giveUp stops releasing r, which owner claims at epoch (if known) and
 // will not take from this node, once its pending records went to the app
 // to reroute, and reports whether it did (see "Releases the owner will
-// not take").
-func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch Epoch) bool {
+// not take"). When owner answered for r itself (mine, this node's claim
+// of r, is set), the done records and host states of r go to it as well,
+// best effort (see "Rerouted done marks" in reroute.go); the pieces given
+// up without asking are sent none: their owners are further away still,
+// and this node does not know them.
+func (m *Manager) giveUp(ctx context.Context, r Range, owner ring.Peer, epoch, mine Epoch) bool {
 	if err := m.reroute(ctx, r); err != nil {
 		m.log.Warn("reroute a release", "range", r, "owner", owner, "err", err)
 		return false
+	}
+	if !mine.IsZero() {
+		m.sendDoneMarks(ctx, owner, r, mine)
 	}
 	m.mu.Lock()
 	m.releasing = m.releasing.remove(spansOf(r))
@@ -674,6 +684,9 @@ func (m *Manager) reconcileStale(ctx context.Context, v view) {
 				if err := m.rerouteAll(ctx, done); err != nil {
 					m.log.Warn("reroute stale records", "range", r, "owner", target, "err", err)
 					continue
+				}
+				for _, x := range done.ranges() {
+					m.sendDoneMarks(ctx, target, x, Epoch{})
 				}
 				m.mu.Lock()
 				m.stats.Rerouted++

@@ -62,6 +62,12 @@ type HandoffRequest struct {
 	Hosts   []HostState
 	Final   bool
 	Merge   bool
+	// Reroute marks the done records and host states of a range the
+	// sender gave up without a handoff (see "Rerouted done marks" in
+	// reroute.go): the receiver takes only done records, and host states
+	// for the app to apply where they make politeness stricter, and only
+	// over what its own view says the sender held.
+	Reroute bool
 }
 
 // HandoffReply answers one handoff chunk. Accepted false means the chunk

@@ -2034,8 +2034,14 @@ type HandoffRequest struct {
 	// to_position is the receiver's ring position the message is for, and
 	// from_position the sender's position it comes from (0: the position
 	// the peer ID gives); docs/protocol.md, "Ring positions". Below 256.
-	ToPosition    uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
-	FromPosition  uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	ToPosition   uint32 `protobuf:"varint,60,opt,name=to_position,json=toPosition,proto3" json:"to_position,omitempty"`
+	FromPosition uint32 `protobuf:"varint,61,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	// reroute: the done records and host states of a range the sender gave
+	// up without a handoff, its receiver having claimed it already
+	// (docs/protocol.md, "Rerouted done marks"). Only done records count;
+	// the receiver takes them, and host states only where they make
+	// politeness stricter, from a sender its own view says held the range.
+	Reroute       bool `protobuf:"varint,70,opt,name=reroute,proto3" json:"reroute,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2124,6 +2130,13 @@ func (x *HandoffRequest) GetFromPosition() uint32 {
 		return x.FromPosition
 	}
 	return 0
+}
+
+func (x *HandoffRequest) GetReroute() bool {
+	if x != nil {
+		return x.Reroute
+	}
+	return false
 }
 
 // HandoffReply accepts a chunk, or refuses it with the range the receiver
@@ -4542,7 +4555,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\vstore_error\x18\x03 \x01(\tR\n" +
 	"storeError\x12\x18\n" +
 	"\arefused\x18\x04 \x01(\tR\arefused\x12\x18\n" +
-	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xc5\x02\n" +
+	"\areceipt\x18\x14 \x01(\fR\areceipt\"\xdf\x02\n" +
 	"\x0eHandoffRequest\x12/\n" +
 	"\x05range\x18\x01 \x01(\v2\x19.swarmcrawl.v1.ShardRangeR\x05range\x12*\n" +
 	"\x05epoch\x18\x02 \x01(\v2\x14.swarmcrawl.v1.EpochR\x05epoch\x124\n" +
@@ -4552,7 +4565,8 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x05merge\x18\x06 \x01(\bR\x05merge\x12\x1f\n" +
 	"\vto_position\x18< \x01(\rR\n" +
 	"toPosition\x12#\n" +
-	"\rfrom_position\x18= \x01(\rR\ffromPosition\"\xd2\x01\n" +
+	"\rfrom_position\x18= \x01(\rR\ffromPosition\x12\x18\n" +
+	"\areroute\x18F \x01(\bR\areroute\"\xd2\x01\n" +
 	"\fHandoffReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12/\n" +
