@@ -610,8 +610,13 @@ func TestDecodedFramesWithinAccountedMemory(t *testing.T) {
 	if served.Load() > 0 || limited.Load() != 4 {
 		t.Errorf("decode bombs: %d served (up to %d records), %d of 4 refused for the resource limit", served.Load(), mostRecords.Load(), limited.Load())
 	}
-	if float64(heap) > 1.25*float64(reserved)+16<<20 {
-		t.Errorf("decode bombs held %.1f MiB of heap, %.1f MiB accounted", float64(heap)/(1<<20), float64(reserved)/(1<<20))
+	// The heap is the whole process's, the four attackers' too: each
+	// holds up to its frame in its own stream's buffers while the victim
+	// refuses it, more of it the slower the machine (22.5 MiB against
+	// 20.8 allowed at load 9). A bomb decoded held 1,086 MiB.
+	inFlight := float64(len(a[1:]) * len(bomb))
+	if float64(heap) > 1.25*float64(reserved)+inFlight+16<<20 {
+		t.Errorf("decode bombs held %.1f MiB of heap, %.1f MiB accounted, %.1f MiB of the attackers' frames in flight", float64(heap)/(1<<20), float64(reserved)/(1<<20), inFlight/(1<<20))
 	}
 }
 
