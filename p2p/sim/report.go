@@ -42,6 +42,13 @@ type Report struct {
 	MaintBytesPerNodeSec float64 `json:"maint_bytes_per_node_s"`
 	CrawlMsgsPerNodeSec  float64 `json:"crawl_msgs_per_node_s"`
 	CrawlBytesPerNodeSec float64 `json:"crawl_bytes_per_node_s"`
+	// Maint breaks the maintenance traffic down by message kind, per
+	// physical node and simulated second of the crawl phase: neighbours
+	// (stabilize), notify, ping (check-predecessor, suspect probes),
+	// lookup (fix-fingers and position checks, handoff targets), leave,
+	// replicate (shard heartbeats, claims and progress), digest
+	// (anti-entropy), handoff, pull. Kinds with no traffic are left out.
+	Maint map[string]KindTraffic `json:"maint_by_kind,omitempty"`
 
 	Balance Balance `json:"balance"`
 	// StuckReleases counts the parts live positions still held as
@@ -233,6 +240,24 @@ type Sample struct {
 	Wrong    int64   `json:"wrong"`
 	Coverage float64 `json:"coverage"`
 	Fetches  int64   `json:"fetches"`
+}
+
+// KindTraffic is the traffic of one kind of message, per physical node
+// and simulated second.
+type KindTraffic struct {
+	MsgsPerNodeSec  float64 `json:"msgs_per_node_s"`
+	BytesPerNodeSec float64 `json:"bytes_per_node_s"`
+}
+
+// maintKind records the crawl phase's maintenance traffic of one kind.
+func (r *Report) maintKind(k rpcKind, t traffic, nodeSeconds float64) {
+	if nodeSeconds == 0 || t.msgs == 0 {
+		return
+	}
+	if r.Maint == nil {
+		r.Maint = map[string]KindTraffic{}
+	}
+	r.Maint[kindNames[k]] = KindTraffic{float64(t.msgs) / nodeSeconds, float64(t.bytes) / nodeSeconds}
 }
 
 // traffic records the crawl phase's traffic of one activity.
@@ -485,6 +510,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.StuckReleases, r.WitnessedGivers, r.ReroutedParts, r.ReroutedRecords)
 	fmt.Fprintf(&b, "maintenance per node: %.1f msgs/s, %.0f B/s (estimated sizes); crawl traffic per node: %.1f msgs/s, %.0f B/s\n",
 		r.MaintMsgsPerNodeSec, r.MaintBytesPerNodeSec, r.CrawlMsgsPerNodeSec, r.CrawlBytesPerNodeSec)
+	if len(r.Maint) > 0 {
+		b.WriteString("  maintenance by kind (msgs/s, B/s):")
+		for _, k := range kindNames {
+			if t, ok := r.Maint[k]; ok {
+				fmt.Fprintf(&b, " %s %.1f, %.0f;", k, t.MsgsPerNodeSec, t.BytesPerNodeSec)
+			}
+		}
+		b.WriteString("\n")
+	}
 	bl := r.Balance
 	fmt.Fprintf(&b, "keys per node (%d sampled keys): max %d, mean %.1f, max/mean %.2f (%d unowned); ring share max/mean %.2f\n",
 		bl.SampleKeys, bl.KeysMax, bl.KeysMean, bl.KeysMaxMean, bl.KeysUnowned, bl.ShareMaxMean)

@@ -85,6 +85,8 @@ type Sim struct {
 
 	act     activity
 	traffic [numActs]traffic
+	// maintKinds breaks the maintenance traffic down by message kind.
+	maintKinds [numKinds]traffic
 
 	phys        []*physNode
 	live        []*physNode
@@ -219,11 +221,15 @@ func (s *Sim) run() *Report {
 	if cfg.Census > 0 {
 		s.w.at(crawlStart+cfg.Duration, func() { s.runCensus(rep) })
 	}
-	before := s.traffic
+	before, beforeKinds := s.traffic, s.maintKinds
 	s.w.runUntil(crawlStart+cfg.Duration, nil)
 	for a := range numActs {
 		d := traffic{s.traffic[a].msgs - before[a].msgs, s.traffic[a].bytes - before[a].bytes}
 		rep.traffic(a, d, s.nodeSeconds)
+	}
+	for k := range numKinds {
+		d := traffic{s.maintKinds[k].msgs - beforeKinds[k].msgs, s.maintKinds[k].bytes - beforeKinds[k].bytes}
+		rep.maintKind(k, d, s.nodeSeconds)
 	}
 	rep.coverageAtDuration = s.coverage()
 
