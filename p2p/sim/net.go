@@ -32,7 +32,8 @@ const (
 	kindPing                      // ring Ping: check-predecessor, suspect probes, dead successors
 	kindLookup                    // ring lookup steps: fix-fingers, position checks, handoff targets
 	kindLeave                     // ring Leave notices
-	kindReplicate                 // shard writes in Tick: heartbeats, claims, progress
+	kindReplicate                 // shard writes in Tick carrying claims alone: heartbeats
+	kindProgress                  // shard writes in Tick carrying records or host states: progress
 	kindDigest                    // shard anti-entropy digests
 	kindHandoff                   // shard handoffs and anti-entropy merges
 	kindPull                      // shard pulls
@@ -41,7 +42,7 @@ const (
 )
 
 // kindNames are the report's names of the kinds, in order.
-var kindNames = [numKinds]string{"neighbours", "notify", "ping", "lookup", "leave", "replicate", "digest", "handoff", "pull", "task"}
+var kindNames = [numKinds]string{"neighbours", "notify", "ping", "lookup", "leave", "heartbeat", "progress", "digest", "handoff", "pull", "task"}
 
 // Message sizes are estimates of the protobuf encoding on a libp2p
 // stream, not measurements: frameBytes per message for framing and stream
@@ -186,7 +187,11 @@ func (t *shardTransport) call(to ring.Peer, kind rpcKind, req int, rpc func() (i
 func (t *shardTransport) Replicate(ctx context.Context, to ring.Peer, req *shard.WriteRequest) (*shard.WriteReply, error) {
 	var out *shard.WriteReply
 	n := len(req.Claims)*claimBytes + recordsBytes(req.Records) + hostsBytes(req.Hosts) + 16*len(req.Held) + recordsBytes(req.Watched)
-	err := t.call(to, kindReplicate, n, func() (int, error) {
+	kind := kindReplicate
+	if len(req.Records)+len(req.Hosts)+len(req.Watched) > 0 {
+		kind = kindProgress
+	}
+	err := t.call(to, kind, n, func() (int, error) {
 		if r := t.s.byAddr[to.Addr]; r != nil && r.alive && r.phys.dishonest {
 			// A dishonest replica withholds the lease: it answers, and
 			// refuses every write.

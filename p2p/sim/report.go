@@ -46,7 +46,8 @@ type Report struct {
 	// physical node and simulated second of the crawl phase: neighbours
 	// (stabilize), notify, ping (check-predecessor, suspect probes),
 	// lookup (fix-fingers and position checks, handoff targets), leave,
-	// replicate (shard heartbeats, claims and progress), digest
+	// heartbeat (shard writes of claims alone), progress (shard writes
+	// with records or host states), digest
 	// (anti-entropy), handoff, pull. Kinds with no traffic are left out.
 	Maint map[string]KindTraffic `json:"maint_by_kind,omitempty"`
 
