@@ -279,6 +279,7 @@ func newPositions(n int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg 
 	if n > 1 {
 		siblings := make([]*ring.Node, n)
 		cfg.Siblings = func() []*ring.Node { return siblings }
+		cfg.Positions = n // shared maintenance (ring.Config.Positions)
 		// Replicas go to K other machines, and a successor list full of
 		// the node's own positions reaches fewer: the list grows with V.
 		cfg.SuccessorListLen = max(cfg.WithDefaults().SuccessorListLen, min(2*n, maxSuccessorList))

@@ -38,6 +38,19 @@ type Config struct {
 	// every Lookup that does not end at the node itself, must be cheap,
 	// and may include the node itself.
 	Siblings func() []*Node
+	// Positions is how many ring positions (virtual nodes) the process
+	// holds, this node among them (the others are Siblings); 0 or 1: one.
+	// With more, the positions share the machine's maintenance so that V
+	// positions do not cost V times the traffic of one (see shared.go):
+	// each position stabilizes and checks its predecessor every
+	// max(1, Positions/2) intervals and fixes its fingers every Positions
+	// FixFingersIntervals, the machine's loops still ticking at the base
+	// intervals; a step runs at once instead, at the next tick, when
+	// something changed (a new successor, a notify, a failed call to a
+	// neighbour's machine by this position or any sibling), and a
+	// predecessor whose machine this position or a sibling heard from
+	// within the stretched interval is not pinged.
+	Positions int
 	// OnChange, if set, is called outside the node's lock whenever its
 	// predecessor or first successor changes, with a snapshot taken right
 	// after the change. Calls may come from RPC handlers and maintenance

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // FixFingers refreshes the whole finger table; finger i is the owner of
@@ -10,7 +11,14 @@ import (
 // are read from it, and a start that lies before the previous finger's node
 // has that node as its owner too. Failed lookups keep the old entry, which
 // is only a routing hint.
+//
+// With Config.Positions > 1 a call returns at once unless Positions
+// FixFingersIntervals passed since the last (see shared.go).
 func (n *Node) FixFingers(ctx context.Context) {
+	never := false
+	if !n.due(&n.lastFix, &never, n.cfg.FixFingersInterval*time.Duration(max(1, n.cfg.Positions)), n.cfg.FixFingersInterval) {
+		return
+	}
 	n.mu.Lock()
 	succs := slices.Clone(n.succs)
 	old := n.fingers

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Node is one member of a Chord ring. It serves ring RPCs through its
@@ -49,6 +50,13 @@ type Node struct {
 	lastSuccs []Peer
 	// rejoinNext rotates through the peers an isolated node tries.
 	rejoinNext int
+
+	// Shared maintenance (Config.Positions > 1, shared.go): when each
+	// step last ran, the steps to run at the next tick whatever their
+	// interval, and when this node last heard from each machine.
+	lastStab, lastCheck, lastFix time.Time
+	urgentStab, urgentCheck      bool
+	machineHeard                 map[string]time.Time
 }
 
 var _ Handler = (*Node)(nil)
@@ -286,8 +294,14 @@ func (n *Node) HandleNotify(from string, candidate Peer) error {
 	w := n.watchLocked()
 	// The candidate just spoke to us, so it is alive whatever we thought.
 	n.suspects.clear(candidate.Addr)
+	n.heardLocked(candidate.Machine(), n.cfg.Clock.Now())
 	if n.pred.IsZero() || candidate.ID.inOpen(n.pred.ID, n.self.ID) || n.suspects.has(n.pred.Addr) {
 		n.pred = candidate
+	} else if n.shared() && candidate != n.pred && candidate.Machine() != n.pred.Machine() {
+		// A peer before our predecessor takes us for its successor: it
+		// may have found our predecessor dead. Check at the next tick
+		// rather than a stretched interval later (shared.go).
+		n.urgentCheck = true
 	}
 	n.offerSuccessorLocked(candidate)
 	snap := n.commitLocked(w)
@@ -434,6 +448,11 @@ func (n *Node) commitLocked(w watch) *State {
 	if w == n.watchLocked() {
 		return nil
 	}
+	if w.succ != n.succs[0] && n.shared() {
+		// A new first successor is to be checked and notified at the
+		// next tick, not a stretched interval later.
+		n.urgentStab = true
+	}
 	n.version++
 	if n.cfg.OnChange == nil {
 		return nil
@@ -470,13 +489,19 @@ func (n *Node) call(ctx context.Context, to Peer, rpc func(context.Context) erro
 	cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
 	err := rpc(cctx)
 	cancel()
+	failed := false
 	n.mu.Lock()
 	if err == nil {
 		n.suspects.clear(to.Addr)
+		n.heardLocked(to.Machine(), n.cfg.Clock.Now())
 	} else if ctx.Err() == nil && to != n.self {
 		n.suspects.mark(to, n.cfg.Clock.Now())
+		failed = to.Machine() != n.self.Machine()
 	}
 	n.mu.Unlock()
+	if failed {
+		n.machineFailed(to.Machine())
+	}
 	return err
 }
 

@@ -27,22 +27,23 @@ type traffic struct{ msgs, bytes int64 }
 type rpcKind int
 
 const (
-	kindNeighbours rpcKind = iota // ring Stabilize's (and its walk's) Neighbours
-	kindNotify                    // ring Notify
-	kindPing                      // ring Ping: check-predecessor, suspect probes, dead successors
-	kindLookup                    // ring lookup steps: fix-fingers, position checks, handoff targets
-	kindLeave                     // ring Leave notices
-	kindReplicate                 // shard writes in Tick carrying claims alone: heartbeats
-	kindProgress                  // shard writes in Tick carrying records or host states: progress
-	kindDigest                    // shard anti-entropy digests
-	kindHandoff                   // shard handoffs and anti-entropy merges
-	kindPull                      // shard pulls
-	kindTask                      // task deliveries (the crawl's, not maintenance)
+	kindNeighbours  rpcKind = iota // ring Stabilize's (and its walk's) Neighbours
+	kindNotify                     // ring Notify
+	kindPing                       // ring Ping: check-predecessor, suspect probes, dead successors
+	kindLookup                     // ring lookup steps in ring maintenance: fix-fingers, position checks, joins
+	kindShardLookup                // ring lookup steps in shard Ticks: placing senders, handoff targets, witnesses
+	kindLeave                      // ring Leave notices
+	kindReplicate                  // shard writes in Tick carrying claims alone: heartbeats
+	kindProgress                   // shard writes in Tick carrying records or host states: progress
+	kindDigest                     // shard anti-entropy digests
+	kindHandoff                    // shard handoffs and anti-entropy merges
+	kindPull                       // shard pulls
+	kindTask                       // task deliveries (the crawl's, not maintenance)
 	numKinds
 )
 
 // kindNames are the report's names of the kinds, in order.
-var kindNames = [numKinds]string{"neighbours", "notify", "ping", "lookup", "leave", "heartbeat", "progress", "digest", "handoff", "pull", "task"}
+var kindNames = [numKinds]string{"neighbours", "notify", "ping", "lookup", "shard-lookup", "leave", "heartbeat", "progress", "digest", "handoff", "pull", "task"}
 
 // Message sizes are estimates of the protobuf encoding on a libp2p
 // stream, not measurements: frameBytes per message for framing and stream
@@ -105,6 +106,9 @@ func (s *Sim) account(v *vnode, to string, kind rpcKind, req, rep int, err error
 	t.msgs += d.msgs
 	t.bytes += d.bytes
 	if s.act == actMaint {
+		if kind == kindLookup && s.inTick {
+			kind = kindShardLookup
+		}
 		k := &s.maintKinds[kind]
 		k.msgs += d.msgs
 		k.bytes += d.bytes

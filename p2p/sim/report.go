@@ -45,7 +45,9 @@ type Report struct {
 	// Maint breaks the maintenance traffic down by message kind, per
 	// physical node and simulated second of the crawl phase: neighbours
 	// (stabilize), notify, ping (check-predecessor, suspect probes),
-	// lookup (fix-fingers and position checks, handoff targets), leave,
+	// lookup (fix-fingers, position checks, joins), shard-lookup (the
+	// lookups of shard Ticks: placing a sender, handoff targets,
+	// witnesses), leave,
 	// heartbeat (shard writes of claims alone), progress (shard writes
 	// with records or host states), digest
 	// (anti-entropy), handoff, pull. Kinds with no traffic are left out.

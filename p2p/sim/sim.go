@@ -87,6 +87,7 @@ type Sim struct {
 	traffic [numActs]traffic
 	// maintKinds breaks the maintenance traffic down by message kind.
 	maintKinds [numKinds]traffic
+	inTick     bool // a shard.Manager.Tick is running
 
 	phys        []*physNode
 	live        []*physNode

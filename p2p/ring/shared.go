@@ -1,0 +1,123 @@
+package ring
+
+import "time"
+
+// Shared maintenance.
+//
+// A process that holds V ring positions (Config.Positions > 1) would pay V
+// times the maintenance of one if every position ran Chord's loops at the
+// base intervals: V stabilize exchanges, V predecessor pings and V finger
+// tables refreshed per round. Its positions share the work instead:
+//
+//   - Stabilize and CheckPredecessor run every stretch() of their
+//     intervals and FixFingers every Positions FixFingersIntervals, so the
+//     machine refreshes about one finger table's worth per interval, as a
+//     process with one position does: lookups start from the sibling
+//     nearest the key (Config.Siblings), whose table is the one that
+//     matters. Run (or a simulator) still calls the steps at the base
+//     intervals; a call before its stretched interval returns at once.
+//   - Failure reaction does not slow down. A failed call to a peer makes
+//     every position whose first successor or predecessor is on that
+//     peer's machine (this one and its siblings: a machine fails with all
+//     its positions) stabilize or check its predecessor at its next tick.
+//     A notify that changes the successor, a leave notice and a revived
+//     suspect do the same for the position concerned, and a joining
+//     position notifies the predecessor its lookup found as well as its
+//     successor, so the predecessor takes it as successor at once.
+//   - Liveness is per machine: a successful call to any position of a
+//     machine, or a notify from one, by this position or a sibling, proves
+//     the machine alive, and a predecessor on a machine proven alive
+//     within the stretched check interval is not pinged.
+
+// machineHeardMax bounds the machines a node remembers hearing from; the
+// oldest is forgotten first.
+const machineHeardMax = 64
+
+// shared reports whether the node shares maintenance with siblings.
+func (n *Node) shared() bool { return n.cfg.Positions > 1 }
+
+// stretch is how many base intervals apart a position of a shared
+// machine stabilizes and checks its predecessor.
+func (c Config) stretch() time.Duration { return time.Duration(max(1, c.Positions/2)) }
+
+// dueLocked reports whether a step last run at *last, every `every`, runs
+// now, and if so notes now as its start. urgent forces it (and is
+// cleared). A tick that comes up to half a base interval early still
+// counts, so that a step the base tickers call every `base` runs every
+// `every` and not one tick later. Callers hold n.mu.
+func dueLocked(last *time.Time, urgent *bool, now time.Time, every, base time.Duration) bool {
+	if !*urgent && !last.IsZero() && now.Sub(*last) < every-base/2 {
+		return false
+	}
+	*urgent = false
+	*last = now
+	return true
+}
+
+// heardLocked notes that machine answered or spoke to this node at now.
+// Callers hold n.mu.
+func (n *Node) heardLocked(machine string, now time.Time) {
+	if !n.shared() {
+		return
+	}
+	if n.machineHeard == nil {
+		n.machineHeard = make(map[string]time.Time)
+	}
+	if _, ok := n.machineHeard[machine]; !ok && len(n.machineHeard) >= machineHeardMax {
+		var oldest string
+		var at time.Time
+		for m, t := range n.machineHeard {
+			if oldest == "" || t.Before(at) {
+				oldest, at = m, t
+			}
+		}
+		delete(n.machineHeard, oldest)
+	}
+	n.machineHeard[machine] = now
+}
+
+// heardSince reports whether this node or a sibling heard from machine
+// at or after t.
+func (n *Node) heardSince(machine string, t time.Time) bool {
+	for _, s := range n.family() {
+		s.mu.Lock()
+		at, ok := s.machineHeard[machine]
+		s.mu.Unlock()
+		if ok && !at.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// family is the node and its siblings.
+func (n *Node) family() []*Node {
+	out := []*Node{n}
+	if n.cfg.Siblings != nil {
+		for _, s := range n.cfg.Siblings() {
+			if s != nil && s != n {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// machineFailed makes every position of the family whose first successor
+// or predecessor is on machine repair at its next tick: a call to it just
+// failed, and a machine fails with all its positions.
+func (n *Node) machineFailed(machine string) {
+	if !n.shared() {
+		return
+	}
+	for _, s := range n.family() {
+		s.mu.Lock()
+		if s.succs[0] != s.self && s.succs[0].Machine() == machine {
+			s.urgentStab = true
+		}
+		if !s.pred.IsZero() && s.pred.Machine() == machine {
+			s.urgentCheck = true
+		}
+		s.mu.Unlock()
+	}
+}
