@@ -36,10 +36,16 @@ func (n *Node) FixFingers(ctx context.Context) {
 	}
 	n.checkPosition(ctx)
 
+	// With shared maintenance, the sibling after us answers for the
+	// keys beyond it (answererFor): our fingers stop there.
+	limit, bounded := n.nextSibling()
 	var fresh [idBits]Peer
 	var prev Peer
 	for i := range idBits {
 		start := n.self.ID + ID(1)<<i
+		if bounded && !start.Between(n.self.ID, limit) {
+			break
+		}
 		f, ok := ownerFromList(n.self.ID, start, succs)
 		switch {
 		case ok:

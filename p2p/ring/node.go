@@ -245,7 +245,16 @@ func (n *Node) distinctFingersLocked() []Peer {
 // lost its neighbours, not that the ring is just itself. It names the
 // closest preceding peer it knows, or nobody, and no successor list, so
 // the asker goes on from its own tables.
+//
+// A position that shares maintenance (Config.Positions > 1) answers as
+// its machine: from the tables of the sibling that precedes key most
+// closely, itself included (see shared.go).
 func (n *Node) HandleFindSuccessorStep(key ID) Step {
+	return n.answererFor(key).step(key)
+}
+
+// step is HandleFindSuccessorStep from this node's own tables.
+func (n *Node) step(key ID) Step {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.isolatedLocked() {
@@ -307,6 +316,7 @@ func (n *Node) HandleNotify(from string, candidate Peer) error {
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
+	n.offerSiblings(candidate)
 	return nil
 }
 

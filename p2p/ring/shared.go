@@ -24,6 +24,14 @@ import "time"
 //     suspect do the same for the position concerned, and a joining
 //     position notifies the predecessor its lookup found as well as its
 //     successor, so the predecessor takes it as successor at once.
+//   - The machine routes as one: a lookup step asked of any position is
+//     answered from the tables of the position that precedes the key
+//     most closely (HandleFindSuccessorStep), as Lookup starts from it,
+//     so a position keeps fingers only up to its next sibling clockwise
+//     (FixFingers): beyond it a sibling's tables answer. The machine's
+//     positions hold one finger table's worth between them.
+//   - A notify proves its sender alive to the whole machine: a sibling
+//     whose successor pointer skips the sender takes it as successor too.
 //   - Liveness is per machine: a successful call to any position of a
 //     machine, or a notify from one, by this position or a sibling, proves
 //     the machine alive, and a predecessor on a machine proven alive
@@ -119,5 +127,71 @@ func (n *Node) machineFailed(machine string) {
 			s.urgentCheck = true
 		}
 		s.mu.Unlock()
+	}
+}
+
+// inRing reports whether the node is a joined member that may answer for
+// the ring: it has a successor other than itself and is not isolated.
+func (n *Node) inRing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.succs[0] != n.self
+}
+
+// answererFor returns the position of this machine whose tables answer a
+// lookup step for key: the member of the family preceding key most
+// closely, or n itself without shared maintenance.
+func (n *Node) answererFor(key ID) *Node {
+	if !n.shared() || n.cfg.Siblings == nil {
+		return n
+	}
+	best := n
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n || !s.self.ID.inOpen(best.self.ID, key) || !s.inRing() {
+			continue
+		}
+		best = s
+	}
+	return best
+}
+
+// nextSibling returns the ID of the nearest position of this machine
+// clockwise after n that is in the ring, and false if there is none or
+// maintenance is not shared.
+func (n *Node) nextSibling() (ID, bool) {
+	if !n.shared() || n.cfg.Siblings == nil {
+		return 0, false
+	}
+	var next ID
+	found := false
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n || s.self.ID == n.self.ID || !s.inRing() {
+			continue
+		}
+		if !found || n.self.ID.dist(s.self.ID) < n.self.ID.dist(next) {
+			next, found = s.self.ID, true
+		}
+	}
+	return next, found
+}
+
+// offerSiblings offers p, which just spoke to n, as successor to n's
+// siblings: one whose successor pointer skips p takes it.
+func (n *Node) offerSiblings(p Peer) {
+	if !n.shared() || n.cfg.Siblings == nil || p.Machine() == n.self.Machine() {
+		return
+	}
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n {
+			continue
+		}
+		s.mu.Lock()
+		w := s.watchLocked()
+		if s.succs[0] != s.self {
+			s.offerSuccessorLocked(p)
+		}
+		snap := s.commitLocked(w)
+		s.mu.Unlock()
+		s.emit(snap)
 	}
 }
