@@ -49,7 +49,10 @@ type Config struct {
 	// something changed (a new successor, a notify, a failed call to a
 	// neighbour's machine by this position or any sibling), and a
 	// predecessor whose machine this position or a sibling heard from
-	// within the stretched interval is not pinged.
+	// within the stretched interval is not pinged. The successor list
+	// grows to at least 2*Positions peers (at most
+	// MaxSharedSuccessorList): replicas go to K other machines, and a
+	// list full of one machine's positions reaches fewer.
 	Positions int
 	// OnChange, if set, is called outside the node's lock whenever its
 	// predecessor or first successor changes, with a snapshot taken right
@@ -58,6 +61,11 @@ type Config struct {
 	// State.Version and ignore older ones. It must not block for long.
 	OnChange func(State)
 }
+
+// MaxSharedSuccessorList bounds the successor list that Config.Positions
+// asks for: a ring message carries it, with every peer's addresses,
+// within the node's ring message limit (protocol.MaxRingMsgBytes).
+const MaxSharedSuccessorList = 32
 
 // DefaultConfig returns the defaults described on Config's fields.
 func DefaultConfig() Config {
@@ -79,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.SuccessorListLen <= 0 {
 		c.SuccessorListLen = d.SuccessorListLen
+	}
+	if c.Positions > 1 {
+		c.SuccessorListLen = max(c.SuccessorListLen, min(2*c.Positions, MaxSharedSuccessorList))
 	}
 	if c.MaxHops <= 0 {
 		c.MaxHops = d.MaxHops

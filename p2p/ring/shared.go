@@ -75,7 +75,9 @@ func (n *Node) heardLocked(machine string, now time.Time) {
 		var oldest string
 		var at time.Time
 		for m, t := range n.machineHeard {
-			if oldest == "" || t.Before(at) {
+			// Ties go to the smaller name, so that a simulator that
+			// replays a seed forgets the same machine.
+			if oldest == "" || t.Before(at) || t.Equal(at) && m < oldest {
 				oldest, at = m, t
 			}
 		}

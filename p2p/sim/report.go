@@ -213,6 +213,12 @@ type ChurnReport struct {
 	JoinRetries  int64 `json:"join_retries"`
 	LeaveErrors  int64 `json:"leave_errors"`
 	FinalMembers int   `json:"final_positions"`
+	// MaxAlone is the most joined positions that took themselves for the
+	// whole ring (ring.Node.Alone) at any second of the crawl phase, and
+	// MaxIsolated the most that knew themselves cut off
+	// (ring.Node.Isolated).
+	MaxAlone    int `json:"max_alone"`
+	MaxIsolated int `json:"max_isolated"`
 }
 
 // BurstReport is the repair after a burst of crashes.
@@ -286,6 +292,7 @@ func (s *Sim) finish(r *Report) {
 	r.Churn = ChurnReport{
 		Joins: s.joins, Leaves: s.leaves, Crashes: s.crashes, Partitions: s.partitions,
 		JoinRetries: s.joinFailures, LeaveErrors: s.leaveErrors, FinalMembers: len(s.members),
+		MaxAlone: s.maxAlone, MaxIsolated: s.maxIsolated,
 	}
 	if b := s.burst; b != nil {
 		br := &BurstReport{
@@ -555,8 +562,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	ch := r.Churn
-	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end\n",
-		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.LeaveErrors, ch.FinalMembers)
+	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end; at most %d positions alone (owning the whole ring) and %d isolated at once\n",
+		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.LeaveErrors, ch.FinalMembers, ch.MaxAlone, ch.MaxIsolated)
 	if br := r.Burst; br != nil {
 		fmt.Fprintf(&b, "burst at %v: %d nodes crashed; %d runs of more than K consecutive positions (longest %d), %d arcs lost every copy; owners repaired after %s, ring after %s\n",
 			seconds(br.AtSeconds), br.Crashed, br.RunsOverK, br.LongestRun, br.DoomedArcs, repairTime(br.OwnersRepairedS), repairTime(br.RingRepairedS))

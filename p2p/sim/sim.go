@@ -132,6 +132,7 @@ type Sim struct {
 	joins, leaves, crashes, partitions        int64
 	joinFailures, leaveErrors, progressErrors int64
 	retiredWork                               []int64
+	maxAlone, maxIsolated                     int     // ChurnReport
 	nodeSeconds                               float64 // physical node-seconds of the crawl phase
 
 	burst  *burstState
@@ -364,6 +365,15 @@ func (s *Sim) crawlIdle() bool {
 func (s *Sim) housekeeping() {
 	if s.phase == phaseCrawl {
 		s.nodeSeconds += float64(len(s.live))
+		alone, isolated := 0, 0
+		for _, v := range s.members {
+			if v.rn.Alone() {
+				alone++
+			} else if v.rn.Isolated() {
+				isolated++
+			}
+		}
+		s.maxAlone, s.maxIsolated = max(s.maxAlone, alone), max(s.maxIsolated, isolated)
 	}
 	if len(s.members) > 0 && s.phase != phaseFinal {
 		s.probeAcc += s.cfg.Probes * float64(len(s.live)) / 60
