@@ -50,9 +50,10 @@ type Config struct {
 	// neighbour's machine by this position or any sibling), and a
 	// predecessor whose machine this position or a sibling heard from
 	// within the stretched interval is not pinged. The successor list
-	// grows to at least 2*Positions peers (at most
-	// MaxSharedSuccessorList): replicas go to K other machines, and a
-	// list full of one machine's positions reaches fewer.
+	// may grow to 2*Positions peers (at most MaxSharedSuccessorList):
+	// replicas go to K other machines, and a list full of one machine's
+	// positions reaches fewer. It grows only until it names as many
+	// other machines as SuccessorListLen asked for peers.
 	Positions int
 	// OnChange, if set, is called outside the node's lock whenever its
 	// predecessor or first successor changes, with a snapshot taken right

@@ -54,6 +54,9 @@ type Node struct {
 	// Shared maintenance (Config.Positions > 1, shared.go): when each
 	// step last ran, the steps to run at the next tick whatever their
 	// interval, and when this node last heard from each machine.
+	// baseSuccs is the successor list length asked for before
+	// Positions grew it (buildSuccessorsLocked).
+	baseSuccs                    int
 	lastStab, lastCheck, lastFix time.Time
 	urgentStab, urgentCheck      bool
 	machineHeard                 map[string]time.Time
@@ -65,7 +68,11 @@ var _ Handler = (*Node)(nil)
 // a ring of one; call Create or Join before serving traffic, and Run to
 // keep it healthy.
 func NewNode(self Peer, tr Transport, cfg Config) *Node {
-	n := &Node{self: self, tr: tr, cfg: cfg.WithDefaults()}
+	base := cfg.SuccessorListLen
+	if base <= 0 {
+		base = DefaultConfig().SuccessorListLen
+	}
+	n := &Node{self: self, tr: tr, cfg: cfg.WithDefaults(), baseSuccs: base}
 	n.resetLocked()
 	return n
 }
@@ -404,10 +411,15 @@ func (n *Node) offerSuccessorLocked(p Peer) {
 // list: zero peers and duplicates dropped, cut at self (everything after
 // self has wrapped around the ring) and at SuccessorListLen. An empty
 // result means the node is alone.
+//
+// With Config.Positions > 1 the list stops short of SuccessorListLen
+// once it holds baseSuccs peers on baseSuccs machines other than ours:
+// it reaches as many machines as one position's list, and is no longer
+// than needed where the machines' positions interleave (a large ring).
 func (n *Node) buildSuccessorsLocked(cands []Peer) []Peer {
 	out := make([]Peer, 0, n.cfg.SuccessorListLen)
 	for _, p := range cands {
-		if len(out) == n.cfg.SuccessorListLen || p == n.self {
+		if len(out) == n.cfg.SuccessorListLen || p == n.self || n.reachesLocked(out) {
 			break
 		}
 		if p.IsZero() || slices.Contains(out, p) {

@@ -1,6 +1,9 @@
 package ring
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Shared maintenance.
 //
@@ -196,4 +199,22 @@ func (n *Node) offerSiblings(p Peer) {
 		s.mu.Unlock()
 		s.emit(snap)
 	}
+}
+
+// reachesLocked reports whether a successor list under construction is
+// long enough for a shared machine: baseSuccs peers, on at least
+// baseSuccs machines other than ours. Without shared maintenance the
+// list is cut at SuccessorListLen alone.
+func (n *Node) reachesLocked(list []Peer) bool {
+	if !n.shared() || len(list) < n.baseSuccs {
+		return false
+	}
+	own := n.self.Machine()
+	machines := make([]string, 0, len(list))
+	for _, p := range list {
+		if m := p.Machine(); m != own && !slices.Contains(machines, m) {
+			machines = append(machines, m)
+		}
+	}
+	return len(machines) >= n.baseSuccs
 }
