@@ -197,3 +197,30 @@ func TestSharedMaintenanceRepairsCrashFast(t *testing.T) {
 		t.Errorf("8 positions repaired in %v, more than one position's %v plus one stretched stabilize interval (%v)", eight, one, stretched)
 	}
 }
+
+// A position of a machine with 8 positions keeps a successor list that
+// names 8 other machines: 8 peers on a ring whose machines interleave,
+// up to 16 (2V) where few machines hold long runs of positions.
+func TestSharedSuccessorListReachesMachines(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Positions = 8
+	self := Peer{ID: 0, Addr: "me"}
+	n := NewNode(self, nil, cfg)
+	peers := func(machine func(i int) string) []Peer {
+		var out []Peer
+		for i := 1; i <= 40; i++ {
+			out = append(out, Peer{ID: ID(i), Addr: machine(i)})
+		}
+		return out
+	}
+	n.mu.Lock()
+	many := n.buildSuccessorsLocked(peers(func(i int) string { return fmt.Sprintf("m%d", i) }))
+	few := n.buildSuccessorsLocked(peers(func(i int) string { return fmt.Sprintf("m%d/%d", i%3, i) }))
+	n.mu.Unlock()
+	if len(many) != 8 {
+		t.Errorf("successor list over 40 machines holds %d peers, want 8", len(many))
+	}
+	if len(few) != 16 {
+		t.Errorf("successor list over 3 machines holds %d peers, want 16 (2V)", len(few))
+	}
+}
