@@ -3,7 +3,6 @@ package ring
 import (
 	"context"
 	"slices"
-	"time"
 )
 
 // FixFingers refreshes the whole finger table; finger i is the owner of
@@ -12,11 +11,11 @@ import (
 // has that node as its owner too. Failed lookups keep the old entry, which
 // is only a routing hint.
 //
-// With Config.Positions > 1 a call returns at once unless Positions
+// With Config.Positions > 1 a call returns at once unless 2*Positions
 // FixFingersIntervals passed since the last (see shared.go).
 func (n *Node) FixFingers(ctx context.Context) {
-	never := false
-	if !n.due(&n.lastFix, &never, n.cfg.FixFingersInterval*time.Duration(max(1, n.cfg.Positions)), n.cfg.FixFingersInterval) {
+	notUrgent := false
+	if !n.due(&n.lastFix, &notUrgent, n.cfg.fixEvery(), n.cfg.FixFingersInterval) {
 		return
 	}
 	n.mu.Lock()
