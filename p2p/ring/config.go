@@ -38,6 +38,23 @@ type Config struct {
 	// every Lookup that does not end at the node itself, must be cheap,
 	// and may include the node itself.
 	Siblings func() []*Node
+	// Positions is how many ring positions (virtual nodes) the process
+	// holds, this node among them (the others are Siblings); 0 or 1: one.
+	// With more, the positions share the machine's maintenance so that V
+	// positions do not cost V times the traffic of one (see shared.go):
+	// each position stabilizes and checks its predecessor every
+	// max(1, Positions/2) intervals and fixes its fingers every
+	// 2*Positions FixFingersIntervals, the machine's loops still ticking at the base
+	// intervals; a step runs at once instead, at the next tick, when
+	// something changed (a new successor, a notify, a failed call to a
+	// neighbour's machine by this position or any sibling), and a
+	// predecessor whose machine this position or a sibling heard from
+	// within the stretched interval is not pinged. The successor list
+	// may grow to 2*Positions peers (at most MaxSharedSuccessorList):
+	// replicas go to K other machines, and a list full of one machine's
+	// positions reaches fewer. It grows only until it names as many
+	// other machines as SuccessorListLen asked for peers.
+	Positions int
 	// OnChange, if set, is called outside the node's lock whenever its
 	// predecessor or first successor changes, with a snapshot taken right
 	// after the change. Calls may come from RPC handlers and maintenance
@@ -45,6 +62,11 @@ type Config struct {
 	// State.Version and ignore older ones. It must not block for long.
 	OnChange func(State)
 }
+
+// MaxSharedSuccessorList bounds the successor list that Config.Positions
+// asks for: a ring message carries it, with every peer's addresses,
+// within the node's ring message limit (protocol.MaxRingMsgBytes).
+const MaxSharedSuccessorList = 32
 
 // DefaultConfig returns the defaults described on Config's fields.
 func DefaultConfig() Config {
@@ -66,6 +88,9 @@ func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.SuccessorListLen <= 0 {
 		c.SuccessorListLen = d.SuccessorListLen
+	}
+	if c.Positions > 1 {
+		c.SuccessorListLen = max(c.SuccessorListLen, min(2*c.Positions, MaxSharedSuccessorList))
 	}
 	if c.MaxHops <= 0 {
 		c.MaxHops = d.MaxHops

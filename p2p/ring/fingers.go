@@ -10,7 +10,14 @@ import (
 // are read from it, and a start that lies before the previous finger's node
 // has that node as its owner too. Failed lookups keep the old entry, which
 // is only a routing hint.
+//
+// With Config.Positions > 1 a call returns at once unless 2*Positions
+// FixFingersIntervals passed since the last (see shared.go).
 func (n *Node) FixFingers(ctx context.Context) {
+	notUrgent := false
+	if !n.due(&n.lastFix, &notUrgent, n.cfg.fixEvery(), n.cfg.FixFingersInterval) {
+		return
+	}
 	n.mu.Lock()
 	succs := slices.Clone(n.succs)
 	old := n.fingers
@@ -28,10 +35,16 @@ func (n *Node) FixFingers(ctx context.Context) {
 	}
 	n.checkPosition(ctx)
 
+	// With shared maintenance, the sibling after us answers for the
+	// keys beyond it (answererFor): our fingers stop there.
+	limit, bounded := n.nextSibling()
 	var fresh [idBits]Peer
 	var prev Peer
 	for i := range idBits {
 		start := n.self.ID + ID(1)<<i
+		if bounded && !start.Between(n.self.ID, limit) {
+			break
+		}
 		f, ok := ownerFromList(n.self.ID, start, succs)
 		switch {
 		case ok:

@@ -51,6 +51,13 @@ func (n *Node) Join(ctx context.Context, bootstrap Peer) error {
 	n.emit(snap)
 
 	_ = n.notify(ctx, succ)
+	if n.shared() && !r.via.IsZero() && r.via != succ && r.via != n.self {
+		// The peer whose answer named our successor precedes us: told
+		// now, it takes us as its successor at once (HandleNotify) and
+		// notifies us at its next tick, instead of finding us a stretched
+		// stabilize interval later (shared.go).
+		_ = n.notify(ctx, r.via)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Node is one member of a Chord ring. It serves ring RPCs through its
@@ -49,6 +50,16 @@ type Node struct {
 	lastSuccs []Peer
 	// rejoinNext rotates through the peers an isolated node tries.
 	rejoinNext int
+
+	// Shared maintenance (Config.Positions > 1, shared.go): when each
+	// step last ran, the steps to run at the next tick whatever their
+	// interval, and when this node last heard from each machine.
+	// baseSuccs is the successor list length asked for before
+	// Positions grew it (buildSuccessorsLocked).
+	baseSuccs                    int
+	lastStab, lastCheck, lastFix time.Time
+	urgentStab, urgentCheck      bool
+	machineHeard                 map[string]time.Time
 }
 
 var _ Handler = (*Node)(nil)
@@ -57,7 +68,11 @@ var _ Handler = (*Node)(nil)
 // a ring of one; call Create or Join before serving traffic, and Run to
 // keep it healthy.
 func NewNode(self Peer, tr Transport, cfg Config) *Node {
-	n := &Node{self: self, tr: tr, cfg: cfg.WithDefaults()}
+	base := cfg.SuccessorListLen
+	if base <= 0 {
+		base = DefaultConfig().SuccessorListLen
+	}
+	n := &Node{self: self, tr: tr, cfg: cfg.WithDefaults(), baseSuccs: base}
 	n.resetLocked()
 	return n
 }
@@ -237,7 +252,16 @@ func (n *Node) distinctFingersLocked() []Peer {
 // lost its neighbours, not that the ring is just itself. It names the
 // closest preceding peer it knows, or nobody, and no successor list, so
 // the asker goes on from its own tables.
+//
+// A position that shares maintenance (Config.Positions > 1) answers as
+// its machine: from the tables of the sibling that precedes key most
+// closely, itself included (see shared.go).
 func (n *Node) HandleFindSuccessorStep(key ID) Step {
+	return n.answererFor(key).step(key)
+}
+
+// step is HandleFindSuccessorStep from this node's own tables.
+func (n *Node) step(key ID) Step {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.isolatedLocked() {
@@ -286,13 +310,20 @@ func (n *Node) HandleNotify(from string, candidate Peer) error {
 	w := n.watchLocked()
 	// The candidate just spoke to us, so it is alive whatever we thought.
 	n.suspects.clear(candidate.Addr)
+	n.heardLocked(candidate.Machine(), n.cfg.Clock.Now())
 	if n.pred.IsZero() || candidate.ID.inOpen(n.pred.ID, n.self.ID) || n.suspects.has(n.pred.Addr) {
 		n.pred = candidate
+	} else if n.shared() && candidate != n.pred && candidate.Machine() != n.pred.Machine() {
+		// A peer before our predecessor takes us for its successor: it
+		// may have found our predecessor dead. Check at the next tick
+		// rather than a stretched interval later (shared.go).
+		n.urgentCheck = true
 	}
 	n.offerSuccessorLocked(candidate)
 	snap := n.commitLocked(w)
 	n.mu.Unlock()
 	n.emit(snap)
+	n.offerSiblings(candidate)
 	return nil
 }
 
@@ -380,10 +411,15 @@ func (n *Node) offerSuccessorLocked(p Peer) {
 // list: zero peers and duplicates dropped, cut at self (everything after
 // self has wrapped around the ring) and at SuccessorListLen. An empty
 // result means the node is alone.
+//
+// With Config.Positions > 1 the list stops short of SuccessorListLen
+// once it holds baseSuccs peers on baseSuccs machines other than ours:
+// it reaches as many machines as one position's list, and is no longer
+// than needed where the machines' positions interleave (a large ring).
 func (n *Node) buildSuccessorsLocked(cands []Peer) []Peer {
 	out := make([]Peer, 0, n.cfg.SuccessorListLen)
 	for _, p := range cands {
-		if len(out) == n.cfg.SuccessorListLen || p == n.self {
+		if len(out) == n.cfg.SuccessorListLen || p == n.self || n.reachesLocked(out) {
 			break
 		}
 		if p.IsZero() || slices.Contains(out, p) {
@@ -434,6 +470,11 @@ func (n *Node) commitLocked(w watch) *State {
 	if w == n.watchLocked() {
 		return nil
 	}
+	if w.succ != n.succs[0] && n.shared() {
+		// A new first successor is to be checked and notified at the
+		// next tick, not a stretched interval later.
+		n.urgentStab = true
+	}
 	n.version++
 	if n.cfg.OnChange == nil {
 		return nil
@@ -470,13 +511,19 @@ func (n *Node) call(ctx context.Context, to Peer, rpc func(context.Context) erro
 	cctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
 	err := rpc(cctx)
 	cancel()
+	failed := false
 	n.mu.Lock()
 	if err == nil {
 		n.suspects.clear(to.Addr)
+		n.heardLocked(to.Machine(), n.cfg.Clock.Now())
 	} else if ctx.Err() == nil && to != n.self {
 		n.suspects.mark(to, n.cfg.Clock.Now())
+		failed = to.Machine() != n.self.Machine()
 	}
 	n.mu.Unlock()
+	if failed {
+		n.machineFailed(to.Machine())
+	}
 	return err
 }
 

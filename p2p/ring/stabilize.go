@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Stabilize is Chord's periodic successor check. It asks the successor for
@@ -12,7 +13,23 @@ import (
 // us and it; rebuilds the successor list as [successor] + successor's
 // list; and notifies the successor that we may be its predecessor. A node
 // that is isolated after all that tries to rejoin (see rejoin).
+//
+// With Config.Positions > 1 a call returns at once unless the step is due
+// (see shared.go).
 func (n *Node) Stabilize(ctx context.Context) {
+	if n.shared() {
+		n.mu.Lock()
+		urgent := n.urgentCheck
+		n.mu.Unlock()
+		if urgent {
+			// A sign that the predecessor failed came since the last
+			// check: the stabilize tick, the more frequent, checks it.
+			n.CheckPredecessor(ctx)
+		}
+	}
+	if !n.due(&n.lastStab, &n.urgentStab, n.cfg.StabilizeInterval*n.cfg.stretch(), n.cfg.StabilizeInterval) {
+		return
+	}
 	n.stabilize(ctx)
 	if ctx.Err() == nil && n.Isolated() {
 		n.rejoin(ctx)
@@ -65,6 +82,20 @@ func (n *Node) stabilize(ctx context.Context) {
 		}
 		return
 	}
+}
+
+// due reports whether a maintenance step runs now (always, with one
+// position; see shared.go).
+func (n *Node) due(last *time.Time, urgent *bool, every, base time.Duration) bool {
+	if !n.shared() {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.isolatedLocked() {
+		*urgent = true
+	}
+	return dueLocked(last, urgent, n.cfg.Clock.Now(), every, base)
 }
 
 // closerSuccessor looks for a live peer between us and succ among what
@@ -150,11 +181,27 @@ func (n *Node) dropSuccessor(ctx context.Context, dead Peer) {
 
 // CheckPredecessor clears the predecessor if it no longer answers, so that
 // the next notifier can take its place, and re-probes one suspect.
+//
+// With Config.Positions > 1 a call returns at once unless the step is
+// due, and a predecessor whose machine this node or a sibling heard from
+// within the stretched interval is not pinged (see shared.go).
 func (n *Node) CheckPredecessor(ctx context.Context) {
+	every := n.cfg.CheckPredecessorInterval * n.cfg.stretch()
+	n.mu.Lock()
+	urgent := n.urgentCheck
+	n.mu.Unlock()
+	if !n.due(&n.lastCheck, &n.urgentCheck, every, n.cfg.CheckPredecessorInterval) {
+		return
+	}
 	n.mu.Lock()
 	pred := n.pred
+	now := n.cfg.Clock.Now()
 	n.mu.Unlock()
-	if !pred.IsZero() && n.probePing(ctx, pred) != nil && ctx.Err() == nil {
+	// The predecessor notifies us every stretched stabilize interval; a
+	// check made urgent by a sign of failure asks it in any case.
+	window := n.cfg.StabilizeInterval*n.cfg.stretch() + n.cfg.StabilizeInterval/2
+	alive := n.shared() && !urgent && !pred.IsZero() && n.heardSince(pred.Machine(), now.Add(-window))
+	if !pred.IsZero() && !alive && n.probePing(ctx, pred) != nil && ctx.Err() == nil {
 		n.mu.Lock()
 		w := n.watchLocked()
 		if n.pred == pred {

@@ -94,6 +94,17 @@ type Config struct {
 	// refuses is not outvoted by a quorum of the replicas (see
 	// Ownership). For measuring the defence; default false.
 	LeaseFromFirst bool
+	// Positions is how many ring positions (virtual nodes) the process
+	// holds, each with its own Manager; 0 or 1: one. With more, each
+	// Manager heartbeats its replicas every max(1, Positions/2)
+	// HeartbeatIntervals, but never less often than every 4/5 of the
+	// Lease (nor more often than HeartbeatInterval), and runs
+	// anti-entropy every max(1, Positions/2) SyncIntervals, so that the
+	// machine's V*K replica links do not cost V times the heartbeats of
+	// one position. FailureTimeout and Lease are unchanged, so a
+	// replica promotes itself as soon after its owner's machine fails as
+	// with one position.
+	Positions int
 	// Sequential makes every fan-out to the replicas call them one after
 	// the other in the caller's goroutine instead of in parallel, so a
 	// single-threaded simulator that calls Tick and Accept itself stays
@@ -149,6 +160,9 @@ func (c Config) Effective() (Config, error) {
 	if c.SyncInterval <= 0 {
 		c.SyncInterval = d.SyncInterval
 	}
+	if c.Positions < 0 {
+		return c, fmt.Errorf("shard: negative Positions %d", c.Positions)
+	}
 	if c.ChunkRecords <= 0 {
 		c.ChunkRecords = d.ChunkRecords
 	}
@@ -166,6 +180,21 @@ func (c Config) Effective() (Config, error) {
 	}
 	return c, nil
 }
+
+// stretch is how many base intervals apart a position of a machine with
+// Positions positions heartbeats and runs anti-entropy (Config.Positions).
+func (c Config) stretch() time.Duration { return time.Duration(max(1, c.Positions/2)) }
+
+// heartbeatEvery is how often a Manager heartbeats its replicas: the
+// HeartbeatInterval, stretched with Positions as long as the lease is
+// still renewed in time. c is Effective.
+func (c Config) heartbeatEvery() time.Duration {
+	return max(c.HeartbeatInterval, min(c.HeartbeatInterval*c.stretch(), c.Lease*4/5))
+}
+
+// syncEvery is how often a Manager runs anti-entropy with each replica:
+// the SyncInterval, stretched with Positions. c is Effective.
+func (c Config) syncEvery() time.Duration { return c.SyncInterval * c.stretch() }
 
 // Stats is a snapshot of a Manager for status pages and tests.
 type Stats struct {

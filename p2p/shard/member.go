@@ -64,9 +64,13 @@ func (m *Manager) placement(ctx context.Context, from ring.Peer, now time.Time) 
 	if from == m.self || m.inView(from) {
 		return true, true
 	}
+	// A sender found in place is believed for a Lease (stretched with
+	// Config.Positions, as its heartbeats are), one found out of place
+	// for a quarter of one.
 	ttl := m.cfg.Lease
+	okTTL := ttl * m.cfg.stretch()
 	m.mu.Lock()
-	if p, hit := m.placed[from.Addr]; hit && now.Sub(p.at) >= 0 && (now.Sub(p.at) < ttl && p.ok || now.Sub(p.at) < ttl/4) {
+	if p, hit := m.placed[from.Addr]; hit && now.Sub(p.at) >= 0 && (now.Sub(p.at) < okTTL && p.ok || now.Sub(p.at) < ttl/4) {
 		m.mu.Unlock()
 		return p.ok, true
 	}
@@ -81,7 +85,7 @@ func (m *Manager) placement(ctx context.Context, from ring.Peer, now time.Time) 
 	m.mu.Lock()
 	if len(m.placed) >= maxPlaced {
 		for a, p := range m.placed {
-			if at.Sub(p.at) >= ttl {
+			if at.Sub(p.at) >= okTTL {
 				delete(m.placed, a)
 			}
 		}

@@ -478,7 +478,7 @@ func (m *Manager) acquire(ctx context.Context, v view, now time.Time) {
 // stale.
 func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	m.mu.Lock()
-	due := m.beatNow || len(m.progRecs)+len(m.progHosts) > 0 || now.Sub(m.lastBeat) >= m.cfg.HeartbeatInterval
+	due := m.beatNow || len(m.progRecs)+len(m.progHosts) > 0 || now.Sub(m.lastBeat) >= m.cfg.heartbeatEvery()
 	if !due {
 		m.mu.Unlock()
 		return
@@ -560,7 +560,7 @@ func (m *Manager) antiEntropy(ctx context.Context, now time.Time) {
 	claims := m.own.claims.claims()
 	var due []ring.Peer
 	for _, p := range m.replicas {
-		if t, ok := m.lastSync[p.Addr]; m.syncNow || !ok || now.Sub(t) >= m.cfg.SyncInterval {
+		if t, ok := m.lastSync[p.Addr]; m.syncNow || !ok || now.Sub(t) >= m.cfg.syncEvery() {
 			due = append(due, p)
 			m.lastSync[p.Addr] = now
 		}

@@ -94,6 +94,7 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	v.progress = route.NewProgress(v)
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
 	rcfg := s.rcfg
+	rcfg.Positions = s.cfg.VNodes // shared maintenance, as a peer's positions
 	if s.cfg.VNodes > 1 {
 		// The positions of one machine answer each other's keys without
 		// the network and start a lookup from the nearest of them, as a
@@ -116,6 +117,7 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	st := &shardTransport{s: s, v: v, in: s.snet.Transport(v.peer), wait: s.scfg.AckTimeout}
 	v.strans = st
 	scfg := s.scfg
+	scfg.Positions = s.cfg.VNodes
 	if !s.cfg.NoDefences {
 		scfg.Signer = simSigner{addr}
 	}
@@ -184,7 +186,11 @@ func (s *Sim) maintain(v *vnode) {
 	s.w.every(phase(s.rcfg.StabilizeInterval), s.rcfg.StabilizeInterval, alive, step(func() { v.rn.Stabilize(s.ctx) }))
 	s.w.every(phase(s.rcfg.CheckPredecessorInterval), s.rcfg.CheckPredecessorInterval, alive, step(func() { v.rn.CheckPredecessor(s.ctx) }))
 	s.w.every(phase(s.rcfg.FixFingersInterval), s.rcfg.FixFingersInterval, alive, step(func() { v.rn.FixFingers(s.ctx) }))
-	s.w.every(phase(s.scfg.TickInterval), s.scfg.TickInterval, alive, step(func() { v.m.Tick(s.ctx) }))
+	s.w.every(phase(s.scfg.TickInterval), s.scfg.TickInterval, alive, step(func() {
+		s.inTick = true
+		v.m.Tick(s.ctx)
+		s.inTick = false
+	}))
 	if v.phys.dishonest {
 		hb := s.scfg.HeartbeatInterval
 		s.w.every(phase(hb), hb, alive, step(func() { s.squat(v) }))

@@ -42,6 +42,16 @@ type Report struct {
 	MaintBytesPerNodeSec float64 `json:"maint_bytes_per_node_s"`
 	CrawlMsgsPerNodeSec  float64 `json:"crawl_msgs_per_node_s"`
 	CrawlBytesPerNodeSec float64 `json:"crawl_bytes_per_node_s"`
+	// Maint breaks the maintenance traffic down by message kind, per
+	// physical node and simulated second of the crawl phase: neighbours
+	// (stabilize), notify, ping (check-predecessor, suspect probes),
+	// lookup (fix-fingers, position checks, joins), shard-lookup (the
+	// lookups of shard Ticks: placing a sender, handoff targets,
+	// witnesses), leave,
+	// heartbeat (shard writes of claims alone), progress (shard writes
+	// with records or host states), digest
+	// (anti-entropy), handoff, pull. Kinds with no traffic are left out.
+	Maint map[string]KindTraffic `json:"maint_by_kind,omitempty"`
 
 	Balance Balance `json:"balance"`
 	// StuckReleases counts the parts live positions still held as
@@ -203,6 +213,12 @@ type ChurnReport struct {
 	JoinRetries  int64 `json:"join_retries"`
 	LeaveErrors  int64 `json:"leave_errors"`
 	FinalMembers int   `json:"final_positions"`
+	// MaxAlone is the most joined positions that took themselves for the
+	// whole ring (ring.Node.Alone) at any second of the crawl phase, and
+	// MaxIsolated the most that knew themselves cut off
+	// (ring.Node.Isolated).
+	MaxAlone    int `json:"max_alone"`
+	MaxIsolated int `json:"max_isolated"`
 }
 
 // BurstReport is the repair after a burst of crashes.
@@ -235,6 +251,24 @@ type Sample struct {
 	Fetches  int64   `json:"fetches"`
 }
 
+// KindTraffic is the traffic of one kind of message, per physical node
+// and simulated second.
+type KindTraffic struct {
+	MsgsPerNodeSec  float64 `json:"msgs_per_node_s"`
+	BytesPerNodeSec float64 `json:"bytes_per_node_s"`
+}
+
+// maintKind records the crawl phase's maintenance traffic of one kind.
+func (r *Report) maintKind(k rpcKind, t traffic, nodeSeconds float64) {
+	if nodeSeconds == 0 || t.msgs == 0 {
+		return
+	}
+	if r.Maint == nil {
+		r.Maint = map[string]KindTraffic{}
+	}
+	r.Maint[kindNames[k]] = KindTraffic{float64(t.msgs) / nodeSeconds, float64(t.bytes) / nodeSeconds}
+}
+
 // traffic records the crawl phase's traffic of one activity.
 func (r *Report) traffic(a activity, t traffic, nodeSeconds float64) {
 	if nodeSeconds == 0 {
@@ -258,6 +292,7 @@ func (s *Sim) finish(r *Report) {
 	r.Churn = ChurnReport{
 		Joins: s.joins, Leaves: s.leaves, Crashes: s.crashes, Partitions: s.partitions,
 		JoinRetries: s.joinFailures, LeaveErrors: s.leaveErrors, FinalMembers: len(s.members),
+		MaxAlone: s.maxAlone, MaxIsolated: s.maxIsolated,
 	}
 	if b := s.burst; b != nil {
 		br := &BurstReport{
@@ -485,6 +520,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.StuckReleases, r.WitnessedGivers, r.ReroutedParts, r.ReroutedRecords)
 	fmt.Fprintf(&b, "maintenance per node: %.1f msgs/s, %.0f B/s (estimated sizes); crawl traffic per node: %.1f msgs/s, %.0f B/s\n",
 		r.MaintMsgsPerNodeSec, r.MaintBytesPerNodeSec, r.CrawlMsgsPerNodeSec, r.CrawlBytesPerNodeSec)
+	if len(r.Maint) > 0 {
+		b.WriteString("  maintenance by kind (msgs/s, B/s):")
+		for _, k := range kindNames {
+			if t, ok := r.Maint[k]; ok {
+				fmt.Fprintf(&b, " %s %.1f, %.0f;", k, t.MsgsPerNodeSec, t.BytesPerNodeSec)
+			}
+		}
+		b.WriteString("\n")
+	}
 	bl := r.Balance
 	fmt.Fprintf(&b, "keys per node (%d sampled keys): max %d, mean %.1f, max/mean %.2f (%d unowned); ring share max/mean %.2f\n",
 		bl.SampleKeys, bl.KeysMax, bl.KeysMean, bl.KeysMaxMean, bl.KeysUnowned, bl.ShareMaxMean)
@@ -518,8 +562,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	ch := r.Churn
-	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end\n",
-		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.LeaveErrors, ch.FinalMembers)
+	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end; at most %d positions alone (owning the whole ring) and %d isolated at once\n",
+		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.LeaveErrors, ch.FinalMembers, ch.MaxAlone, ch.MaxIsolated)
 	if br := r.Burst; br != nil {
 		fmt.Fprintf(&b, "burst at %v: %d nodes crashed; %d runs of more than K consecutive positions (longest %d), %d arcs lost every copy; owners repaired after %s, ring after %s\n",
 			seconds(br.AtSeconds), br.Crashed, br.RunsOverK, br.LongestRun, br.DoomedArcs, repairTime(br.OwnersRepairedS), repairTime(br.RingRepairedS))

@@ -229,7 +229,7 @@ func (t *taskTransport) Send(ctx context.Context, to ring.Peer, tasks []route.Ta
 		req += len(x.URL) + 8
 	}
 	res, err := t.in.Send(ctx, to, tasks)
-	t.s.account(t.v, to.Addr, req, 8+len(res.NotOwned)*40+len(res.Receipts)*receiptBytes, err, taskTimeout)
+	t.s.account(t.v, to.Addr, kindTask, req, 8+len(res.NotOwned)*40+len(res.Receipts)*receiptBytes, err, taskTimeout)
 	if err != nil {
 		t.s.refusedOther++
 	} else {
@@ -251,7 +251,7 @@ func (t *taskTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks 
 		req += len(x.URL) + 8
 	}
 	res, err := t.in.(route.FallbackTransport).SendFor(ctx, to, owner, tasks)
-	t.s.account(t.v, to.Addr, req, 8+len(res.NotOwned)*40, err, taskTimeout)
+	t.s.account(t.v, to.Addr, kindTask, req, 8+len(res.NotOwned)*40, err, taskTimeout)
 	if err != nil {
 		t.s.refusedOther++
 	}

@@ -85,6 +85,9 @@ type Sim struct {
 
 	act     activity
 	traffic [numActs]traffic
+	// maintKinds breaks the maintenance traffic down by message kind.
+	maintKinds [numKinds]traffic
+	inTick     bool // a shard.Manager.Tick is running
 
 	phys        []*physNode
 	live        []*physNode
@@ -129,6 +132,7 @@ type Sim struct {
 	joins, leaves, crashes, partitions        int64
 	joinFailures, leaveErrors, progressErrors int64
 	retiredWork                               []int64
+	maxAlone, maxIsolated                     int     // ChurnReport
 	nodeSeconds                               float64 // physical node-seconds of the crawl phase
 
 	burst  *burstState
@@ -219,11 +223,15 @@ func (s *Sim) run() *Report {
 	if cfg.Census > 0 {
 		s.w.at(crawlStart+cfg.Duration, func() { s.runCensus(rep) })
 	}
-	before := s.traffic
+	before, beforeKinds := s.traffic, s.maintKinds
 	s.w.runUntil(crawlStart+cfg.Duration, nil)
 	for a := range numActs {
 		d := traffic{s.traffic[a].msgs - before[a].msgs, s.traffic[a].bytes - before[a].bytes}
 		rep.traffic(a, d, s.nodeSeconds)
+	}
+	for k := range numKinds {
+		d := traffic{s.maintKinds[k].msgs - beforeKinds[k].msgs, s.maintKinds[k].bytes - beforeKinds[k].bytes}
+		rep.maintKind(k, d, s.nodeSeconds)
 	}
 	rep.coverageAtDuration = s.coverage()
 
@@ -357,6 +365,15 @@ func (s *Sim) crawlIdle() bool {
 func (s *Sim) housekeeping() {
 	if s.phase == phaseCrawl {
 		s.nodeSeconds += float64(len(s.live))
+		alone, isolated := 0, 0
+		for _, v := range s.members {
+			if v.rn.Alone() {
+				alone++
+			} else if v.rn.Isolated() {
+				isolated++
+			}
+		}
+		s.maxAlone, s.maxIsolated = max(s.maxAlone, alone), max(s.maxIsolated, isolated)
 	}
 	if len(s.members) > 0 && s.phase != phaseFinal {
 		s.probeAcc += s.cfg.Probes * float64(len(s.live)) / 60

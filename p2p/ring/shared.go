@@ -1,0 +1,235 @@
+package ring
+
+import (
+	"slices"
+	"time"
+)
+
+// Shared maintenance.
+//
+// A process that holds V ring positions (Config.Positions > 1) would pay V
+// times the maintenance of one if every position ran Chord's loops at the
+// base intervals: V stabilize exchanges, V predecessor pings and V finger
+// tables refreshed per round. Its positions share the work instead:
+//
+//   - Stabilize and CheckPredecessor run every stretch() of their
+//     intervals and FixFingers every 2*Positions FixFingersIntervals
+//     (fixEvery), so the machine refreshes about one finger table's worth
+//     per interval, as a process with one position does: lookups start from the sibling
+//     nearest the key (Config.Siblings), whose table is the one that
+//     matters. Run (or a simulator) still calls the steps at the base
+//     intervals; a call before its stretched interval returns at once.
+//   - Failure reaction does not slow down. A failed call to a peer makes
+//     every position whose first successor or predecessor is on that
+//     peer's machine (this one and its siblings: a machine fails with all
+//     its positions) stabilize or check its predecessor at its next tick.
+//     A notify that changes the successor, a leave notice and a revived
+//     suspect do the same for the position concerned, and a joining
+//     position notifies the predecessor its lookup found as well as its
+//     successor, so the predecessor takes it as successor at once.
+//   - The machine routes as one: a lookup step asked of any position is
+//     answered from the tables of the position that precedes the key
+//     most closely (HandleFindSuccessorStep), as Lookup starts from it,
+//     so a position keeps fingers only up to its next sibling clockwise
+//     (FixFingers): beyond it a sibling's tables answer. The machine's
+//     positions hold one finger table's worth between them.
+//   - A notify proves its sender alive to the whole machine: a sibling
+//     whose successor pointer skips the sender takes it as successor too.
+//   - Liveness is per machine: a successful call to any position of a
+//     machine, or a notify from one, by this position or a sibling, proves
+//     the machine alive, and a predecessor on a machine proven alive
+//     within the stretched check interval is not pinged.
+
+// machineHeardMax bounds the machines a node remembers hearing from; the
+// oldest is forgotten first.
+const machineHeardMax = 64
+
+// shared reports whether the node shares maintenance with siblings.
+func (n *Node) shared() bool { return n.cfg.Positions > 1 }
+
+// stretch is how many base intervals apart a position of a shared
+// machine stabilizes and checks its predecessor.
+func (c Config) stretch() time.Duration { return time.Duration(max(1, c.Positions/2)) }
+
+// fixEvery is how often a position refreshes its fingers: every
+// FixFingersInterval with one position, every 2*Positions with more. A
+// position's table then covers the arc up to its next sibling, a V-th of
+// the ring on average, which on a ring of V*N positions holds as many
+// fingers as one position's table on a ring of N; refreshed every 2V
+// intervals, the machine's V tables cost about what one table does
+// (measured: every V intervals cost 1.9 times one table's lookups at 300
+// machines and 2.7 times at 1,000).
+func (c Config) fixEvery() time.Duration {
+	if c.Positions <= 1 {
+		return c.FixFingersInterval
+	}
+	return c.FixFingersInterval * time.Duration(2*c.Positions)
+}
+
+// dueLocked reports whether a step last run at *last, every `every`, runs
+// now, and if so notes now as its start. urgent forces it (and is
+// cleared). A tick that comes up to half a base interval early still
+// counts, so that a step the base tickers call every `base` runs every
+// `every` and not one tick later. Callers hold n.mu.
+func dueLocked(last *time.Time, urgent *bool, now time.Time, every, base time.Duration) bool {
+	if !*urgent && !last.IsZero() && now.Sub(*last) < every-base/2 {
+		return false
+	}
+	*urgent = false
+	*last = now
+	return true
+}
+
+// heardLocked notes that machine answered or spoke to this node at now.
+// Callers hold n.mu.
+func (n *Node) heardLocked(machine string, now time.Time) {
+	if !n.shared() {
+		return
+	}
+	if n.machineHeard == nil {
+		n.machineHeard = make(map[string]time.Time)
+	}
+	if _, ok := n.machineHeard[machine]; !ok && len(n.machineHeard) >= machineHeardMax {
+		var oldest string
+		var at time.Time
+		for m, t := range n.machineHeard {
+			// Ties go to the smaller name, so that a simulator that
+			// replays a seed forgets the same machine.
+			if oldest == "" || t.Before(at) || t.Equal(at) && m < oldest {
+				oldest, at = m, t
+			}
+		}
+		delete(n.machineHeard, oldest)
+	}
+	n.machineHeard[machine] = now
+}
+
+// heardSince reports whether this node or a sibling heard from machine
+// at or after t.
+func (n *Node) heardSince(machine string, t time.Time) bool {
+	for _, s := range n.family() {
+		s.mu.Lock()
+		at, ok := s.machineHeard[machine]
+		s.mu.Unlock()
+		if ok && !at.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// family is the node and its siblings.
+func (n *Node) family() []*Node {
+	out := []*Node{n}
+	if n.cfg.Siblings != nil {
+		for _, s := range n.cfg.Siblings() {
+			if s != nil && s != n {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// machineFailed makes every position of the family whose first successor
+// or predecessor is on machine repair at its next tick: a call to it just
+// failed, and a machine fails with all its positions.
+func (n *Node) machineFailed(machine string) {
+	if !n.shared() {
+		return
+	}
+	for _, s := range n.family() {
+		s.mu.Lock()
+		if s.succs[0] != s.self && s.succs[0].Machine() == machine {
+			s.urgentStab = true
+		}
+		if !s.pred.IsZero() && s.pred.Machine() == machine {
+			s.urgentCheck = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+// inRing reports whether the node is a joined member that may answer for
+// the ring: it has a successor other than itself and is not isolated.
+func (n *Node) inRing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.succs[0] != n.self
+}
+
+// answererFor returns the position of this machine whose tables answer a
+// lookup step for key: the member of the family preceding key most
+// closely, or n itself without shared maintenance.
+func (n *Node) answererFor(key ID) *Node {
+	if !n.shared() || n.cfg.Siblings == nil {
+		return n
+	}
+	best := n
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n || !s.self.ID.inOpen(best.self.ID, key) || !s.inRing() {
+			continue
+		}
+		best = s
+	}
+	return best
+}
+
+// nextSibling returns the ID of the nearest position of this machine
+// clockwise after n that is in the ring, and false if there is none or
+// maintenance is not shared.
+func (n *Node) nextSibling() (ID, bool) {
+	if !n.shared() || n.cfg.Siblings == nil {
+		return 0, false
+	}
+	var next ID
+	found := false
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n || s.self.ID == n.self.ID || !s.inRing() {
+			continue
+		}
+		if !found || n.self.ID.dist(s.self.ID) < n.self.ID.dist(next) {
+			next, found = s.self.ID, true
+		}
+	}
+	return next, found
+}
+
+// offerSiblings offers p, which just spoke to n, as successor to n's
+// siblings: one whose successor pointer skips p takes it.
+func (n *Node) offerSiblings(p Peer) {
+	if !n.shared() || n.cfg.Siblings == nil || p.Machine() == n.self.Machine() {
+		return
+	}
+	for _, s := range n.cfg.Siblings() {
+		if s == nil || s == n {
+			continue
+		}
+		s.mu.Lock()
+		w := s.watchLocked()
+		if s.succs[0] != s.self {
+			s.offerSuccessorLocked(p)
+		}
+		snap := s.commitLocked(w)
+		s.mu.Unlock()
+		s.emit(snap)
+	}
+}
+
+// reachesLocked reports whether a successor list under construction is
+// long enough for a shared machine: baseSuccs peers, on at least
+// baseSuccs machines other than ours. Without shared maintenance the
+// list is cut at SuccessorListLen alone.
+func (n *Node) reachesLocked(list []Peer) bool {
+	if !n.shared() || len(list) < n.baseSuccs {
+		return false
+	}
+	own := n.self.Machine()
+	machines := make([]string, 0, len(list))
+	for _, p := range list {
+		if m := p.Machine(); m != own && !slices.Contains(machines, m) {
+			machines = append(machines, m)
+		}
+	}
+	return len(machines) >= n.baseSuccs
+}

@@ -1,0 +1,226 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// machineCluster builds machines processes of v ring positions each, the
+// positions of one process siblings of one another (Config.Siblings), all
+// of them sharing maintenance (Config.Positions = v) when shared is set,
+// as a node with v virtual nodes does.
+func machineCluster(t *testing.T, machines, v int, shared bool, seed int64) *cluster {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	c := &cluster{
+		tb:    t,
+		net:   NewMemNet(seed),
+		clock: NewFakeClock(time.Unix(1_700_000_000, 0)),
+		down:  make(map[string]bool),
+	}
+	used := make(map[ID]bool)
+	for m := range machines {
+		family := make([]*Node, v)
+		for i := range v {
+			id := ID(rng.Uint64())
+			for used[id] {
+				id = ID(rng.Uint64())
+			}
+			used[id] = true
+			addr := fmt.Sprintf("m%03d", m)
+			if i > 0 {
+				addr += fmt.Sprintf("/%d", i)
+			}
+			cfg := DefaultConfig()
+			cfg.Clock = c.clock
+			if v > 1 {
+				cfg.Siblings = func() []*Node { return family }
+			}
+			if shared {
+				cfg.Positions = v
+			}
+			p := Peer{ID: id, Addr: addr}
+			n := NewNode(p, c.net.Transport(p), cfg)
+			c.net.Register(p, n)
+			family[i] = n
+			c.nodes = append(c.nodes, n)
+		}
+	}
+	return c
+}
+
+// tickStep is how far the tests' clock moves between ticks.
+const tickStep = 100 * time.Millisecond
+
+// runFor drives every live node's loops at the default base intervals, as
+// Run's tickers do, for d of fake time, and calls done (if set) after every
+// tick; it returns how long it ran, stopping early when done says so.
+func (c *cluster) runFor(ctx context.Context, d time.Duration, done func() bool) time.Duration {
+	cfg := DefaultConfig()
+	for el := tickStep; el <= d; el += tickStep {
+		c.clock.Advance(tickStep)
+		live := c.live()
+		// Every node ticks at its own phase, as nodes started at
+		// different times do.
+		for i, n := range live {
+			at := el + time.Duration(i%5)*tickStep
+			if at%cfg.StabilizeInterval == 0 {
+				n.Stabilize(ctx)
+			}
+			if at%cfg.CheckPredecessorInterval == 0 {
+				n.CheckPredecessor(ctx)
+			}
+			if at%cfg.FixFingersInterval == 0 {
+				n.FixFingers(ctx)
+			}
+		}
+		if done != nil && done() {
+			return el
+		}
+	}
+	return d
+}
+
+// pointersRight reports whether every live node's predecessor and first
+// successor are the true ones: lookups and ownership are right again.
+func pointersRight(live []*Node) bool {
+	peers := make([]Peer, len(live))
+	for i, n := range live {
+		peers[i] = n.Self()
+	}
+	slices.SortFunc(peers, func(a, b Peer) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	at := make(map[Peer]int, len(peers))
+	for i, p := range peers {
+		at[p] = i
+	}
+	for _, n := range live {
+		i := at[n.Self()]
+		succ, pred := peers[(i+1)%len(peers)], peers[(i+len(peers)-1)%len(peers)]
+		if n.Successors()[0] != succ || n.Predecessor() != pred {
+			return false
+		}
+	}
+	return true
+}
+
+// build joins every node through the first and runs the loops until the
+// ring has converged.
+func (c *cluster) build(ctx context.Context) {
+	c.tb.Helper()
+	c.nodes[0].Create()
+	for _, n := range c.nodes[1:] {
+		if err := n.Join(ctx, c.nodes[0].Self()); err != nil {
+			c.tb.Fatalf("join %s: %v", n.Self(), err)
+		}
+		c.runFor(ctx, tickStep, nil)
+	}
+	c.runFor(ctx, 5*time.Minute, func() bool { return CheckRing(c.live()) == nil })
+	if err := CheckRing(c.live()); err != nil {
+		c.tb.Fatalf("ring did not converge: %v", firstLines(err, 5))
+	}
+	c.runFor(ctx, time.Minute, nil) // fingers settle
+}
+
+// A process of 8 positions that shares maintenance sends far fewer ring
+// messages than 8 processes would; without Config.Positions it sends
+// about 8 times what one position does.
+func TestSharedMaintenanceTraffic(t *testing.T) {
+	ctx := context.Background()
+	const machines = 24
+	perMachine := func(v int, shared bool) float64 {
+		c := machineCluster(t, machines, v, shared, 91)
+		c.build(ctx)
+		before := c.net.Calls()
+		const window = time.Minute
+		c.runFor(ctx, window, nil)
+		if err := CheckRing(c.live()); err != nil {
+			t.Fatalf("V=%d: ring broke in steady state: %v", v, firstLines(err, 3))
+		}
+		return float64(c.net.Calls()-before) / machines / window.Seconds()
+	}
+	one := perMachine(1, false)
+	eight := perMachine(8, true)
+	t.Logf("ring calls per machine per second: %.1f with 1 position, %.1f with 8 sharing maintenance (%.2fx)", one, eight, eight/one)
+	if eight > 3*one {
+		t.Errorf("8 positions cost %.1f calls/s per machine, more than 3x one position's %.1f", eight, one)
+	}
+}
+
+// When a machine crashes, the ring closes over its positions with 8
+// positions a machine, each stabilizing every 4 intervals, at most one
+// stretched interval later than with one: a failed call (by the position
+// or a sibling), a lost successor and a notify from before the
+// predecessor make the positions concerned repair at their next tick.
+func TestSharedMaintenanceRepairsCrashFast(t *testing.T) {
+	ctx := context.Background()
+	const machines = 16
+	repair := func(v int, shared bool) time.Duration {
+		var worst time.Duration
+		for trial := range 4 {
+			c := machineCluster(t, machines, v, shared, int64(31+trial))
+			c.build(ctx)
+			// The machine crashes with all its positions.
+			victim := c.nodes[trial*v].Self().Machine()
+			for _, n := range c.nodes {
+				if n.Self().Machine() == victim {
+					c.crash(n)
+				}
+			}
+			took := c.runFor(ctx, time.Minute, func() bool { return pointersRight(c.live()) })
+			if !pointersRight(c.live()) {
+				t.Fatalf("V=%d: ring not repaired a minute after machine %s crashed", v, victim)
+			}
+			worst = max(worst, took)
+		}
+		return worst
+	}
+	one := repair(1, false)
+	eight := repair(8, true)
+	t.Logf("pointers right again after a machine crash (worst of 4): %v with 1 position, %v with 8 sharing maintenance", one, eight)
+	// A predecessor notices its successor's death at its next
+	// stabilize, which comes every 4 base intervals with 8 positions;
+	// everything after that takes ticks, not stretched intervals.
+	stretched := 4 * DefaultConfig().StabilizeInterval
+	if eight > one+stretched {
+		t.Errorf("8 positions repaired in %v, more than one position's %v plus one stretched stabilize interval (%v)", eight, one, stretched)
+	}
+}
+
+// A position of a machine with 8 positions keeps a successor list that
+// names 8 other machines: 8 peers on a ring whose machines interleave,
+// up to 16 (2V) where few machines hold long runs of positions.
+func TestSharedSuccessorListReachesMachines(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Positions = 8
+	self := Peer{ID: 0, Addr: "me"}
+	n := NewNode(self, nil, cfg)
+	peers := func(machine func(i int) string) []Peer {
+		var out []Peer
+		for i := 1; i <= 40; i++ {
+			out = append(out, Peer{ID: ID(i), Addr: machine(i)})
+		}
+		return out
+	}
+	n.mu.Lock()
+	many := n.buildSuccessorsLocked(peers(func(i int) string { return fmt.Sprintf("m%d", i) }))
+	few := n.buildSuccessorsLocked(peers(func(i int) string { return fmt.Sprintf("m%d/%d", i%3, i) }))
+	n.mu.Unlock()
+	if len(many) != 8 {
+		t.Errorf("successor list over 40 machines holds %d peers, want 8", len(many))
+	}
+	if len(few) != 16 {
+		t.Errorf("successor list over 3 machines holds %d peers, want 16 (2V)", len(few))
+	}
+}
