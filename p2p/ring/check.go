@@ -49,7 +49,6 @@ func CheckRing(nodes []*Node) error {
 		want := []Peer{st.Self}
 		wantPred := Peer{}
 		if total > 1 {
-			want = want[:0]
 			// The list the node's own rule builds from the true
 			// successors (buildSuccessorsLocked).
 			truth := make([]Peer, 0, total-1)
