@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,23 +26,7 @@ func OwnerOf(members []Peer, key ID) Peer {
 // match the sorted membership. It returns nil when the ring has converged,
 // otherwise an error listing each violation.
 func CheckRing(nodes []*Node) error {
-	members := make([]Peer, len(nodes))
-	for i, n := range nodes {
-		members[i] = n.Self()
-	}
-	slices.SortFunc(members, func(a, b Peer) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	pos := make(map[Peer]int, len(members))
-	for i, m := range members {
-		pos[m] = i
-	}
+	members, pos := ringOrder(nodes)
 	var errs []error
 	for _, n := range nodes {
 		st := n.State()
@@ -68,4 +53,19 @@ func CheckRing(nodes []*Node) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ringOrder returns the nodes' peers in ring order and each one's index
+// in it.
+func ringOrder(nodes []*Node) ([]Peer, map[Peer]int) {
+	members := make([]Peer, len(nodes))
+	for i, n := range nodes {
+		members[i] = n.Self()
+	}
+	slices.SortFunc(members, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
+	pos := make(map[Peer]int, len(members))
+	for i, m := range members {
+		pos[m] = i
+	}
+	return members, pos
 }

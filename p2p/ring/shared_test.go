@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 )
@@ -88,23 +87,7 @@ func (c *cluster) runFor(ctx context.Context, d time.Duration, done func() bool)
 // pointersRight reports whether every live node's predecessor and first
 // successor are the true ones: lookups and ownership are right again.
 func pointersRight(live []*Node) bool {
-	peers := make([]Peer, len(live))
-	for i, n := range live {
-		peers[i] = n.Self()
-	}
-	slices.SortFunc(peers, func(a, b Peer) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	at := make(map[Peer]int, len(peers))
-	for i, p := range peers {
-		at[p] = i
-	}
+	peers, at := ringOrder(live)
 	for _, n := range live {
 		i := at[n.Self()]
 		succ, pred := peers[(i+1)%len(peers)], peers[(i+len(peers)-1)%len(peers)]
