@@ -142,11 +142,7 @@ func TestRunConcurrently(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("%d of %d accepted records neither done nor queued at their owner", missing, len(accepted))
 	}
-	for _, n := range c.live() {
-		if errs := n.app.problems(); len(errs) > 0 {
-			t.Fatalf("%s app protocol violations: %v", n.peer.Addr, errs)
-		}
-	}
+	c.checkApps()
 	t.Logf("%d records accepted, %d fetched, with Run loops, a join and a leave", len(accepted), fetched.Load())
 	cancel()
 	wg.Wait()

@@ -410,6 +410,17 @@ func (c *cluster) byAddr(addr string) *testNode {
 	return nil
 }
 
+// checkApps fails the test if a live node's app saw the shard protocol
+// broken (see testApp's problems).
+func (c *cluster) checkApps() {
+	c.tb.Helper()
+	for _, n := range c.live() {
+		if errs := n.app.problems(); len(errs) > 0 {
+			c.tb.Fatalf("%s app protocol violations: %v", n.peer.Addr, errs)
+		}
+	}
+}
+
 func (c *cluster) live() []*testNode {
 	var out []*testNode
 	for _, n := range c.nodes {

@@ -80,11 +80,7 @@ func TestReleaseAfterManyJoins(t *testing.T) {
 		t.Errorf("witnessed givers %d (want the 4 pieces beyond a successor list), rerouted %d (want 0), handoffs out %d (want %d)",
 			witnessed, st.Rerouted, st.HandoffsOut, len(joined))
 	}
-	for _, n := range c.live() {
-		if errs := n.app.problems(); len(errs) > 0 {
-			t.Fatalf("%s app protocol violations: %v", n.peer.Addr, errs)
-		}
-	}
+	c.checkApps()
 }
 
 // TestUnwitnessedReleaseRerouted: a node that claimed the whole ring alone
@@ -123,11 +119,7 @@ func TestUnwitnessedReleaseRerouted(t *testing.T) {
 	if st := old.stats(); st.Rerouted == 0 {
 		t.Errorf("no release rerouted: handoffs out %d", st.HandoffsOut)
 	}
-	for _, n := range c.live() {
-		if errs := n.app.problems(); len(errs) > 0 {
-			t.Fatalf("%s app protocol violations: %v", n.peer.Addr, errs)
-		}
-	}
+	c.checkApps()
 }
 
 // TestWitnessVouchesOnlyThePredecessorsArc: a node witnesses its ring

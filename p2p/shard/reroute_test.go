@@ -111,11 +111,7 @@ func TestReroutedRangeKeepsDoneMarks(t *testing.T) {
 	if o.app.queued(IDOf(done[1])) {
 		t.Errorf("a link to fetched page %s was queued again at the new owner", ring.ID(done[1].Key))
 	}
-	for _, n := range c.live() {
-		if errs := n.app.problems(); len(errs) > 0 {
-			t.Fatalf("%s app protocol violations: %v", n.peer.Addr, errs)
-		}
-	}
+	c.checkApps()
 }
 
 // TestForgedRerouteChangesNothing: done marks and host states sent as a
