@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
@@ -31,15 +30,7 @@ func TestRingPositionsOverLibp2p(t *testing.T) {
 	cfg.StabilizeInterval = 20 * time.Millisecond
 	cfg.FixFingersInterval = 20 * time.Millisecond
 	cfg.CheckPredecessorInterval = 50 * time.Millisecond
-	newHost := func() host.Host {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close() })
-		return h
-	}
-	a, b := newHost(), newHost()
+	a, b := loopbackHost(t), loopbackHost(t)
 	if err := a.Connect(ctx, b.Peerstore().PeerInfo(b.ID())); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
@@ -63,15 +62,7 @@ func (h positionHandler) HandlePull(_ context.Context, from ring.Peer, _ *shard.
 func TestShardMessagesNamePositions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	newHost := func() host.Host {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close() })
-		return h
-	}
-	a, b := newHost(), newHost()
+	a, b := loopbackHost(t), loopbackHost(t)
 	if err := b.Connect(ctx, a.Peerstore().PeerInfo(a.ID())); err != nil {
 		t.Fatal(err)
 	}

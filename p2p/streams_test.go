@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"google.golang.org/protobuf/proto"
 
@@ -22,12 +21,7 @@ func pair(t *testing.T) (client, server host.Host) {
 	t.Helper()
 	var hs [2]host.Host
 	for i := range hs {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = h.Close() })
-		hs[i] = h
+		hs[i] = loopbackHost(t)
 	}
 	if err := hs[0].Connect(context.Background(), hs[1].Peerstore().PeerInfo(hs[1].ID())); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,14 @@ func keyWithWork(t *testing.T, bits int) crypto.PrivKey {
 // hostWithKey is a loopback host with identity key.
 func hostWithKey(t *testing.T, key crypto.PrivKey) host.Host {
 	t.Helper()
-	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	return loopbackHost(t, libp2p.Identity(key))
+}
+
+// loopbackHost is a libp2p host listening on loopback with opts, closed
+// when the test ends.
+func loopbackHost(t *testing.T, opts ...libp2p.Option) host.Host {
+	t.Helper()
+	h, err := libp2p.New(append(opts, libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
