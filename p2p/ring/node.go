@@ -170,6 +170,19 @@ func (n *Node) Predecessor() Peer {
 	return n.pred
 }
 
+// Neighbourhood returns what a shard manager reads of the node every
+// tick: its predecessor (zero if unknown), its successor list, nearest
+// first, and whether it is isolated. The list is the node's own, not a
+// copy: the node replaces its list whole and never changes one in place,
+// so it stays as it was; the caller must not change it either. Snapshot
+// costs more (it copies the list and gathers the fingers and suspects):
+// called by 16 positions every 100 ms, it was 7% of a simulation's CPU.
+func (n *Node) Neighbourhood() (pred Peer, succs []Peer, isolated bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pred, n.succs, n.isolatedLocked()
+}
+
 // Successors returns a copy of the successor list, nearest first; [Self()]
 // when the node is alone.
 func (n *Node) Successors() []Peer {

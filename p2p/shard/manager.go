@@ -258,6 +258,14 @@ type Manager struct {
 	cfg     Config
 	log     *slog.Logger
 	running atomic.Bool
+
+	// orderMu guards the cached replica order of the ring's successor
+	// list (replicaOrderOf): the list it was built from, by its first
+	// element and length, and the order.
+	orderMu  sync.Mutex
+	orderOf  *ring.Peer
+	orderLen int
+	order    []ring.Peer
 	// serial makes fan-outs sequential, so a single-threaded simulation
 	// is reproducible.
 	serial bool
