@@ -294,10 +294,16 @@ func (n *Node) step(key ID) Step {
 	return Step{Next: next, Successors: succs}
 }
 
-// HandleNeighbours reports the predecessor and successor list.
-func (n *Node) HandleNeighbours() Neighbours {
+// HandleNeighbours reports the predecessor and successor list. A call
+// from another machine proves that machine alive (shared.go): the
+// predecessor that stabilizes through this node need not notify it again
+// to keep it from pinging.
+func (n *Node) HandleNeighbours(from string) Neighbours {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if mc := (Peer{Addr: from}).Machine(); from != "" && mc != n.self.Machine() {
+		n.heardLocked(mc, n.cfg.Clock.Now())
+	}
 	return Neighbours{Predecessor: n.pred, Successors: slices.Clone(n.succs)}
 }
 
