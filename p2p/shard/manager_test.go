@@ -600,9 +600,12 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal("Lease >= FailureTimeout accepted")
 	}
 	cfg, err := Config{}.Effective()
-	if err != nil || cfg.Replicas != 2 || cfg.FailureTimeout != 5*time.Second || cfg.Lease != 3500*time.Millisecond ||
+	if err != nil || cfg.Replicas != 2 || cfg.FailureTimeout != 5*time.Second || cfg.Lease != 2500*time.Millisecond ||
 		cfg.HeartbeatInterval != 500*time.Millisecond || cfg.ChunkRecords != 1000 {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+	if cfg, err := (Config{Positions: 16}).Effective(); err != nil || cfg.Lease != 3500*time.Millisecond {
+		t.Fatalf("defaults with 16 positions: lease %v, %v; want 3.5s", cfg.Lease, err)
 	}
 }
 
