@@ -110,7 +110,8 @@ type Config struct {
 	// Lease (nor more often than HeartbeatInterval), and runs
 	// anti-entropy every max(1, Positions/2) SyncIntervals, so that the
 	// machine's V*K replica links do not cost V times the heartbeats of
-	// one position. FailureTimeout and Lease are unchanged, so a
+	// one position. The default Lease is longer (see Lease), so that
+	// heartbeats may be further apart; FailureTimeout is unchanged, so a
 	// replica promotes itself as soon after its owner's machine fails as
 	// with one position.
 	Positions int
