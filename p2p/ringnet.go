@@ -75,7 +75,7 @@ func (t *RingTransport) serve(hs []ring.Handler, sender peer.ID, req *pb.RingReq
 			Found: st.Found, Next: t.encodePeer(st.Next), Successors: t.encodePeers(st.Successors),
 		}}}
 	case *pb.RingRequest_GetNeighbours:
-		nb := h.HandleNeighbours()
+		nb := h.HandleNeighbours(from)
 		return &pb.RingResponse{Body: &pb.RingResponse_Neighbours{Neighbours: &pb.Neighbours{
 			Predecessor: t.encodePeer(nb.Predecessor), Successors: t.encodePeers(nb.Successors),
 		}}}

@@ -61,7 +61,7 @@ func (h *fuzzRingHandler) HandleFindSuccessorStep(ring.ID) ring.Step {
 	return ring.Step{Found: true, Next: h.peers[0], Successors: h.peers}
 }
 
-func (h *fuzzRingHandler) HandleNeighbours() ring.Neighbours {
+func (h *fuzzRingHandler) HandleNeighbours(string) ring.Neighbours {
 	h.calls, h.method = h.calls+1, "neighbours"
 	return ring.Neighbours{Predecessor: h.peers[1], Successors: h.peers}
 }

@@ -260,7 +260,7 @@ func (t *memTransport) FindSuccessorStep(ctx context.Context, to Peer, key ID) (
 // Neighbours implements Transport.
 func (t *memTransport) Neighbours(ctx context.Context, to Peer) (Neighbours, error) {
 	var nb Neighbours
-	err := t.do(ctx, to, func(h Handler) { nb = h.HandleNeighbours() })
+	err := t.do(ctx, to, func(h Handler) { nb = h.HandleNeighbours(t.from) })
 	if err != nil {
 		return Neighbours{}, err
 	}

@@ -11,7 +11,7 @@ import (
 type countingHandler struct{ pings int }
 
 func (h *countingHandler) HandleFindSuccessorStep(ID) Step       { return Step{} }
-func (h *countingHandler) HandleNeighbours() Neighbours          { return Neighbours{} }
+func (h *countingHandler) HandleNeighbours(string) Neighbours    { return Neighbours{} }
 func (h *countingHandler) HandleNotify(string, Peer) error       { return nil }
 func (h *countingHandler) HandlePing()                           { h.pings++ }
 func (h *countingHandler) HandleLeave(string, LeaveNotice) error { return nil }

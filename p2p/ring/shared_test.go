@@ -118,7 +118,10 @@ func (c *cluster) build(ctx context.Context) {
 
 // A process of 8 positions that shares maintenance sends far fewer ring
 // messages than 8 processes would; without Config.Positions it sends
-// about 8 times what one position does.
+// about 8 times what one position does. In a steady ring it sends no more
+// than one position: a position whose successor already names it as
+// predecessor does not notify it again, since its Neighbours call proved
+// the machine alive (0.70x of one position; 1.23x with the notify).
 func TestSharedMaintenanceTraffic(t *testing.T) {
 	ctx := context.Background()
 	const machines = 24
@@ -136,8 +139,8 @@ func TestSharedMaintenanceTraffic(t *testing.T) {
 	one := perMachine(1, false)
 	eight := perMachine(8, true)
 	t.Logf("ring calls per machine per second: %.1f with 1 position, %.1f with 8 sharing maintenance (%.2fx)", one, eight, eight/one)
-	if eight > 3*one {
-		t.Errorf("8 positions cost %.1f calls/s per machine, more than 3x one position's %.1f", eight, one)
+	if eight > one {
+		t.Errorf("8 positions cost %.1f calls/s per machine in a steady ring, more than one position's %.1f", eight, one)
 	}
 }
 

@@ -49,7 +49,7 @@ func (n *Node) stabilize(ctx context.Context) {
 
 		var nb Neighbours
 		if succ == n.self {
-			nb = n.HandleNeighbours()
+			nb = n.HandleNeighbours("")
 		} else {
 			var err error
 			if nb, err = n.probeNeighbours(ctx, succ); err != nil {
@@ -76,8 +76,12 @@ func (n *Node) stabilize(ctx context.Context) {
 		n.mu.Unlock()
 		n.emit(snap)
 
-		if succ != n.self {
-			// Best effort: the next round notifies again.
+		// A successor that already names this position its predecessor
+		// learns nothing from a notify when maintenance is shared: the
+		// Neighbours call just made proved this machine alive to it
+		// (shared.go). Otherwise, best effort: the next round notifies
+		// again.
+		if succ != n.self && !(n.shared() && nb.Predecessor == n.self) {
 			_ = n.notify(ctx, succ)
 		}
 		return

@@ -58,8 +58,10 @@ type Transport interface {
 type Handler interface {
 	// HandleFindSuccessorStep answers one lookup step for key.
 	HandleFindSuccessorStep(key ID) Step
-	// HandleNeighbours reports the node's predecessor and successors.
-	HandleNeighbours() Neighbours
+	// HandleNeighbours reports the node's predecessor and successors to
+	// from (empty when the node asks itself); with shared maintenance
+	// the call proves from's machine alive.
+	HandleNeighbours(from string) Neighbours
 	// HandleNotify considers candidate, the sender, as the node's
 	// predecessor; it refuses a candidate other than from.
 	HandleNotify(from string, candidate Peer) error

@@ -604,6 +604,9 @@ func TestConfigValidation(t *testing.T) {
 		cfg.HeartbeatInterval != 500*time.Millisecond || cfg.ChunkRecords != 1000 {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
 	}
+	if cfg, err := (Config{Positions: 16}).Effective(); err != nil || cfg.Lease != 3500*time.Millisecond {
+		t.Fatalf("defaults with 16 positions: lease %v, %v; want 3.5s", cfg.Lease, err)
+	}
 }
 
 // A paused owner comes back with stale ring pointers and a record it

@@ -27,11 +27,10 @@ type view struct {
 }
 
 func (m *Manager) currentView() view {
-	st := m.ring.Snapshot()
-	pred := st.Predecessor
+	pred, succs, isolated := m.ring.Neighbourhood()
 	var v view
-	v.succs = replicaOrder(m.self, st.Successors)
-	for _, p := range st.Successors {
+	v.succs = m.replicaOrderOf(succs)
+	for _, p := range succs {
 		if p != m.self {
 			v.next = p
 			break
@@ -40,13 +39,32 @@ func (m *Manager) currentView() view {
 	switch {
 	case !pred.IsZero() && pred != m.self:
 		v.known, v.r = true, Range{From: pred.ID, To: m.self.ID}
-	case len(v.succs) == 0 && !st.Isolated:
+	case len(v.succs) == 0 && !isolated:
 		v.known, v.alone, v.r = true, true, Range{From: m.self.ID, To: m.self.ID}
 	}
 	if v.known {
 		v.spans = spansOf(v.r)
 	}
 	return v
+}
+
+// replicaOrderOf returns replicaOrder of the ring's successor list succs,
+// computed again only when the ring replaced its list (ring.Node
+// replaces the list whole, so the same first element and length mean the
+// same list). The result is shared: callers read it only. Every Tick and
+// every write asks for it; building it every time was 13% of a
+// simulation's CPU at 16 positions a machine.
+func (m *Manager) replicaOrderOf(succs []ring.Peer) []ring.Peer {
+	if len(succs) == 0 {
+		return nil
+	}
+	m.orderMu.Lock()
+	defer m.orderMu.Unlock()
+	if m.orderOf != &succs[0] || m.orderLen != len(succs) {
+		m.orderOf, m.orderLen = &succs[0], len(succs)
+		m.order = replicaOrder(m.self, succs)
+	}
+	return m.order
 }
 
 // replicaOrder returns the successors that may hold this node's replicas,
@@ -112,7 +130,7 @@ func (m *Manager) observe(v view, now time.Time) {
 		m.waitStart = now
 	}
 	m.lastView, m.viewSeen = v, true
-	if len(v.succs) > 0 {
+	if len(v.succs) > 0 && !slices.Equal(v.succs, m.succCache) {
 		m.succCache = slices.Clone(v.succs)
 	}
 	replicas := v.succs[:min(len(v.succs), m.cfg.Replicas)]
