@@ -103,7 +103,7 @@ type member struct {
 // swarm is a set of node processes crawling one synthetic web through
 // HTTP_PROXY. Every node tags its User-Agent with its name.
 type swarm struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	web    *synthweb.Web
 	env    []string
@@ -127,7 +127,7 @@ func (s *swarm) startCrawl(n int, share float64) {
 }
 
 // newSwarm starts the synthetic web for cfg; nodes are added with add.
-func newSwarm(t *testing.T, cfg synthweb.Config, delay time.Duration) *swarm {
+func newSwarm(t testing.TB, cfg synthweb.Config, delay time.Duration) *swarm {
 	t.Helper()
 	// Unlike binary(t), no skip under -short: these tests are the proof
 	// that the swarm survives churn, and each stays within minutes.
