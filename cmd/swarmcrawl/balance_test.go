@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +34,7 @@ func balanceVNodes(b *testing.B) []int {
 }
 
 // Issue 28, acceptance: a real swarm of 8 `swarmcrawl node` processes
-// crawls a 1,000-host synthetic web (9,200 pages, one hot host of 1,200),
+// crawls a 1,000-host synthetic web (6,786 pages within robots.txt),
 // with --vnodes V for each V of balanceVNodes. Every node is a fresh
 // process on a fresh data dir, so its identity, and its ring positions,
 // are random, as a user's would be: each run is one honest sample, and
@@ -41,7 +43,10 @@ func balanceVNodes(b *testing.B) []int {
 // politeness. It reports, from each process's `swarmcrawl status --json`,
 // the hosts owned by the busiest node over the mean (hosts-max/mean), the
 // same for pages fetched (pages-max/mean), and the time from seeding to
-// the last page (crawl-s). A benchmark, not a test: a run takes minutes.
+// the last page (crawl-s), the CPU time of the 8 processes from start to
+// exit (cpu-s) and during the crawl (crawl-cpu-s). With
+// BALANCE_PROFILE=DIR every node writes a CPU profile there
+// (--cpu-profile, DIR/V<v>-node-<i>-<unix time>.pprof). A benchmark, not a test: a run takes minutes.
 // Run it with `make balance`, or
 //
 //	BALANCE_VNODES=1,16 go test -run '^$' -bench BalanceEightProcesses -benchtime 1x -count 3 ./cmd/swarmcrawl/
@@ -58,6 +63,12 @@ func BenchmarkBalanceEightProcesses(b *testing.B) {
 			b.ReportMetric(r.hosts, "hosts-max/mean")
 			b.ReportMetric(r.pages, "pages-max/mean")
 			b.ReportMetric(r.crawl.Seconds(), "crawl-s")
+			if r.cpu > 0 {
+				b.ReportMetric(r.cpu.Seconds(), "cpu-s")
+			}
+			if r.crawlCPU > 0 {
+				b.ReportMetric(r.crawlCPU.Seconds(), "crawl-cpu-s")
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
@@ -67,6 +78,10 @@ func BenchmarkBalanceEightProcesses(b *testing.B) {
 type balanceRun struct {
 	hosts, pages float64       // busiest node over the mean
 	crawl        time.Duration // from seeding to the last page
+	// cpu is the CPU time (user and system) of the 8 processes from
+	// start to exit; crawlCPU of them from seeding to the last page
+	// (Linux only, else 0).
+	cpu, crawlCPU time.Duration
 }
 
 // balanceNodes is the number of node processes of crawlBalance.
@@ -86,17 +101,22 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 	defer s.report()
 	// The user's flags: the default replication and failure timeout (a
 	// loaded machine running 8 processes misses the churn tests' 2 s).
-	s.common = []string{"--delay", delay.String(), "--max-depth", "100", "--vnodes", strconv.Itoa(v)}
+	flags := []string{"--delay", delay.String(), "--max-depth", "100", "--vnodes", strconv.Itoa(v)}
+	profiles := os.Getenv("BALANCE_PROFILE")
 	start := time.Now()
-	for range balanceNodes {
+	for i := range balanceNodes {
+		s.common = flags
+		if profiles != "" {
+			s.common = append(slices.Clip(flags), "--cpu-profile", filepath.Join(profiles, fmt.Sprintf("V%d-node-%d-%d.pprof", v, i, start.Unix())))
+		}
 		s.add()
 	}
 	s.waitArcs(v, 3*time.Minute)
 	joined := time.Since(start)
-	seeded := time.Now()
+	seeded, cpuSeeded := time.Now(), s.cpuTime()
 	s.seed(s.nodes[len(s.nodes)-1])
 	s.waitComplete(10 * time.Minute)
-	crawled := time.Since(seeded)
+	crawled, cpuCrawled := time.Since(seeded), s.cpuTime()
 	s.waitQuiet(30 * time.Second)
 	s.checkCrawlQuality(0)
 	// Status counts the owned hosts at most every ownedHostsEvery (5 s):
@@ -122,9 +142,14 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 		hosts: float64(slices.Max(owned)) * balanceNodes / float64(hosts),
 		pages: float64(slices.Max(fetched)) * balanceNodes / float64(pages),
 		crawl: crawled,
+		cpu:   s.stopAll(),
 	}
-	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v; hosts owned %v (max/mean %.2f), pages fetched %v (max/mean %.2f)",
-		v, v*balanceNodes, joined.Round(time.Millisecond), len(s.truth), crawled.Round(time.Millisecond), owned, r.hosts, fetched, r.pages)
+	if cpuSeeded > 0 && cpuCrawled > 0 {
+		r.crawlCPU = cpuCrawled - cpuSeeded
+	}
+	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v (%v CPU); hosts owned %v (max/mean %.2f), pages fetched %v (max/mean %.2f); %v CPU in all",
+		v, v*balanceNodes, joined.Round(time.Millisecond), len(s.truth), crawled.Round(time.Millisecond), r.crawlCPU.Round(time.Millisecond),
+		owned, r.hosts, fetched, r.pages, r.cpu.Round(time.Millisecond))
 	return r
 }
 
@@ -177,4 +202,58 @@ func (s *swarm) arcProblem(live []*member, v int) string {
 		}
 	}
 	return ""
+}
+
+// stopAll stops every running member with SIGTERM (a node leaves the
+// ring, and writes its CPU profile) and returns the CPU time the
+// processes used, user and system, from start to exit.
+func (s *swarm) stopAll() time.Duration {
+	s.t.Helper()
+	for _, m := range s.live() {
+		if err := m.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			s.t.Fatalf("SIGTERM to %s: %v", m.name, err)
+		}
+	}
+	var cpu time.Duration
+	for _, m := range s.live() {
+		select {
+		case <-m.p.done:
+		case <-time.After(30 * time.Second):
+			s.t.Fatalf("%s did not exit within 30 s of SIGTERM", m.name)
+		}
+		m.state = exited
+		cpu += m.p.cmd.ProcessState.UserTime() + m.p.cmd.ProcessState.SystemTime()
+	}
+	return cpu
+}
+
+// clockTicks is the unit of the CPU times in /proc/PID/stat, USER_HZ,
+// which Linux fixes at 100 on every architecture Go supports.
+const clockTicks = 100
+
+// cpuTime returns the CPU time the running members' processes have used
+// so far, user and system, from /proc (0 where there is none).
+func (s *swarm) cpuTime() time.Duration {
+	var total time.Duration
+	for _, m := range s.live() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.p.cmd.Process.Pid))
+		if err != nil {
+			return 0
+		}
+		// The fields after the command name, in parentheses that may
+		// hold spaces: utime and stime are the 14th and 15th fields of
+		// the line, the 12th and 13th after the name.
+		_, rest, ok := strings.Cut(string(raw), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 13 {
+			return 0
+		}
+		utime, err1 := strconv.ParseInt(f[11], 10, 64)
+		stime, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0
+		}
+		total += time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	return total
 }

@@ -80,10 +80,11 @@ const (
 	running memberState = iota
 	killed
 	stopped
+	exited
 )
 
 func (s memberState) String() string {
-	return [...]string{"running", "killed (SIGKILL)", "stopped (SIGSTOP)"}[s]
+	return [...]string{"running", "killed (SIGKILL)", "stopped (SIGSTOP)", "exited (SIGTERM)"}[s]
 }
 
 // member is one node of the swarm, across restarts on its data dir.
