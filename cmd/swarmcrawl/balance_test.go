@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 )
 
 // balanceVNodes lists the --vnodes values BenchmarkBalanceEightProcesses
@@ -124,7 +125,10 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 	time.Sleep(6 * time.Second)
 	var owned, fetched []int64
 	var hosts, pages int64
-	for _, m := range s.nodes {
+	// byArcs counts the web's hosts whose keys fall in each node's arcs:
+	// what the node should own, to check owned_hosts against.
+	byArcs := make([]int, len(s.nodes))
+	for i, m := range s.nodes {
 		st := m.p.status(b, s.bin) // swarmcrawl status --json
 		if len(st.Positions) != v {
 			b.Errorf("V=%d: %s shows %d positions", v, m.name, len(st.Positions))
@@ -133,6 +137,17 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 		fetched = append(fetched, st.Crawl.Fetched)
 		hosts += st.OwnedHosts
 		pages += st.Crawl.Fetched
+		for _, h := range s.web.Hosts() {
+			k := urls.HostKey(h)
+			for _, p := range st.Positions {
+				from, err1 := parseRingID(p.Range.From)
+				to, err2 := parseRingID(p.Range.To)
+				if err1 == nil && err2 == nil && inArc(k, from, to) {
+					byArcs[i]++
+					break
+				}
+			}
+		}
 	}
 	// Links to hosts outside the web are routed too: a few more keys.
 	if n := int64(cfg.Hosts); hosts < n*9/10 || hosts > n*11/10 {
@@ -147,9 +162,9 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 	if cpuSeeded > 0 && cpuCrawled > 0 {
 		r.crawlCPU = cpuCrawled - cpuSeeded
 	}
-	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v (%v CPU); hosts owned %v (max/mean %.2f), pages fetched %v (max/mean %.2f); %v CPU in all",
+	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v (%v CPU); hosts owned %v (max/mean %.2f; the web's hosts in the nodes' arcs %v), pages fetched %v (max/mean %.2f); %v CPU in all",
 		v, v*balanceNodes, joined.Round(time.Millisecond), len(s.truth), crawled.Round(time.Millisecond), r.crawlCPU.Round(time.Millisecond),
-		owned, r.hosts, fetched, r.pages, r.cpu.Round(time.Millisecond))
+		owned, r.hosts, byArcs, fetched, r.pages, r.cpu.Round(time.Millisecond))
 	return r
 }
 
