@@ -14,7 +14,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME  ?= 60s
 FUZZFLAGS ?= -fuzzminimizetime 5s
 
-.PHONY: all build test test-short run bench bench-node scale fuzz fuzz-corpus lint proto clean
+.PHONY: all build test test-short run bench bench-node balance scale fuzz fuzz-corpus lint proto clean
 
 all: build
 
@@ -60,6 +60,19 @@ bench-node: build
 	git archive $(BASE) | tar -x -C bin/base/src
 	cd bin/base/src && $(GO) build -o ../swarmcrawl ./cmd/swarmcrawl
 	$(GO) run ./internal/nodebench -new $(BIN) -base bin/base/swarmcrawl -runs $(BENCH_RUNS)
+
+# Issue 28's balance measurement: 8 `swarmcrawl node` processes with
+# --vnodes V for each V of BALANCE_VNODES crawl a 1,000-host synthetic web,
+# BALANCE_RUNS times (fresh random identities each run); each run reports
+# the hosts owned and pages fetched by the busiest node over the mean
+# (from status --json), the crawl time and the processes' CPU time
+# (docs/operations.md, "Virtual nodes"). About 30 s a run at V = 1 and
+# 1 to 2 minutes at V = 16 on a shared 2-core machine. BALANCE_PROFILE=DIR
+# keeps every node's CPU profile in DIR.
+BALANCE_VNODES ?= 1,16
+BALANCE_RUNS   ?= 3
+balance:
+	BALANCE_VNODES=$(BALANCE_VNODES) $(GO) test -run '^$$' -bench BalanceEightProcesses -benchtime 1x -count $(BALANCE_RUNS) -timeout 60m ./cmd/swarmcrawl/
 
 # The simulations of docs/scale.md (issue 12): the real ring and shard
 # code of SCALE_NODES nodes on a virtual clock (swarmcrawl simulate): no

@@ -2,25 +2,33 @@ package protocol
 
 // Protocol IDs. The version is part of the ID so that an incompatible
 // change gets a new ID and old and new peers fail to negotiate instead of
-// misreading each other.
+// misreading each other; docs/protocol.md, "Versions", says what
+// changed in each version.
 const (
 	// RingID carries Chord maintenance and lookup RPCs (RingRequest/RingResponse).
-	RingID = "/swarmcrawl/ring/1.0.0"
+	// 2.0.0: ring positions (Peer.position, RingRequest.to_position and
+	// from_position) for virtual nodes.
+	RingID = "/swarmcrawl/ring/2.0.0"
 	// TasksID carries URL batches to their owner (TaskBatch/TaskBatchResult).
 	TasksID = "/swarmcrawl/tasks/1.0.0"
 	// SeedID lets a client submit seed URLs to any member (SeedRequest/SeedResponse).
 	SeedID = "/swarmcrawl/seed/1.0.0"
 	// ReplicateID carries an owner's writes and heartbeats to its successor
-	// replicas (WriteRequest/WriteReply).
-	ReplicateID = "/swarmcrawl/replicate/2.0.0"
+	// replicas (WriteRequest/WriteReply). 3.0.0: WriteRequest names the
+	// ring positions it is for and from (fields 60, 61).
+	ReplicateID = "/swarmcrawl/replicate/3.0.0"
 	// HandoffID moves a key range's state to its new owner, or merges
-	// records after a partition (HandoffRequest/HandoffReply).
-	HandoffID = "/swarmcrawl/handoff/2.0.0"
+	// records after a partition (HandoffRequest/HandoffReply). 3.0.0:
+	// HandoffRequest names its ring positions (60, 61) and carries reroute
+	// (70).
+	HandoffID = "/swarmcrawl/handoff/3.0.0"
 	// DigestID compares a range's records by bucket digests
-	// (DigestRequest/DigestReply).
-	DigestID = "/swarmcrawl/digest/1.0.0"
+	// (DigestRequest/DigestReply). 2.0.0: DigestRequest names its ring
+	// positions (60, 61).
+	DigestID = "/swarmcrawl/digest/2.0.0"
 	// PullID fetches the state a node holds of a range (PullRequest/PullReply).
-	PullID = "/swarmcrawl/pull/2.0.0"
+	// 3.0.0: PullRequest names its ring positions (60, 61).
+	PullID = "/swarmcrawl/pull/3.0.0"
 	// FetchID hands a hot host's fetch batch from its owner to a helper
 	// (FetchBatchRequest/FetchBatchReply).
 	FetchID = "/swarmcrawl/fetch/1.0.0"

@@ -80,10 +80,11 @@ const (
 	running memberState = iota
 	killed
 	stopped
+	exited
 )
 
 func (s memberState) String() string {
-	return [...]string{"running", "killed (SIGKILL)", "stopped (SIGSTOP)"}[s]
+	return [...]string{"running", "killed (SIGKILL)", "stopped (SIGSTOP)", "exited (SIGTERM)"}[s]
 }
 
 // member is one node of the swarm, across restarts on its data dir.
@@ -103,7 +104,7 @@ type member struct {
 // swarm is a set of node processes crawling one synthetic web through
 // HTTP_PROXY. Every node tags its User-Agent with its name.
 type swarm struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	web    *synthweb.Web
 	env    []string
@@ -127,7 +128,7 @@ func (s *swarm) startCrawl(n int, share float64) {
 }
 
 // newSwarm starts the synthetic web for cfg; nodes are added with add.
-func newSwarm(t *testing.T, cfg synthweb.Config, delay time.Duration) *swarm {
+func newSwarm(t testing.TB, cfg synthweb.Config, delay time.Duration) *swarm {
 	t.Helper()
 	// Unlike binary(t), no skip under -short: these tests are the proof
 	// that the swarm survives churn, and each stays within minutes.

@@ -64,7 +64,7 @@ type proc struct {
 
 // startNode runs `swarmcrawl node` on a new data dir and waits for its
 // listening lines.
-func startNode(t *testing.T, bin string, env []string, args ...string) *proc {
+func startNode(t testing.TB, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	return startNodeIn(t, bin, t.TempDir(), env, args...)
 }
@@ -76,7 +76,7 @@ func startNode(t *testing.T, bin string, env []string, args ...string) *proc {
 const testRingWork = "8"
 
 // startNodeIn runs `swarmcrawl node` on data and waits for its listening lines.
-func startNodeIn(t *testing.T, bin, data string, env []string, args ...string) *proc {
+func startNodeIn(t testing.TB, bin, data string, env []string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"node", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--nat=false", "--ring-work", testRingWork}, args...)
 	cmd := exec.Command(bin, args...)
@@ -86,7 +86,7 @@ func startNodeIn(t *testing.T, bin, data string, env []string, args ...string) *
 
 // startProc starts cmd, a node on data dir data, and waits for its
 // listening lines; the process is killed when the test ends.
-func startProc(t *testing.T, cmd *exec.Cmd, data string) *proc {
+func startProc(t testing.TB, cmd *exec.Cmd, data string) *proc {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -143,7 +143,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-func (p *proc) status(t *testing.T, bin string) node.Status {
+func (p *proc) status(t testing.TB, bin string) node.Status {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "--data", p.data, "--json").Output()
 	if err != nil {

@@ -102,7 +102,7 @@ func (x *Peer) GetPosition() uint32 {
 	return 0
 }
 
-// RingRequest is one Chord RPC on /swarmcrawl/ring/1.0.0, to the
+// RingRequest is one Chord RPC on /swarmcrawl/ring/2.0.0, to the
 // receiver's ring position to_position (0: the position its peer ID
 // gives).
 type RingRequest struct {
@@ -1815,7 +1815,7 @@ func (x *HostPoliteness) GetRobots() []byte {
 }
 
 // WriteRequest replicates an owner's writes to a successor replica, on
-// /swarmcrawl/replicate/2.0.0. The claims are the fencing tokens: a replica
+// /swarmcrawl/replicate/3.0.0. The claims are the fencing tokens: a replica
 // refuses every claim whose epoch is lower than one it knows for any key of
 // the range, and keeps only the records inside the claims it accepts. A
 // heartbeat is a write of every active claim with whatever progress is
@@ -2020,7 +2020,7 @@ func (x *WriteReply) GetReceipt() []byte {
 }
 
 // HandoffRequest moves a key range's state to its new owner, on
-// /swarmcrawl/handoff/2.0.0, in chunks; the last has final set and makes
+// /swarmcrawl/handoff/3.0.0, in chunks; the last has final set and makes
 // the receiver claim the range at a higher epoch. With merge set it only
 // adds records (partition reconciliation) and moves no ownership.
 type HandoffRequest struct {
@@ -2226,7 +2226,7 @@ func (x *HandoffReply) GetEpoch() *Epoch {
 }
 
 // DigestRequest asks for bucketed digests of the records of a range, on
-// /swarmcrawl/digest/1.0.0, to find what two nodes disagree on. With
+// /swarmcrawl/digest/2.0.0, to find what two nodes disagree on. With
 // witness set it also asks for the claims the node witnessed over the
 // range as a replica; with witness set and no buckets, for those alone.
 type DigestRequest struct {
@@ -2371,7 +2371,7 @@ func (x *DigestReply) GetWitnessed() []*Claim {
 }
 
 // PullRequest asks a node for the state it holds of a range, on
-// /swarmcrawl/pull/2.0.0, a page at a time after the given record.
+// /swarmcrawl/pull/3.0.0, a page at a time after the given record.
 type PullRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Range     *ShardRange            `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
