@@ -305,13 +305,19 @@ func (s *swarm) waitRing(timeout time.Duration) {
 	live := s.live()
 	deadline := time.Now().Add(timeout)
 	for {
-		next := map[string]string{}
+		next := map[string]string{} // position's ring id -> its predecessor's
+		var sts []node.Status
+		complete := true
 		for _, m := range live {
-			if st, err := m.status(5 * time.Second); err == nil && len(st.Successors) > 0 {
-				next[st.RingID] = st.Successors[0].RingID
+			st, err := m.status(5 * time.Second)
+			if err != nil {
+				complete = false
+				continue
 			}
+			ringLinks(next, st.Status)
+			sts = append(sts, st.Status)
 		}
-		if len(next) == len(live) && cycleLen(next) == len(live) {
+		if complete && ringFormed(next, sts) {
 			return
 		}
 		if time.Now().After(deadline) {

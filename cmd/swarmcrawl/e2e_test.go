@@ -189,14 +189,14 @@ func TestMultiProcessSwarm(t *testing.T) {
 	// Wait until the three form one ring.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ring := map[string]string{} // ring id -> first successor ring id
+		ring := map[string]string{} // position's ring id -> its predecessor's
+		var sts []node.Status
 		for _, n := range nodes {
 			st := n.status(t, bin)
-			if len(st.Successors) > 0 {
-				ring[st.RingID] = st.Successors[0].RingID
-			}
+			ringLinks(ring, st)
+			sts = append(sts, st)
 		}
-		if len(ring) == 3 && cycleLen(ring) == 3 {
+		if ringFormed(ring, sts) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -306,6 +306,30 @@ func TestMultiProcessSwarm(t *testing.T) {
 }
 
 const token = "swarmcrawl"
+
+// ringLinks adds to prev the ring links one node's status shows: for each
+// of its positions (virtual nodes, --vnodes), its ring id and its
+// predecessor's, from the arc (pred, self] it owns. A position that knows
+// no predecessor yet (its arc is the whole ring) adds nothing. The swarm
+// forms one ring when prev holds every position of every node and is
+// one cycle: ringFormed.
+func ringLinks(prev map[string]string, st node.Status) {
+	for _, p := range st.Positions {
+		if p.Range.From != p.Range.To {
+			prev[p.Range.To] = p.Range.From
+		}
+	}
+}
+
+// ringFormed reports whether prev (ringLinks of every node) is one cycle
+// through all positions of the nodes whose statuses are sts.
+func ringFormed(prev map[string]string, sts []node.Status) bool {
+	n := 0
+	for _, st := range sts {
+		n += len(st.Positions)
+	}
+	return n > 0 && len(prev) == n && cycleLen(prev) == n
+}
 
 func cycleLen(next map[string]string) int {
 	for start := range next {

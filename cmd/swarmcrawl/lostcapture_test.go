@@ -295,12 +295,13 @@ func waitRing(t *testing.T, bin string, nodes []*proc) {
 	t.Helper()
 	for deadline := time.Now().Add(45 * time.Second); ; {
 		ring := map[string]string{}
+		var sts []node.Status
 		for _, n := range nodes {
-			if st := n.status(t, bin); len(st.Successors) > 0 {
-				ring[st.RingID] = st.Successors[0].RingID
-			}
+			st := n.status(t, bin)
+			ringLinks(ring, st)
+			sts = append(sts, st)
 		}
-		if len(ring) == len(nodes) && cycleLen(ring) == len(nodes) {
+		if ringFormed(ring, sts) {
 			return
 		}
 		if time.Now().After(deadline) {

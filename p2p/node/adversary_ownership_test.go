@@ -10,6 +10,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
@@ -104,12 +105,15 @@ func TestAdversaryForgedLeave(t *testing.T) {
 	a.seed()
 	victim := a.honest[0]
 	succ, pred := victim.Ring().Successors()[0], victim.Ring().Predecessor()
-	peerOf := func(addr string) *pb.Peer {
-		id, err := peer.Decode(addr)
+	// A neighbour may be any position of a node (virtual nodes: "ID/i"),
+	// so the peer goes on the wire as the ring transport puts it: peer
+	// ID, position index and the ring ID they give.
+	peerOf := func(rp ring.Peer) *pb.Peer {
+		id, i, err := p2p.PositionOf(rp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &pb.Peer{RingId: uint64(p2p.RingID(id)), PeerId: []byte(id)}
+		return &pb.Peer{RingId: uint64(rp.ID), PeerId: []byte(id), Position: uint32(i)}
 	}
 	self := &pb.Peer{RingId: uint64(p2p.RingID(a.stranger.ID())), PeerId: []byte(a.stranger.ID())}
 	for _, tc := range []struct {
@@ -117,8 +121,8 @@ func TestAdversaryForgedLeave(t *testing.T) {
 		req  *pb.RingRequest
 	}{
 		{"leave of the successor", &pb.RingRequest{Body: &pb.RingRequest_Leave{Leave: &pb.Leave{
-			Leaving: peerOf(succ.Addr), Predecessor: peerOf(victim.Ring().Self().Addr), Successors: []*pb.Peer{self}}}}},
-		{"notify naming another", &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: peerOf(a.honest[1].Ring().Self().Addr)}}}},
+			Leaving: peerOf(succ), Predecessor: peerOf(victim.Ring().Self()), Successors: []*pb.Peer{self}}}}},
+		{"notify naming another", &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: peerOf(a.honest[1].Ring().Self())}}}},
 	} {
 		resp := &pb.RingResponse{}
 		if err := a.send(a.stranger, victim, protocol.RingID, tc.req, resp); err != nil {
