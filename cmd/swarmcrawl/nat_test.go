@@ -23,6 +23,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 )
 
 // natMember is one node process of the NAT test.
@@ -246,10 +247,10 @@ func TestNATTraversal(t *testing.T) {
 	s.waitFor("one ring of six, NATed peers reserved on the relay", 60*time.Second, func() string {
 		sts := s.statuses()
 		next := map[string]string{}
+		var all []node.Status
 		for m, st := range sts {
-			if len(st.Successors) > 0 {
-				next[st.RingID] = st.Successors[0].RingID
-			}
+			ringLinks(next, st.Status)
+			all = append(all, st.Status)
 			if m.lan == 0 {
 				continue
 			}
@@ -261,7 +262,7 @@ func TestNATTraversal(t *testing.T) {
 				return fmt.Sprintf("%s advertises no relayed address: %v", m.name, st.Addrs)
 			}
 		}
-		if len(next) != len(s.nodes) || cycleLen(next) != len(s.nodes) {
+		if len(sts) != len(s.nodes) || !ringFormed(next, all) {
 			return fmt.Sprintf("successor map %v", next)
 		}
 		return ""

@@ -137,10 +137,11 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("export: %w: %s: %w", p2p.ErrNoConnection, *peerAddr, err)
 	}
 	streams := p2p.NewStreams(h, 0, p2p.NoRingWork)
-	members, unreachable, err := walkRing(context.Background(), p2p.NewRingTransport(h, streams), p2p.RingPeer(infos[0].ID), *timeout, maxRingWalk)
+	positions, down, err := walkRing(context.Background(), p2p.NewRingTransport(h, streams), p2p.RingPeer(infos[0].ID), *timeout, maxRingWalk)
 	if err != nil {
 		return fmt.Errorf("export: enumerate the members through %s: %w", p2p.ShortID(infos[0].ID), err)
 	}
+	members, unreachable := machinesOf(positions, down)
 	fmt.Fprintf(stderr, "export: %d members found by walking the ring\n", len(members)+len(unreachable))
 
 	ex := &swarmExport{
@@ -240,6 +241,35 @@ func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout t
 		cur = next
 	}
 	return members, unreachable, nil
+}
+
+// machinesOf turns the ring positions a walk found into the machines
+// holding them, in walk order: a node with --vnodes V shows up V times
+// in the walk (its positions "ID/i"), and is one member to export. A
+// machine is unreachable only when none of its positions answered. Each
+// machine comes back as its position 0, whose Addr is the peer ID.
+func machinesOf(reached, down []ring.Peer) (members, unreachable []ring.Peer) {
+	machine := func(p ring.Peer) ring.Peer {
+		if id, err := peer.Decode(p.Machine()); err == nil {
+			return p2p.RingPeer(id)
+		}
+		return ring.Peer{ID: p.ID, Addr: p.Machine()}
+	}
+	up := map[string]bool{}
+	for _, p := range reached {
+		if m := p.Machine(); !up[m] {
+			up[m] = true
+			members = append(members, machine(p))
+		}
+	}
+	gone := map[string]bool{}
+	for _, p := range down {
+		if m := p.Machine(); !up[m] && !gone[m] {
+			gone[m] = true
+			unreachable = append(unreachable, machine(p))
+		}
+	}
+	return members, unreachable
 }
 
 // neighbourAsker asks a ring member for its neighbours

@@ -21,6 +21,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/internal/replaytest"
+	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
@@ -77,12 +78,13 @@ func TestSwarmExport(t *testing.T) {
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		ring := map[string]string{}
+		var sts []node.Status
 		for _, n := range nodes {
-			if st := n.status(t, bin); len(st.Successors) > 0 {
-				ring[st.RingID] = st.Successors[0].RingID
-			}
+			st := n.status(t, bin)
+			ringLinks(ring, st)
+			sts = append(sts, st)
 		}
-		if len(ring) == len(nodes) && cycleLen(ring) == len(nodes) {
+		if ringFormed(ring, sts) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -43,13 +43,13 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ring := map[string]string{}
+		var sts []node.Status
 		for _, n := range nodes {
 			st := n.status(t, bin)
-			if len(st.Successors) > 0 {
-				ring[st.RingID] = st.Successors[0].RingID
-			}
+			ringLinks(ring, st)
+			sts = append(sts, st)
 		}
-		if len(ring) == len(nodes) && cycleLen(ring) == len(nodes) {
+		if ringFormed(ring, sts) {
 			break
 		}
 		if time.Now().After(deadline) {

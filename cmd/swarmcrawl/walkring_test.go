@@ -84,3 +84,30 @@ func TestWalkRing(t *testing.T) {
 		t.Error("walk through a silent entry member succeeded")
 	}
 }
+
+// A ring walk over nodes with several positions (--vnodes) finds each
+// node once per position; the export counts and fetches machines: each
+// once, in walk order, and a machine as unreachable only when none of
+// its positions answered. Before: "exported 5 WARC files ... from 80
+// members" for 5 nodes of 16 positions.
+func TestMachinesOfPositions(t *testing.T) {
+	pos := func(m string, i int) ring.Peer {
+		if i == 0 {
+			return ring.Peer{ID: ring.ID(len(m)), Addr: m}
+		}
+		return ring.Peer{ID: ring.ID(100 + i), Addr: fmt.Sprintf("%s/%d", m, i)}
+	}
+	reached := []ring.Peer{pos("a", 0), pos("b", 3), pos("a", 2), pos("b", 0), pos("c", 1)}
+	down := []ring.Peer{pos("c", 0), pos("d", 2), pos("d", 0)}
+	members, unreachable := machinesOf(reached, down)
+	var got []string
+	for _, m := range members {
+		got = append(got, m.Addr)
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Errorf("members %v, want [a b c]: each machine once, in walk order", got)
+	}
+	if len(unreachable) != 1 || unreachable[0].Addr != "d" {
+		t.Errorf("unreachable %v, want [d] (c answered through position 1)", unreachable)
+	}
+}
