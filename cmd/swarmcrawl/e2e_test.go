@@ -186,24 +186,7 @@ func TestMultiProcessSwarm(t *testing.T) {
 	boot := append(slices.Clone(common), "--bootstrap", first.addrs[0])
 	nodes := []*proc{first, startNode(t, bin, env, boot...), startNode(t, bin, env, boot...)}
 
-	// Wait until the three form one ring.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ring := map[string]string{} // position's ring id -> its predecessor's
-		var sts []node.Status
-		for _, n := range nodes {
-			st := n.status(t, bin)
-			ringLinks(ring, st)
-			sts = append(sts, st)
-		}
-		if ringFormed(ring, sts) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ring did not form: %v", ring)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitRing(t, bin, nodes, 30*time.Second)
 
 	seed := exec.Command(bin, append([]string{"seed", "--peer", nodes[1].addrs[0]}, web.Seeds()...)...)
 	out, err := seed.CombinedOutput()

@@ -74,7 +74,7 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	for range 4 {
 		nodes = append(nodes, startNode(t, bin, env, append(slices.Clone(common), "--bootstrap", nodes[0].addrs[0])...))
 	}
-	waitRing(t, bin, nodes)
+	waitRing(t, bin, nodes, 45*time.Second)
 	if out, err := exec.Command(bin, append([]string{"seed", "--peer", nodes[1].addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
@@ -290,10 +290,12 @@ func responsesIn(t *testing.T, dir string) map[string]bool {
 	return out
 }
 
-// waitRing waits until the nodes form one ring.
-func waitRing(t *testing.T, bin string, nodes []*proc) {
+// waitRing waits until the nodes form one ring, every position of every
+// node linked to the one before it (ringLinks, ringFormed), within a
+// time, and fails the test if they do not.
+func waitRing(t testing.TB, bin string, nodes []*proc, within time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(45 * time.Second); ; {
+	for deadline := time.Now().Add(within); ; {
 		ring := map[string]string{}
 		var sts []node.Status
 		for _, n := range nodes {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/crawl/synthweb"
 	"github.com/swarmcrawl/swarmcrawl/internal/replaytest"
-	"github.com/swarmcrawl/swarmcrawl/p2p/node"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
 )
 
@@ -75,28 +74,12 @@ func TestSwarmExport(t *testing.T) {
 	for range 4 {
 		nodes = append(nodes, startNode(t, bin, env, append(slices.Clone(common), "--bootstrap", first.addrs[0])...))
 	}
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		ring := map[string]string{}
-		var sts []node.Status
-		for _, n := range nodes {
-			st := n.status(t, bin)
-			ringLinks(ring, st)
-			sts = append(sts, st)
-		}
-		if ringFormed(ring, sts) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ring of 5 did not form: %v", ring)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitRing(t, bin, nodes, 45*time.Second)
 	if out, err := exec.Command(bin, append([]string{"seed", "--swarm-key", keyFile, "--peer", nodes[2].addrs[0]}, web.Seeds()...)...).CombinedOutput(); err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
 	truth := web.GroundTruth(token)
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for len(web.Missing(token)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("crawl incomplete: %d of %d pages missing", len(web.Missing(token)), len(truth))

@@ -40,23 +40,7 @@ func TestSwarmStatusAndSeedWait(t *testing.T) {
 	for range 4 {
 		nodes = append(nodes, startNode(t, bin, env, boot...))
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ring := map[string]string{}
-		var sts []node.Status
-		for _, n := range nodes {
-			st := n.status(t, bin)
-			ringLinks(ring, st)
-			sts = append(sts, st)
-		}
-		if ringFormed(ring, sts) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ring did not form: %v", ring)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitRing(t, bin, nodes, 60*time.Second)
 
 	// seed --wait returns when the crawl is complete: every page fetched.
 	seeds := web.Seeds()
