@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -112,7 +111,7 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 		}
 		s.add()
 	}
-	s.waitArcs(v, 3*time.Minute)
+	s.waitRing(3 * time.Minute)
 	joined := time.Since(start)
 	seeded, cpuSeeded := time.Now(), s.cpuTime()
 	s.seed(s.nodes[len(s.nodes)-1])
@@ -166,57 +165,6 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 		v, v*balanceNodes, joined.Round(time.Millisecond), len(s.truth), crawled.Round(time.Millisecond), r.crawlCPU.Round(time.Millisecond),
 		owned, r.hosts, byArcs, fetched, r.pages, r.cpu.Round(time.Millisecond))
 	return r
-}
-
-// waitArcs waits until the live members' ring positions form one ring:
-// each of the members shows v positions, and each position's arc starts
-// at the position before it among all of them, so that every key has one
-// owner and no arc overlaps another.
-func (s *swarm) waitArcs(v int, timeout time.Duration) {
-	s.t.Helper()
-	live := s.live()
-	deadline := time.Now().Add(timeout)
-	for {
-		problem := s.arcProblem(live, v)
-		if problem == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the %d nodes' %d positions did not form one ring in %v: %s", len(live), len(live)*v, timeout, problem)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// arcProblem returns what keeps the members' positions from forming one
-// ring, "" when nothing does.
-func (s *swarm) arcProblem(live []*member, v int) string {
-	type arc struct{ from, to uint64 }
-	var arcs []arc
-	for _, m := range live {
-		st, err := m.status(5 * time.Second)
-		if err != nil {
-			return err.Error()
-		}
-		if len(st.Positions) != v {
-			return fmt.Sprintf("%s shows %d positions", m.name, len(st.Positions))
-		}
-		for _, p := range st.Positions {
-			from, err1 := parseRingID(p.Range.From)
-			to, err2 := parseRingID(p.Range.To)
-			if err1 != nil || err2 != nil {
-				return fmt.Sprintf("%s: position %s: arc (%q, %q]", m.name, p.Addr, p.Range.From, p.Range.To)
-			}
-			arcs = append(arcs, arc{from, to})
-		}
-	}
-	slices.SortFunc(arcs, func(a, b arc) int { return cmp.Compare(a.to, b.to) })
-	for i, a := range arcs {
-		if prev := arcs[(i+len(arcs)-1)%len(arcs)].to; a.from != prev {
-			return fmt.Sprintf("the arc (%016x, %016x] does not start at the position before it, %016x", a.from, a.to, prev)
-		}
-	}
-	return ""
 }
 
 // stopAll stops every running member with SIGTERM (a node leaves the
