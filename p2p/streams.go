@@ -239,6 +239,22 @@ func refusedUnread(err error) bool {
 		(reset.ErrorCode == network.StreamProtocolNegotiationFailed || reset.ErrorCode == network.StreamResourceLimitExceeded)
 }
 
+// refusedAsMember reports whether err is the peer's reset of a stream
+// from an identity without the swarm's ring work. The reset can reach the
+// caller while it writes the request, as it closes its side, or as it
+// reads the answer, depending on how fast the peer refused.
+func refusedAsMember(err error) bool {
+	var reset *network.StreamError
+	return errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode
+}
+
+// notMemberError is the error of a call the peer refused because this
+// node's identity lacks the ring work the peer asks.
+func (s *Streams) notMemberError(pid string, to peer.ID) error {
+	return fmt.Errorf("%s to %s: refused as a ring member: %w (this node's identity carries %d bits, the peer asks more)",
+		pid, ShortID(to), ErrNoRingWork, WorkOf(s.host.ID()))
+}
+
 // ErrNotDelivered marks a failed exchange whose request never reached the
 // peer's handler: the stream did not open, or the peer does not (or no
 // longer) speak the protocol. Any other failure may come after the peer
@@ -295,6 +311,9 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		}
 	}()
 	if err := protocol.WriteMsg(st, req, l.MaxBytes); err != nil {
+		if refusedAsMember(err) {
+			return s.notMemberError(pid, to)
+		}
 		if errors.Is(err, protocol.ErrTooLarge) {
 			// Refused before a byte was written.
 			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -305,8 +324,12 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		return fmt.Errorf("%s to %s: %w", pid, ShortID(to), err)
 	}
 	if err := st.CloseWrite(); err != nil {
-		// The peer's refusal (its resource manager's reset) can come
-		// while the request is still being written.
+		// The peer's refusal (its resource manager's reset, or its
+		// refusal of a non-member) can come while the request is still
+		// being written.
+		if refusedAsMember(err) {
+			return s.notMemberError(pid, to)
+		}
 		if refusedUnread(err) {
 			return fmt.Errorf("%s to %s: close write: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
@@ -324,10 +347,8 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		// and a peer whose resource manager refused the stream resets it
 		// before its handler ran: either way it never saw the request.
 		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
-		var reset *network.StreamError
-		if errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode {
-			return fmt.Errorf("%s from %s: refused as a ring member: %w (this node's identity carries %d bits, the peer asks more)",
-				pid, ShortID(to), ErrNoRingWork, WorkOf(s.host.ID()))
+		if refusedAsMember(err) {
+			return s.notMemberError(pid, to)
 		}
 		if errors.As(err, &notSupported) || refusedUnread(err) {
 			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)

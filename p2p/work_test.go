@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -132,6 +133,24 @@ func TestMembersOnlyProtocolsAskRingWork(t *testing.T) {
 	stranger := hostWithKey(t, keyWithWork(t, -int(testWork)))
 	if err := call(stranger); !errors.Is(err, p2p.ErrNoRingWork) {
 		t.Fatalf("a stranger without ring work: %v, want %v", err, p2p.ErrNoRingWork)
+	}
+	// The refusal can reach the stranger while it still writes a large
+	// request or closes its side: it still says why.
+	big := &pb.TaskBatch{}
+	for i := range 20000 {
+		big.Tasks = append(big.Tasks, &pb.Task{Url: fmt.Sprintf("http://a.test/%0100d", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := p2p.NewStreams(stranger, 0, p2p.NoRingWork)
+	for i := range 10 {
+		req := proto.Message(&pb.TaskBatch{})
+		if i%2 == 0 {
+			req = big
+		}
+		if err := c.Call(ctx, server.ID(), protocol.TasksID, req, &pb.TaskBatchResult{}); !errors.Is(err, p2p.ErrNoRingWork) {
+			t.Fatalf("a stranger's request %d without ring work: %v, want %v", i, err, p2p.ErrNoRingWork)
+		}
 	}
 	if served.Load() != 0 {
 		t.Fatalf("a stranger without ring work was served")
