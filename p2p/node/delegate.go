@@ -5,31 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0. The owner of a
-// host with a long queue keeps its control plane and hands fetch batches to
-// its first successor (crawl.Delegator); a helper fetches a batch for an
-// owner its epoch table vouches for and that is its own ring predecessor,
-// under the larger of the owner's gap and its own, and answers once the
-// links found on the batch's pages are settled with their owners.
+// Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0, the wiring of
+// the routing layer's delegation (p2p/route: Delegator, HelperAdmission,
+// Helper) over libp2p. The owner of a host with a long queue keeps its
+// control plane and hands fetch batches to the helpers route.HelperOf
+// names (crawl.Delegator); a helper fetches a batch for an owner that
+// precedes one of its positions within route.Config.Helpers machines and
+// that its epoch table vouches for, under the larger of the owner's gap
+// and its own, no sooner than one full gap after the batch arrived, and
+// answers once the links found on the batch's pages are settled with
+// their owners.
 //
-// One helper per owner: whatever an owner asks, and of however many
-// nodes, only its first successor fetches for it, one batch of a host at
-// a time, so the honest nodes' requests to a host never come faster than
-// one per delay (the owner holds the host's lease while a batch runs). An
-// owner that sent its batches to every replica at once had each fetch
-// side by side with the others (issue 29: 60 of 120 gaps under 90 ms at
-// a 100 ms delay). Each node checks this from its own ring state, not the
-// sender's word: its predecessor is the only owner it helps.
+// A node knows one predecessor per position (ring.Node.Predecessor), so
+// it runs with one helper per owner (route.Config.Helpers 1): whatever an
+// owner asks, and of however many nodes, only its first successor fetches
+// for it, one batch of a host at a time, so the honest nodes' requests to
+// a host never come faster than one per delay (the owner holds the host's
+// lease while a batch runs). An owner that sent its batches to every
+// replica at once had each fetch side by side with the others (issue 29:
+// 60 of 120 gaps under 90 ms at a 100 ms delay). Each node checks this
+// from its own ring state, not the sender's word.
 
 // Helper tuning.
 const (
@@ -48,51 +53,63 @@ const (
 	vouchPoll = 50 * time.Millisecond
 )
 
-// delegator implements crawl.Delegator over the fetch transport: it hands
-// a batch to the first successor of the ring position that owns it, the
-// one helper that takes that position's batches.
+// delegator implements crawl.Delegator over the fetch transport with the
+// routing layer's route.Delegator.
 type delegator struct {
 	fetch *p2p.FetchTransport
-	// successors returns the node's position that holds a ring key, and
-	// its successor list, nearest first.
-	successors func(key uint64) (self ring.Peer, succs []ring.Peer)
-	log        *slog.Logger
+	route *route.Delegator[fetchReq, *pb.FetchBatchReply]
+	log   *slog.Logger
 
 	sent, noHelper, sendFails atomic.Int64
 }
 
 var _ crawl.Delegator = (*delegator)(nil)
 
-func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.Peer, []ring.Peer), log *slog.Logger) *delegator {
-	return &delegator{fetch: fetch, successors: successors, log: log}
+// fetchReq is a batch on the wire with how long the owner waits for it.
+type fetchReq struct {
+	req  *pb.FetchBatchRequest
+	wait time.Duration
 }
 
-// helper returns the first successor on another machine of the position
-// that holds key, if the host is connected to it: the only node that
-// helps that position (see helper.serve).
-func (d *delegator) helper(key uint64) (ring.Peer, bool) {
-	self, succs := d.successors(key)
-	for _, p := range succs {
-		if p.Machine() != self.Machine() {
-			return p, d.fetch.Connected(p)
-		}
+// fetchTransport is route.FetchTransport over libp2p.
+type fetchTransport struct{ t *p2p.FetchTransport }
+
+// Connected implements route.FetchTransport.
+func (f fetchTransport) Connected(p ring.Peer) bool { return f.t.Connected(p) }
+
+// Fetch implements route.FetchTransport: a batch that never reached the
+// helper wraps route.ErrNoHelper.
+func (f fetchTransport) Fetch(ctx context.Context, to ring.Peer, r fetchReq) (*pb.FetchBatchReply, error) {
+	reply, err := f.t.Fetch(ctx, to, r.req, r.wait)
+	if errors.Is(err, p2p.ErrNotDelivered) {
+		return nil, fmt.Errorf("%w: %w", err, route.ErrNoHelper)
 	}
-	return ring.Peer{}, false
+	return reply, err
 }
 
-// Delegate sends b to the helper and returns its outcome. The whole
+// newDelegator returns the delegator of a node whose position holding a
+// ring key and its successor list successors returns.
+func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.Peer, []ring.Peer), log *slog.Logger) *delegator {
+	h := route.DefaultConfig().Helpers
+	return &delegator{fetch: fetch, route: route.NewDelegator(route.FetchTransport[fetchReq, *pb.FetchBatchReply](fetchTransport{fetch}), h, successors), log: log}
+}
+
+// Delegate sends b to the next helper and returns its outcome. The whole
 // exchange ends by b.Wait. A helper that is busy, refuses the batch or
 // cannot be reached fetched nothing: the error wraps crawl.ErrNoHelper, and
 // the owner fetches the batch itself.
 func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(b.Wait))
 	defer cancel()
-	p, ok := d.helper(b.RingKey)
-	if !ok {
-		d.noHelper.Add(1)
-		return nil, fmt.Errorf("delegate %d tasks of %s: no live successor: %w", len(b.Tasks), b.Host, crawl.ErrNoHelper)
+	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: encodeBatch(b), wait: b.Wait})
+	var res *crawl.BatchResult
+	if err == nil {
+		if res, err = decodeFetchReply(b, reply); err != nil {
+			err = fmt.Errorf("from %s: %w", p.Addr, err)
+		}
+	} else if errors.Is(err, route.ErrNoHelper) || errors.Is(err, route.ErrHostBusy) {
+		err = fmt.Errorf("%w: %w", err, crawl.ErrNoHelper)
 	}
-	res, err := d.send(ctx, p, b, encodeBatch(b))
 	switch {
 	case err == nil:
 		d.sent.Add(1)
@@ -150,38 +167,46 @@ type linkSettler interface {
 }
 
 // serve fetches one batch for in.From, which arrived at in.Received, and
-// builds the reply. It runs under ctx, which ends when the node stops
-// serving the protocol.
+// builds the reply (route.Helper.Serve: admission, the gap after arrival,
+// the owner watch, link settling). It runs under ctx, which ends when the
+// node stops serving the protocol.
 func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRequest) *pb.FetchBatchReply {
-	from := in.From.String()
 	b, err := decodeBatch(req)
 	if err != nil {
 		s.refused.Add(1)
 		return &pb.FetchBatchReply{Error: err.Error()}
 	}
-	owner, ok := s.predecessorOf(from)
-	if !ok {
-		s.refused.Add(1)
-		s.log.Debug("fetch batch refused: sender not this node's predecessor", "from", p2p.ShortID(in.From), "host", b.Host)
-		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s is not this node's ring predecessor, the only owner it helps", p2p.ShortID(in.From))}
+	pages := make([]string, len(b.Tasks))
+	for i, t := range b.Tasks {
+		pages[i] = t.Task.URL
 	}
-	if !s.vouch(b.RingKey, owner) {
-		s.refused.Add(1)
-		s.log.Debug("fetch batch refused: sender not the owner", "from", p2p.ShortID(in.From), "host", b.Host)
-		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s does not own %s as far as this node knows", p2p.ShortID(in.From), b.Host)}
+	rh := &route.Helper{
+		Admission: route.HelperAdmission{View: helperView{s}, Machines: route.DefaultConfig().Helpers},
+		Links:     s.links,
+		WatchPoll: vouchPoll, SettleMax: settleMax, SettlePoll: settlePoll,
 	}
-	ctx, cancel := context.WithDeadline(ctx, in.Received.Add(b.Wait-min(fetchReplyMargin, b.Wait/4)))
-	defer cancel()
-	stopWatch := s.watchOwner(ctx, cancel, b.RingKey, owner)
-	res, err := s.fetch(ctx, b)
-	stopWatch()
-	fetched := time.Now()
-	// Whatever happened, the links of the batch's pages are this
-	// handler's to settle: the owner never calls TakeLinks for them.
-	settled := s.settle(ctx, b)
+	hr := route.HelpRequest{
+		From: in.From.String(), Key: b.RingKey, Pages: pages, Gap: b.Gap,
+		Received: in.Received, Deadline: in.Received.Add(b.Wait - min(fetchReplyMargin, b.Wait/4)),
+	}
+	var res *crawl.BatchResult
+	var fetched time.Time
+	settled, err := rh.Serve(ctx, hr, func(ctx context.Context) error {
+		var ferr error
+		res, ferr = s.fetch(ctx, b)
+		fetched = time.Now()
+		return ferr
+	})
 	switch {
+	case errors.Is(err, route.ErrNotHelped) || errors.Is(err, route.ErrNotVouched):
+		s.refused.Add(1)
+		s.log.Debug("fetch batch refused", "from", p2p.ShortID(in.From), "host", b.Host, "err", err)
+		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch from %s: %v", p2p.ShortID(in.From), err)}
 	case errors.Is(err, crawl.ErrBusy):
 		s.busy.Add(1)
+		return &pb.FetchBatchReply{Busy: true}
+	case err != nil && fetched.IsZero():
+		// Stopped while waiting the gap: nothing was fetched.
 		return &pb.FetchBatchReply{Busy: true}
 	case err != nil:
 		// FetchBatch fails only by refusing a malformed batch, before
@@ -206,75 +231,25 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 	return out
 }
 
-// predecessorOf returns the position of machine from that is the ring
-// predecessor of one of this node's positions, if any: with virtual
-// nodes, a machine helps the predecessors of each of its positions.
-func (s *helper) predecessorOf(from string) (string, bool) {
-	for _, p := range s.predecessors() {
-		if !p.IsZero() && p.Machine() == from {
-			return p.Addr, true
-		}
+// helperView is the node's ring and epoch tables as route.HelperAdmission
+// sees them: one predecessor per position.
+type helperView struct{ s *helper }
+
+// Machine implements route.HelperView. Left empty: a predecessor on this
+// node's own machine counts as a machine, as in the node's check before
+// the routing layer had it, and never sends (a machine does not delegate
+// to itself).
+func (v helperView) Machine() string { return "" }
+
+// Predecessors implements route.HelperView.
+func (v helperView) Predecessors() [][]ring.Peer {
+	ps := v.s.predecessors()
+	out := make([][]ring.Peer, len(ps))
+	for i, p := range ps {
+		out[i] = []ring.Peer{p}
 	}
-	return "", false
+	return out
 }
 
-// watchOwner cancels a batch as soon as this node's epoch table stops
-// vouching for its sender (a replica promoted itself, or learnt of a higher
-// claim), or the sender stops being its predecessor (a node joined between
-// them, and helps the owner from now), so that a stale owner's batch does not run on beside the new
-// owner's fetches of the same host. The returned function stops the watch
-// and waits for it.
-func (s *helper) watchOwner(ctx context.Context, cancel context.CancelFunc, key uint64, owner string) (stop func()) {
-	quit := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(vouchPoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-			if !s.vouch(key, owner) || !slices.ContainsFunc(s.predecessors(), func(p ring.Peer) bool { return p.Addr == owner }) {
-				s.log.Info("fetch batch cut short: sender no longer owns the host, or is no longer this node's predecessor", "owner", owner)
-				cancel()
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-	}
-}
-
-// settle waits until the links found on the pages of b's tasks are
-// settled with their owners, at most settleMax or until ctx ends, and
-// reports whether they are.
-func (s *helper) settle(ctx context.Context, b *crawl.Batch) bool {
-	var ids []uint64
-	for _, t := range b.Tasks {
-		ids = append(ids, s.links.TakeLinks(t.Task.URL)...)
-	}
-	if len(ids) == 0 {
-		return true
-	}
-	deadline := time.NewTimer(settleMax)
-	defer deadline.Stop()
-	tick := time.NewTicker(settlePoll)
-	defer tick.Stop()
-	for !s.links.Settled(ids) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-deadline.C:
-			return false
-		case <-tick.C:
-		}
-	}
-	return true
-}
+// Vouch implements route.HelperView.
+func (v helperView) Vouch(key uint64, owner string) bool { return v.s.vouch(key, owner) }

@@ -503,9 +503,9 @@ func TestFetchBadHelper(t *testing.T) {
 	if err := d.host.Connect(context.Background(), mute.Peerstore().PeerInfo(mute.ID())); err != nil {
 		t.Fatal(err)
 	}
-	d.successors = func(uint64) (ring.Peer, []ring.Peer) {
+	d.delegator = newDelegator(d.fetch, func(uint64) (ring.Peer, []ring.Peer) {
 		return p2p.RingPeer(d.host.ID()), []ring.Peer{p2p.RingPeer(mute.ID())}
-	}
+	}, d.log)
 	b := testBatch(1)
 	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
 	start := time.Now()

@@ -33,6 +33,14 @@ type Config struct {
 	// (one of its ring positions, which share its Owner): a batch for it
 	// goes to the Owner, not over the transport. Nil: only Ring.Self is.
 	Local func(ring.Peer) bool
+	// Helpers is how many machines share a hot host's fetch batches: an
+	// owner hands successive batches to the first Helpers machines of its
+	// successor list in turn (HelperOf, Delegator), and a helper fetches
+	// for the owners within Helpers machines before one of its positions
+	// (HelperAdmission). Default 1, the first successor alone: a helper
+	// knows one predecessor per position (ring.Node.Predecessor), and its
+	// epoch table vouches only for the owners it replicates (K).
+	Helpers int
 	// Clock tells the time (the owner cache's). Default the wall clock.
 	Clock ring.Clock
 	// Logger receives the router's debug lines and warnings. Default
@@ -48,6 +56,7 @@ func DefaultConfig() Config {
 		MaxBatch:      protocol.MaxBatchTasks,
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
+		Helpers:       1,
 		Clock:         ring.RealClock(),
 		Logger:        slog.Default(),
 	}
@@ -70,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = d.RetryMax
+	}
+	if c.Helpers <= 0 {
+		c.Helpers = d.Helpers
 	}
 	if c.Clock == nil {
 		c.Clock = d.Clock
