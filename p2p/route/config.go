@@ -41,6 +41,13 @@ type Config struct {
 	// knows one predecessor per position (ring.Node.Predecessor), and its
 	// epoch table vouches only for the owners it replicates (K).
 	Helpers int
+	// HelperSlots is how many helper slots a hot host has (SlotKey): the
+	// machines holding them may fetch its batches for its owner, which
+	// chooses among them by load (Delegator.UseSlots, Choose), and each
+	// checks from its own ring state that it holds a slot and that the
+	// sender holds the host (HelperAdmission.Slots). It bounds the
+	// machines a hostile owner can set on one host at once. Default 8.
+	HelperSlots int
 	// Clock tells the time (the owner cache's). Default the wall clock.
 	Clock ring.Clock
 	// Logger receives the router's debug lines and warnings. Default
@@ -57,6 +64,7 @@ func DefaultConfig() Config {
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
 		Helpers:       1,
+		HelperSlots:   8,
 		Clock:         ring.RealClock(),
 		Logger:        slog.Default(),
 	}
@@ -79,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = d.RetryMax
+	}
+	if c.HelperSlots <= 0 {
+		c.HelperSlots = d.HelperSlots
 	}
 	if c.Helpers <= 0 {
 		c.Helpers = d.Helpers

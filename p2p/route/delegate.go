@@ -102,6 +102,14 @@ type Delegator[Req, Rep any] struct {
 	turn atomic.Uint64
 	mu   sync.Mutex
 	out  map[uint64]struct{} // keys with a batch out
+
+	// Load-aware spreading over helper slots (UseSlots, Choose): slots
+	// finds a key's holder, slotCount is Config.HelperSlots, loads the
+	// machines' last reported loads (Report) and what was sent them
+	// since.
+	slots     func(ctx context.Context, key uint64) (ring.Peer, error)
+	slotCount int
+	loads     map[string]int
 }
 
 // NewDelegator returns a Delegator over t that spreads batches over h
@@ -119,27 +127,16 @@ func NewDelegator[Req, Rep any](t FetchTransport[Req, Rep], h int, successors fu
 // ErrNoHelper. Any other error means the helper may have fetched.
 func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ring.Peer, Rep, error) {
 	var zero Rep
-	d.mu.Lock()
-	if _, busy := d.out[key]; busy {
-		d.mu.Unlock()
-		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: %w", key, ErrHostBusy)
+	if err := d.Begin(key); err != nil {
+		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: %w", key, err)
 	}
-	d.out[key] = struct{}{}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.out, key)
-		d.mu.Unlock()
-	}()
-	self, succs := d.successors(key)
-	cands := helpers(self, succs, d.h)
+	defer d.End(key)
+	cands, _ := d.Choose(d.Candidates(ctx, key), -1, 0)
 	if len(cands) == 0 {
-		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no successor on another machine: %w", key, ErrNoHelper)
+		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no helper on another machine: %w", key, ErrNoHelper)
 	}
-	turn := d.turn.Add(1) - 1
 	var last error
-	for i := range cands {
-		p := cands[(turn+uint64(i))%uint64(len(cands))]
+	for _, p := range cands {
 		if !d.t.Connected(p) {
 			continue
 		}
@@ -185,13 +182,36 @@ type HelperAdmission struct {
 	// Machines machines, other than this one, before one of this node's
 	// positions (Config.Helpers).
 	Machines int
+	// Slots, if set, admits beyond the predecessors: a sender that this
+	// node's own lookup says holds the host's key, when one of this
+	// node's positions holds one of the host's SlotCount helper slots
+	// (SlotKey, Config.HelperSlots). Nil: predecessors only.
+	Slots SlotView
+	// SlotCount is how many helper slots a host has (Config.HelperSlots).
+	SlotCount int
 }
 
-// Admit returns the position of machine from that precedes one of this
-// node's positions within a.Machines machines and that the epoch table
-// says holds key. A stranger, a machine further back, or one the table
-// does not vouch for is refused (ErrNotHelped, ErrNotVouched).
-func (a HelperAdmission) Admit(from string, key uint64) (owner string, err error) {
+// SlotView is what a helper needs to help an owner that is not its ring
+// predecessor: its own answer to "who holds this key", and which keys its
+// own positions hold.
+type SlotView interface {
+	// Owner returns the ring position that holds key by this node's own
+	// lookup (Router.Owner: cached a few seconds).
+	Owner(ctx context.Context, key uint64) (ring.Peer, error)
+	// Holds reports whether one of this node's positions holds ring key
+	// k now.
+	Holds(k uint64) bool
+}
+
+// Admit returns the position of machine from that may have this node
+// fetch a batch of the host with ring key key: one that precedes one of
+// this node's positions within a.Machines machines and that the epoch
+// table says holds key, or (a.Slots) one that this node's own lookup
+// finds holding key while this node holds one of the host's helper
+// slots. A stranger, a machine further back, a member asking for a key it
+// does not hold, or any sender when this node holds none of the host's
+// slots, is refused (ErrNotHelped, ErrNotVouched).
+func (a HelperAdmission) Admit(ctx context.Context, from string, key uint64) (owner string, err error) {
 	near := false
 	for _, p := range a.near() {
 		if p.Machine() != from {
@@ -202,17 +222,65 @@ func (a HelperAdmission) Admit(from string, key uint64) (owner string, err error
 			return p.Addr, nil
 		}
 	}
+	if a.Slots != nil {
+		owner, err := a.slotOwner(ctx, from, key)
+		if err == nil {
+			return owner, nil
+		}
+		if !near {
+			return "", err
+		}
+	}
 	if !near {
 		return "", fmt.Errorf("fetch batch from %s: %w", from, ErrNotHelped)
 	}
 	return "", fmt.Errorf("fetch batch from %s for key %016x: %w", from, key, ErrNotVouched)
 }
 
+// slotOwner admits from by the slot rule: this node holds one of key's
+// helper slots and its own lookup finds a position of machine from
+// holding key.
+func (a HelperAdmission) slotOwner(ctx context.Context, from string, key uint64) (string, error) {
+	if from == "" || from == a.View.Machine() {
+		return "", fmt.Errorf("fetch batch from %q: %w", from, ErrNotHelped)
+	}
+	if !a.holdsSlot(key) {
+		return "", fmt.Errorf("fetch batch from %s for key %016x: no helper slot of the host here: %w", from, key, ErrNotHelped)
+	}
+	p, err := a.Slots.Owner(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("fetch batch from %s for key %016x: looking the owner up: %w: %w", from, key, err, ErrNotVouched)
+	}
+	if p.Machine() != from {
+		return "", fmt.Errorf("fetch batch from %s for key %016x: held by %s: %w", from, key, p.Addr, ErrNotVouched)
+	}
+	return p.Addr, nil
+}
+
+// holdsSlot reports whether one of this node's positions holds one of
+// key's helper slots.
+func (a HelperAdmission) holdsSlot(key uint64) bool {
+	for i := range max(a.SlotCount, 1) {
+		if a.Slots.Holds(SlotKey(key, i)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Still reports whether owner still precedes one of this node's positions
-// within a.Machines machines and holds key: a batch whose owner lost
-// either is cut short.
-func (a HelperAdmission) Still(key uint64, owner string) bool {
-	return slices.ContainsFunc(a.near(), func(p ring.Peer) bool { return p.Addr == owner }) && a.View.Vouch(key, owner)
+// within a.Machines machines and holds key, or (a.Slots) still holds key
+// by this node's lookup while this node holds one of the host's slots: a
+// batch whose owner lost that is cut short.
+func (a HelperAdmission) Still(ctx context.Context, key uint64, owner string) bool {
+	if slices.ContainsFunc(a.near(), func(p ring.Peer) bool { return p.Addr == owner }) && a.View.Vouch(key, owner) {
+		return true
+	}
+	if a.Slots == nil || !a.holdsSlot(key) {
+		return false
+	}
+	p, err := a.Slots.Owner(ctx, key)
+	return err == nil && p.Addr == owner
 }
 
 // near returns the positions within a.Machines machines before one of
@@ -280,7 +348,7 @@ type HelpRequest struct {
 // req.Pages to be settled. It returns fetch's error or the refusal (before
 // any fetch), and whether the links are settled.
 func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx context.Context) error) (settled bool, err error) {
-	owner, err := h.Admission.Admit(req.From, req.Key)
+	owner, err := h.Admission.Admit(ctx, req.From, req.Key)
 	if err != nil {
 		return false, err
 	}
@@ -331,7 +399,7 @@ func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, key uint6
 				return
 			case <-tick.C:
 			}
-			if !h.Admission.Still(key, owner) {
+			if !h.Admission.Still(ctx, key, owner) {
 				cancel()
 				return
 			}

@@ -40,24 +40,24 @@ func TestHelperAdmissionRefusesNonPredecessors(t *testing.T) {
 	}
 	a := HelperAdmission{View: v, Machines: 2}
 	for from, want := range map[string]string{"a": "a", "b": "b", "d": "d"} {
-		if owner, err := a.Admit(from, 1); err != nil || owner != want {
+		if owner, err := a.Admit(context.Background(), from, 1); err != nil || owner != want {
 			t.Errorf("Admit(%s) = %q, %v; want %q", from, owner, err, want)
 		}
 	}
 	for _, from := range []string{"c", "x", "h"} {
-		if _, err := a.Admit(from, 1); !errors.Is(err, ErrNotHelped) {
+		if _, err := a.Admit(context.Background(), from, 1); !errors.Is(err, ErrNotHelped) {
 			t.Errorf("Admit(%s): %v, want ErrNotHelped", from, err)
 		}
 	}
 	v.vouched = map[string]bool{"a": true}
 	a.View = v
-	if _, err := a.Admit("b", 1); !errors.Is(err, ErrNotVouched) {
+	if _, err := a.Admit(context.Background(), "b", 1); !errors.Is(err, ErrNotVouched) {
 		t.Errorf("Admit(b) unvouched: %v, want ErrNotVouched", err)
 	}
-	if a.Still(1, "b/1") || !a.Still(1, "a") {
+	if a.Still(context.Background(), 1, "b/1") || !a.Still(context.Background(), 1, "a") {
 		t.Error("Still: want a held and b/1 not")
 	}
-	if _, err := (HelperAdmission{View: v, Machines: 1}).Admit("b", 1); !errors.Is(err, ErrNotHelped) {
+	if _, err := (HelperAdmission{View: v, Machines: 1}).Admit(context.Background(), "b", 1); !errors.Is(err, ErrNotHelped) {
 		t.Errorf("Admit(b) with one machine: %v, want ErrNotHelped", err)
 	}
 }
