@@ -1,0 +1,424 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+)
+
+// Hot-host delegation in the simulator: a position's crawler hands a
+// batch of a host's pages to a helper machine through the routing layer's
+// delegation (route.Delegator: one batch of a host out at a time, the
+// helper slots' holders as candidates, the choice by load), and the
+// helper admits it by the routing layer's rule (route.HelperAdmission
+// with the slot rule: its own router's lookup of the host's key, its own
+// positions' hold of a slot). The batch and its reply travel as events a
+// link's one-way latency apart, lost when either end is down or cut off;
+// the helper's fetches count as its machine's work and send their links
+// through its own outbox and router. A machine's load is its work so far
+// plus the pages waiting in its queues and in the batches it holds.
+
+const (
+	// delegBatchMax is the most pages of a batch, delegMin the fewest
+	// pages a host must have waiting to be delegated.
+	delegBatchMax = 32
+	delegMin      = 4
+	// settlePoll and settleMax: how often, and how long at most, a
+	// helper waits for its batch's links to settle before it replies
+	// (route.Helper's defaults).
+	settlePoll = 25 * time.Millisecond
+	settleMax  = 5 * time.Second
+	// replyMargin is how long before the batch's deadline the helper
+	// stops fetching.
+	replyMargin = time.Second
+)
+
+// noDelegation turns delegation off, for the tests' comparison.
+var noDelegation bool
+
+// delegation is the simulator's delegation state and counts (Sim.deleg).
+type delegation struct {
+	byPhys  map[*physNode]*route.Delegator[struct{}, struct{}]
+	pending map[*physNode]int // pages in batches a machine holds as helper
+	// lastEnd is when the last fetch of each host ended, for the
+	// politeness check: the least time between the end of one fetch of a
+	// host and the start of the next, by whichever machine.
+	lastEnd  map[int32]time.Duration
+	minGap   time.Duration
+	gaps     int64
+	underGap int64
+	// Batches sent, refused by the helper, declined as not worth it
+	// (route.Worth), lost (no reply before the
+	// owner's deadline), cut short; pages fetched by helpers.
+	batches, refused, busy, lost, cut, pages int64
+	msgs, bytes                              int64
+}
+
+// delegation returns the run's delegation state.
+func (s *Sim) delegation() *delegation {
+	if s.deleg == nil {
+		s.deleg = &delegation{
+			byPhys:  map[*physNode]*route.Delegator[struct{}, struct{}]{},
+			pending: map[*physNode]int{},
+			lastEnd: map[int32]time.Duration{},
+			minGap:  -1,
+		}
+	}
+	return s.deleg
+}
+
+// hostFetch records a fetch of host h from start to end (politeness).
+func (s *Sim) hostFetch(h int32, start, end time.Duration) {
+	d := s.delegation()
+	if last, ok := d.lastEnd[h]; ok {
+		gap := start - last
+		d.gaps++
+		if d.minGap < 0 || gap < d.minGap {
+			d.minGap = gap
+		}
+		if gap < s.cfg.Delay {
+			d.underGap++
+		}
+	}
+	d.lastEnd[h] = max(d.lastEnd[h], end)
+}
+
+// load is machine ph's work as it reports it: pages fetched, pages waiting
+// in its positions' queues, pages of the batches it holds.
+func (s *Sim) load(ph *physNode) int {
+	n := int(ph.work) + s.delegation().pending[ph]
+	for _, v := range ph.vnodes {
+		if v.app != nil {
+			n += len(v.app.queued)
+		}
+	}
+	return n
+}
+
+// delegator returns machine ph's delegator: the helper slots' holders
+// found by the router of the position that asks (cur).
+func (s *Sim) delegator(ph *physNode) *route.Delegator[struct{}, struct{}] {
+	d := s.delegation()
+	if dl := d.byPhys[ph]; dl != nil {
+		return dl
+	}
+	self := ph.vnodes[0].peer
+	dl := route.NewDelegator[struct{}, struct{}](nil, 1, func(uint64) (ring.Peer, []ring.Peer) { return self, nil })
+	dl.UseSlots(route.DefaultConfig().HelperSlots, func(ctx context.Context, key uint64) (ring.Peer, error) {
+		return s.delegCur.router.Owner(ctx, key)
+	})
+	d.byPhys[ph] = dl
+	return dl
+}
+
+// batch is a delegated batch in flight.
+type batch struct {
+	owner  *vnode
+	q      *hostQueue
+	key    uint64
+	pages  []int32
+	depths []int32
+	helper ring.Peer
+	done   bool
+	// ownerLoad is the owner's load when it sent the batch; declined,
+	// the helper found itself busier.
+	ownerLoad int
+	declined  bool
+}
+
+// delegate hands the next pages of host q to a helper when the routing
+// layer's choice says so, and reports whether it did (the host's queue
+// then waits for the batch's reply).
+func (a *app) delegate(q *hostQueue) bool {
+	v, s := a.v, a.v.s
+	if noDelegation || q.watch || len(q.pending) < delegMin || s.cfg.Delay <= 0 {
+		return false
+	}
+	if q.declined {
+		// The last helper asked was busier: the owner fetches a page
+		// before it asks again, so the host does not wait on refusals.
+		q.declined = false
+		return false
+	}
+	key := uint64(s.g.hostKey(q.h))
+	dl := s.delegator(v.phys)
+	if dl.Begin(key) != nil {
+		return false
+	}
+	s.delegCur = v
+	s.act = actCrawl
+	// The largest batch the choice allows: each batch costs the host a
+	// gap at the helper and the settling of its links, so a long queue
+	// goes in few batches; a smaller one when the larger would leave the
+	// helper busier than the owner.
+	all, own := dl.Candidates(s.ctx, key), s.load(v.phys)
+	var cands []ring.Peer
+	ok, size := false, 0
+	for try := min(delegBatchMax, len(q.pending)); !ok && try >= delegMin; try /= 2 {
+		cands, ok = dl.Choose(all, own, try)
+		size = try
+	}
+	var to *vnode
+	for _, c := range cands {
+		if h := s.byAddr[c.Addr]; h != nil && h.alive && h.phys != v.phys {
+			to = h
+			break
+		}
+	}
+	if !ok || to == nil {
+		dl.End(key)
+		return false
+	}
+	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: s.load(v.phys)}
+	for len(b.pages) < size && len(q.pending) > 0 {
+		p := q.pending[0]
+		q.pending = q.pending[1:]
+		d, queued := a.queued[p]
+		if !queued {
+			continue
+		}
+		delete(a.queued, p)
+		b.pages = append(b.pages, p)
+		b.depths = append(b.depths, d)
+	}
+	q.out = true
+	// Were the range to leave this position while the batch is out, its
+	// next owner must not fetch the host before the helper has stopped:
+	// the helper's check of the owner (a lookup cached at most
+	// OwnerCacheTTL) and one more fetch and gap (Deactivate).
+	a.outUntil[q.h] = s.w.elapsed() + route.DefaultConfig().OwnerCacheTTL + s.cfg.FetchTime + s.cfg.Delay
+	d := s.delegation()
+	d.batches++
+	d.pending[to.phys] += len(b.pages)
+	d.msgs++
+	d.bytes += int64(frameBytes + 8 + len(b.pages)*40)
+	s.traffic[actCrawl].msgs++
+	s.traffic[actCrawl].bytes += int64(frameBytes + 8 + len(b.pages)*40)
+	sent := s.w.elapsed()
+	// The owner's deadline: every page a gap and a fetch apart after one
+	// gap, the links' settling, both transits.
+	wait := time.Duration(len(b.pages)+1)*(s.cfg.Delay+s.cfg.FetchTime) + settleMax + 2*time.Second
+	s.w.at(sent+s.oneWay(v, to.peer.Addr), func() { s.helpBatch(to, b, sent+wait) })
+	s.w.at(sent+wait+time.Second, func() {
+		if !b.done {
+			d.lost++
+			s.batchBack(b, nil, 0, -1)
+		}
+	})
+	return true
+}
+
+// helpAdmission is helper h's admission, as a node builds it.
+func (s *Sim) helpAdmission(h *vnode) route.HelperAdmission {
+	return route.HelperAdmission{View: simHelperView{h}, Machines: route.DefaultConfig().Helpers, Slots: simSlots{h}, SlotCount: route.DefaultConfig().HelperSlots}
+}
+
+// helpBatch is the batch's arrival at helper h: admission, one full gap,
+// then the pages a gap apart while the owner still holds the host.
+func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
+	d := s.delegation()
+	if !h.alive || s.rnet.Reachable(s.ctx, b.owner.peer.Addr, h.peer.Addr) != nil {
+		d.pending[h.phys] -= len(b.pages)
+		return // lost: the owner's deadline brings the pages back
+	}
+	s.act = actCrawl
+	adm := s.helpAdmission(h)
+	owner, err := adm.Admit(s.ctx, b.owner.peer.Machine(), b.key)
+	if err == nil && !route.Worth(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages)) {
+		d.busy++
+		b.declined = true
+		d.pending[h.phys] -= len(b.pages)
+		s.reply(h, b, nil, 0)
+		return
+	}
+	if err != nil {
+		d.refused++
+		d.pending[h.phys] -= len(b.pages)
+		s.reply(h, b, nil, 0)
+		return
+	}
+	var fetched []int32
+	var ids []uint64
+	var lastEnd time.Duration
+	var step func(i int)
+	step = func(i int) {
+		if !h.alive {
+			d.pending[h.phys] -= len(b.pages) - i
+			return
+		}
+		s.act = actCrawl
+		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !adm.Still(s.ctx, b.key, owner) {
+			if i < len(b.pages) {
+				d.cut++
+			}
+			d.pending[h.phys] -= len(b.pages) - i
+			s.settleThenReply(h, b, fetched, ids, lastEnd, s.w.elapsed()+settleMax)
+			return
+		}
+		p := b.pages[i]
+		start := s.w.elapsed()
+		s.w.charge += s.cfg.FetchTime/10 + time.Duration(s.rng.Int64N(int64(s.cfg.FetchTime*9/10)+1))
+		lastEnd = s.w.elapsed()
+		s.hostFetch(b.q.h, start, lastEnd)
+		s.fetched(p, h)
+		d.pages++
+		d.pending[h.phys]--
+		fetched = append(fetched, p)
+		for _, l := range s.g.links(p) {
+			ids = append(ids, h.send(s.newTask(l, int(b.depths[i])+1)))
+		}
+		if len(s.g.links(p)) > 0 {
+			s.scheduleRoute(h, 0)
+		}
+		if i+1 == len(b.pages) {
+			step(i + 1) // the last: settle the links now
+			return
+		}
+		s.w.after(s.cfg.Delay, func() { step(i + 1) })
+	}
+	// One full gap after the batch arrived (route.Helper.Serve).
+	s.w.after(s.cfg.Delay, func() { step(0) })
+}
+
+// settleThenReply waits until the links found on the batch's pages are
+// settled with their owners, at most until limit, then replies.
+func (s *Sim) settleThenReply(h *vnode, b *batch, fetched []int32, ids []uint64, lastEnd, limit time.Duration) {
+	if !h.alive {
+		return
+	}
+	if h.Settled(ids) || s.w.elapsed() >= limit {
+		s.reply(h, b, fetched, lastEnd)
+		return
+	}
+	s.w.after(settlePoll, func() { s.settleThenReply(h, b, fetched, ids, lastEnd, limit) })
+}
+
+// reply sends the batch's outcome and h's load back to the owner.
+func (s *Sim) reply(h *vnode, b *batch, fetched []int32, lastEnd time.Duration) {
+	d := s.delegation()
+	d.msgs++
+	d.bytes += int64(frameBytes + 16 + len(fetched)*8)
+	s.traffic[actCrawl].msgs++
+	s.traffic[actCrawl].bytes += int64(frameBytes + 16 + len(fetched)*8)
+	load := s.load(h.phys)
+	s.w.after(s.oneWay(h, b.owner.peer.Addr), func() {
+		if b.done || s.rnet.Reachable(s.ctx, h.peer.Addr, b.owner.peer.Addr) != nil {
+			return
+		}
+		s.batchBack(b, fetched, lastEnd, load)
+	})
+}
+
+// batchBack ends batch b at its owner: the fetched pages are done (their
+// links settled by the helper), the others wait in the host's queue again,
+// the host's next fetch is a gap after the helper's last. A negative load
+// means no reply came.
+func (s *Sim) batchBack(b *batch, fetched []int32, lastEnd time.Duration, load int) {
+	b.done = true
+	v := b.owner
+	dl := s.delegator(v.phys)
+	dl.End(b.key)
+	if load >= 0 {
+		dl.Report(b.helper, load)
+	}
+	a, q := v.app, b.q
+	q.out = false
+	q.declined = b.declined
+	if !v.alive || a == nil {
+		return
+	}
+	done := make(map[int32]bool, len(fetched))
+	g := s.g
+	for _, p := range fetched {
+		done[p] = true
+		a.fetched[p] = true
+		rec := shard.Record{Key: b.key, Hash: uint64(p), URL: g.url(p), Depth: int(b.depths[indexOf(b.pages, p)]), Done: true}
+		v.progress.Finished(rec, nil)
+	}
+	if len(fetched) > 0 {
+		v.flushProgress()
+	}
+	// The pages not fetched wait again, as any queued page: fetched when
+	// the position holds the host, dropped with the queue if the range
+	// goes (its next owner holds them as pending records).
+	delete(a.outUntil, q.h)
+	for i, p := range b.pages {
+		if done[p] || a.fetched[p] {
+			continue
+		}
+		if _, ok := a.queued[p]; ok {
+			continue
+		}
+		if a.hosts[q.h] == q {
+			a.queued[p] = b.depths[i]
+			q.pending = append([]int32{p}, q.pending...)
+		} else {
+			a.enqueue(p, b.depths[i])
+		}
+	}
+	next := s.w.elapsed() + s.cfg.Delay
+	if load >= 0 {
+		next = lastEnd + s.cfg.Delay
+	}
+	a.next[q.h] = max(a.next[q.h], next)
+	a.schedule(q)
+}
+
+func indexOf(ps []int32, p int32) int {
+	for i, x := range ps {
+		if x == p {
+			return i
+		}
+	}
+	return 0
+}
+
+// simHelperView is a helper machine's ring and epoch tables
+// (route.HelperView): every position's predecessor.
+type simHelperView struct{ h *vnode }
+
+// Machine implements route.HelperView.
+func (v simHelperView) Machine() string { return v.h.peer.Machine() }
+
+// Predecessors implements route.HelperView.
+func (v simHelperView) Predecessors() [][]ring.Peer {
+	out := make([][]ring.Peer, 0, len(v.h.phys.vnodes))
+	for _, p := range v.h.phys.vnodes {
+		if p.joined {
+			out = append(out, []ring.Peer{p.rn.Predecessor()})
+		}
+	}
+	return out
+}
+
+// Vouch implements route.HelperView.
+func (v simHelperView) Vouch(key uint64, owner string) bool {
+	for _, p := range v.h.phys.vnodes {
+		if p.joined && p.m.Vouch(key, owner) {
+			return true
+		}
+	}
+	return false
+}
+
+// simSlots is a helper machine's slot view (route.SlotView): its own
+// router's lookups, its positions' ring arcs.
+type simSlots struct{ h *vnode }
+
+// Owner implements route.SlotView.
+func (v simSlots) Owner(ctx context.Context, key uint64) (ring.Peer, error) {
+	return v.h.router.Owner(ctx, key)
+}
+
+// Holds implements route.SlotView.
+func (v simSlots) Holds(k uint64) bool {
+	for _, p := range v.h.phys.vnodes {
+		if p.joined && p.alive && p.rn.Owns(ring.ID(k)) {
+			return true
+		}
+	}
+	return false
+}
