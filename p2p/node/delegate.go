@@ -18,23 +18,22 @@ import (
 // Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0, the wiring of
 // the routing layer's delegation (p2p/route: Delegator, HelperAdmission,
 // Helper) over libp2p. The owner of a host with a long queue keeps its
-// control plane and hands fetch batches to the helpers route.HelperOf
-// names (crawl.Delegator); a helper fetches a batch for an owner that
-// precedes one of its positions within route.Config.Helpers machines and
-// that its epoch table vouches for, under the larger of the owner's gap
-// and its own, no sooner than one full gap after the batch arrived, and
-// answers once the links found on the batch's pages are settled with
-// their owners.
+// control plane and hands fetch batches to the holders of the host's
+// helper slots (route.SlotKey, route.Config.HelperSlots; found through the
+// router's owner cache), one batch of a host at a time (crawl.Delegator).
+// A helper fetches a batch for its ring predecessor that its epoch table
+// vouches for, or for the machine its own lookup names as the host's
+// holder while one of its positions holds one of the host's slots; under
+// the larger of the owner's gap and its own, no sooner than one full gap
+// after the batch arrived; and answers once the links found on the
+// batch's pages are settled with their owners.
 //
-// A node knows one predecessor per position (ring.Node.Predecessor), so
-// it runs with one helper per owner (route.Config.Helpers 1): whatever an
-// owner asks, and of however many nodes, only its first successor fetches
-// for it, one batch of a host at a time, so the honest nodes' requests to
-// a host never come faster than one per delay (the owner holds the host's
-// lease while a batch runs). An owner that sent its batches to every
-// replica at once had each fetch side by side with the others (issue 29:
-// 60 of 120 gaps under 90 ms at a 100 ms delay). Each node checks this
-// from its own ring state, not the sender's word.
+// Each node checks this from its own ring state, not the sender's word,
+// so a hostile owner that sends one batch to many nodes at once has it
+// fetched by at most the host's slot holders (issue 29: before any check,
+// by every node it asked). The fetch reply carries no load yet, so the
+// delegator draws among the slots without the load-aware choice the
+// simulator runs (route.Delegator.Choose, route.Worth).
 
 // Helper tuning.
 const (
@@ -154,6 +153,10 @@ type helper struct {
 	// fetches a batch (crawl.Crawler.FetchBatch); links settles the links
 	// found on its pages (the node's outbox).
 	vouch func(key uint64, owner string) bool
+	// slots, if set, lets the node help owners beyond its predecessors:
+	// the holders of hosts whose helper slots it holds
+	// (route.HelperAdmission.Slots).
+	slots route.SlotView
 	fetch func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error)
 	links linkSettler
 
@@ -181,7 +184,7 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 		pages[i] = t.Task.URL
 	}
 	rh := &route.Helper{
-		Admission: route.HelperAdmission{View: helperView{s}, Machines: route.DefaultConfig().Helpers},
+		Admission: route.HelperAdmission{View: helperView{s}, Machines: route.DefaultConfig().Helpers, Slots: s.slots, SlotCount: route.DefaultConfig().HelperSlots},
 		Links:     s.links,
 		WatchPoll: vouchPoll, SettleMax: settleMax, SettlePoll: settlePoll,
 	}
@@ -253,3 +256,25 @@ func (v helperView) Predecessors() [][]ring.Peer {
 
 // Vouch implements route.HelperView.
 func (v helperView) Vouch(key uint64, owner string) bool { return v.s.vouch(key, owner) }
+
+// helperSlots is the node's route.SlotView: its router's owner lookups
+// (cached a few seconds) and its positions' ring arcs.
+type helperSlots struct {
+	router *route.Router
+	pos    positions
+}
+
+// Owner implements route.SlotView.
+func (h helperSlots) Owner(ctx context.Context, key uint64) (ring.Peer, error) {
+	return h.router.Owner(ctx, key)
+}
+
+// Holds implements route.SlotView.
+func (h helperSlots) Holds(k uint64) bool {
+	for _, p := range h.pos {
+		if p.ring.Owns(ring.ID(k)) {
+			return true
+		}
+	}
+	return false
+}
