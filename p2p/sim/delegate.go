@@ -154,7 +154,14 @@ func (a *app) delegate(q *hostQueue) bool {
 	// gap at the helper and the settling of its links, so a long queue
 	// goes in few batches; a smaller one when the larger would leave the
 	// helper busier than the owner.
-	all, own := dl.Candidates(s.ctx, key), s.load(v.phys)
+	// The slots' holders are looked up in parallel, as the router's
+	// lookups of one pass are (routeOnce): the event is charged the
+	// slowest.
+	v.look.base, v.look.slowest, v.look.parallel = s.w.charge, s.w.charge, true
+	all := dl.Candidates(s.ctx, key)
+	v.look.parallel = false
+	s.w.charge = v.look.slowest
+	own := s.load(v.phys)
 	var cands []ring.Peer
 	ok, size := false, 0
 	for try := min(delegBatchMax, len(q.pending)); !ok && try >= delegMin; try /= 2 {
@@ -226,6 +233,7 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	}
 	s.act = actCrawl
 	adm := s.helpAdmission(h)
+	arrived := s.w.elapsed()
 	owner, err := adm.Admit(s.ctx, b.owner.peer.Machine(), b.key)
 	if err == nil && !route.Worth(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages)) {
 		d.busy++
@@ -250,7 +258,12 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 			return
 		}
 		s.act = actCrawl
-		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !adm.Still(s.ctx, b.key, owner) {
+		// The owner watch runs beside the fetches (route.Helper.watch):
+		// its lookups are counted, not charged to the fetch.
+		charge := s.w.charge
+		still := adm.Still(s.ctx, b.key, owner)
+		s.w.charge = charge
+		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !still {
 			if i < len(b.pages) {
 				d.cut++
 			}
@@ -280,7 +293,9 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		s.w.after(s.cfg.Delay, func() { step(i + 1) })
 	}
 	// One full gap after the batch arrived (route.Helper.Serve).
-	s.w.after(s.cfg.Delay, func() { step(0) })
+	// One full gap after the batch arrived (route.Helper.Serve), the
+	// admission's lookup inside it.
+	s.w.at(max(arrived+s.cfg.Delay, s.w.elapsed()), func() { step(0) })
 }
 
 // settleThenReply waits until the links found on the batch's pages are
