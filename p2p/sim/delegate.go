@@ -22,10 +22,12 @@ import (
 // plus the pages waiting in its queues and in the batches it holds.
 
 const (
-	// delegBatchMax is the most pages of a batch, delegMin the fewest
-	// pages a host must have waiting to be delegated.
+	// delegBatchMax is the most pages of a batch, delegMin the fewest:
+	// where the mean work is about 30 pages a machine, batches as small
+	// as one page are what bring the busiest machine near 1.5 times the
+	// mean (100 machines x V=16: 1.64 with at least 4, 1.43 with 1).
 	delegBatchMax = 32
-	delegMin      = 4
+	delegMin      = 1
 	// settlePoll and settleMax: how often, and how long at most, a
 	// helper waits for its batch's links to settle before it replies
 	// (route.Helper's defaults).
