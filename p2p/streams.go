@@ -240,9 +240,7 @@ func refusedUnread(err error) bool {
 }
 
 // refusedAsMember reports whether err is the peer's reset of a stream
-// from an identity without the swarm's ring work. The reset can reach the
-// caller while it writes the request, as it closes its side, or as it
-// reads the answer, depending on how fast the peer refused.
+// from an identity without the swarm's ring work.
 func refusedAsMember(err error) bool {
 	var reset *network.StreamError
 	return errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode
@@ -281,7 +279,15 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 	return s.exchange(ctx, to, pid, req, resp, l, timeout)
 }
 
-func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) error {
+func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) (err error) {
+	// A peer's refusal of a non-member can reach this node as it writes
+	// the request, closes its side or reads the answer, depending on how
+	// fast the peer refused: whichever, it says why.
+	defer func() {
+		if refusedAsMember(err) {
+			err = s.notMemberError(pid, to)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	release, err := s.acquire(ctx, to, pid, l)
@@ -311,9 +317,6 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		}
 	}()
 	if err := protocol.WriteMsg(st, req, l.MaxBytes); err != nil {
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
 		if errors.Is(err, protocol.ErrTooLarge) {
 			// Refused before a byte was written.
 			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -324,12 +327,8 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		return fmt.Errorf("%s to %s: %w", pid, ShortID(to), err)
 	}
 	if err := st.CloseWrite(); err != nil {
-		// The peer's refusal (its resource manager's reset, or its
-		// refusal of a non-member) can come while the request is still
-		// being written.
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
+		// The peer's refusal (its resource manager's reset) can come
+		// while the request is still being written.
 		if refusedUnread(err) {
 			return fmt.Errorf("%s to %s: close write: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
@@ -347,9 +346,6 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		// and a peer whose resource manager refused the stream resets it
 		// before its handler ran: either way it never saw the request.
 		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
 		if errors.As(err, &notSupported) || refusedUnread(err) {
 			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}

@@ -217,9 +217,9 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 // positions it needs: the first successor of a machine not asked yet,
 // or, when every successor in the list belongs to machines asked
 // already, the farthest, to go on past them. A machine whose position
-// did not answer is not asked again through its other positions. Asking every position
-// took V calls per machine, and the bound of 10,000 positions stopped at
-// 625 machines of 16 positions.
+// did not answer is not asked again through its other positions. Asking
+// every position took V calls per machine, and the bound of 10,000
+// positions stopped at 625 machines of 16 positions.
 func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout time.Duration, max int) (members, unreachable []ring.Peer, err error) {
 	visited := map[ring.Peer]bool{}
 	failed := map[ring.Peer]bool{}
@@ -266,10 +266,11 @@ func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout t
 				break
 			}
 		}
-		for _, p := range []ring.Peer{farthest, farthestDown} {
-			if next.IsZero() {
-				next = p
-			}
+		if next.IsZero() {
+			next = farthest
+		}
+		if next.IsZero() {
+			next = farthestDown
 		}
 		if next.IsZero() {
 			break

@@ -268,12 +268,10 @@ type Manager struct {
 	running atomic.Bool
 
 	// orderMu guards the cached replica order of the ring's successor
-	// list (replicaOrderOf): the list it was built from, by its first
-	// element and length, and the order.
-	orderMu  sync.Mutex
-	orderOf  *ring.Peer
-	orderLen int
-	order    []ring.Peer
+	// list (replicaOrderOf): the list it was built from and the order.
+	orderMu sync.Mutex
+	orderOf []ring.Peer
+	order   []ring.Peer
 	// serial makes fan-outs sequential, so a single-threaded simulation
 	// is reproducible.
 	serial bool
@@ -311,12 +309,11 @@ type Manager struct {
 	viewSeen  bool
 	replicas  []ring.Peer
 	succCache []ring.Peer
-	// seenFirst and seenLen identify the view's successor list observe
-	// last compared (the shared replicaOrderOf result): the same list
-	// needs no comparison again.
-	seenFirst *ring.Peer
-	seenLen   int
-	lastSync  map[string]time.Time
+	// seen is the view's successor list observe last compared (the
+	// shared replicaOrderOf result): the same list needs no comparison
+	// again.
+	seen     []ring.Peer
+	lastSync map[string]time.Time
 	// syncDue is when the next replica's anti-entropy round is due; zero
 	// when unknown (the replica set changed).
 	syncDue  time.Time

@@ -48,6 +48,14 @@ func (m *Manager) currentView() view {
 	return v
 }
 
+// sameList reports whether a and b are the same list, not merely equal
+// ones: the same first element in memory and the same length. Lists the
+// ring (and replicaOrderOf) replace whole and never change in place are
+// the same exactly when this says so.
+func sameList(a, b []ring.Peer) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
 // replicaOrderOf returns replicaOrder of the ring's successor list succs,
 // computed again only when the ring replaced its list (ring.Node
 // replaces the list whole, so the same first element and length mean the
@@ -60,8 +68,8 @@ func (m *Manager) replicaOrderOf(succs []ring.Peer) []ring.Peer {
 	}
 	m.orderMu.Lock()
 	defer m.orderMu.Unlock()
-	if m.orderOf != &succs[0] || m.orderLen != len(succs) {
-		m.orderOf, m.orderLen = &succs[0], len(succs)
+	if !sameList(m.orderOf, succs) {
+		m.orderOf = succs
 		m.order = replicaOrder(m.self, succs)
 	}
 	return m.order
@@ -130,15 +138,12 @@ func (m *Manager) observe(v view, now time.Time) {
 		m.waitStart = now
 	}
 	m.lastView, m.viewSeen = v, true
-	if len(v.succs) > 0 && &v.succs[0] == m.seenFirst && len(v.succs) == m.seenLen {
+	if sameList(v.succs, m.seen) {
 		// The list observed last tick, which set succCache and replicas:
 		// comparing them again was 4% of a simulation's CPU.
 		return
 	}
-	m.seenFirst, m.seenLen = nil, 0
-	if len(v.succs) > 0 {
-		m.seenFirst, m.seenLen = &v.succs[0], len(v.succs)
-	}
+	m.seen = v.succs
 	if len(v.succs) > 0 && !slices.Equal(v.succs, m.succCache) {
 		m.succCache = slices.Clone(v.succs)
 	}
