@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	yamux "github.com/libp2p/go-yamux/v5"
 	ma "github.com/multiformats/go-multiaddr"
 	msmux "github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
@@ -234,16 +235,29 @@ func (s *Streams) limitsOf(pid string) (Limits, error) {
 // handler never read: negotiation failed, or its resource manager refused
 // the stream.
 func refusedUnread(err error) bool {
-	var reset *network.StreamError
-	return errors.As(err, &reset) && reset.Remote &&
-		(reset.ErrorCode == network.StreamProtocolNegotiationFailed || reset.ErrorCode == network.StreamResourceLimitExceeded)
+	remote, code, ok := streamReset(err)
+	return ok && remote && (code == network.StreamProtocolNegotiationFailed || code == network.StreamResourceLimitExceeded)
+}
+
+// streamReset returns the side and code of a stream reset err carries.
+// libp2p's yamux stream turns yamux's reset error into a
+// network.StreamError on Read and Write but not on CloseWrite, where a
+// peer's refusal often arrives: both forms are read here.
+func streamReset(err error) (remote bool, code network.StreamErrorCode, ok bool) {
+	if se, ok := errors.AsType[*network.StreamError](err); ok {
+		return se.Remote, se.ErrorCode, true
+	}
+	if ye, ok := errors.AsType[*yamux.StreamError](err); ok {
+		return ye.Remote, network.StreamErrorCode(ye.ErrorCode), true
+	}
+	return false, 0, false
 }
 
 // refusedAsMember reports whether err is the peer's reset of a stream
 // from an identity without the swarm's ring work.
 func refusedAsMember(err error) bool {
-	var reset *network.StreamError
-	return errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode
+	remote, code, ok := streamReset(err)
+	return ok && remote && code == NotMemberCode
 }
 
 // notMemberError is the error of a call the peer refused because this
