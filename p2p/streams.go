@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	yamux "github.com/libp2p/go-yamux/v5"
 	ma "github.com/multiformats/go-multiaddr"
 	msmux "github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
@@ -234,18 +235,29 @@ func (s *Streams) limitsOf(pid string) (Limits, error) {
 // handler never read: negotiation failed, or its resource manager refused
 // the stream.
 func refusedUnread(err error) bool {
-	var reset *network.StreamError
-	return errors.As(err, &reset) && reset.Remote &&
-		(reset.ErrorCode == network.StreamProtocolNegotiationFailed || reset.ErrorCode == network.StreamResourceLimitExceeded)
+	remote, code, ok := streamReset(err)
+	return ok && remote && (code == network.StreamProtocolNegotiationFailed || code == network.StreamResourceLimitExceeded)
+}
+
+// streamReset returns the side and code of a stream reset err carries.
+// libp2p's yamux stream turns yamux's reset error into a
+// network.StreamError on Read and Write but not on CloseWrite, where a
+// peer's refusal often arrives: both forms are read here.
+func streamReset(err error) (remote bool, code network.StreamErrorCode, ok bool) {
+	if se, ok := errors.AsType[*network.StreamError](err); ok {
+		return se.Remote, se.ErrorCode, true
+	}
+	if ye, ok := errors.AsType[*yamux.StreamError](err); ok {
+		return ye.Remote, network.StreamErrorCode(ye.ErrorCode), true
+	}
+	return false, 0, false
 }
 
 // refusedAsMember reports whether err is the peer's reset of a stream
-// from an identity without the swarm's ring work. The reset can reach the
-// caller while it writes the request, as it closes its side, or as it
-// reads the answer, depending on how fast the peer refused.
+// from an identity without the swarm's ring work.
 func refusedAsMember(err error) bool {
-	var reset *network.StreamError
-	return errors.As(err, &reset) && reset.Remote && reset.ErrorCode == NotMemberCode
+	remote, code, ok := streamReset(err)
+	return ok && remote && code == NotMemberCode
 }
 
 // notMemberError is the error of a call the peer refused because this
@@ -281,7 +293,15 @@ func (s *Streams) CallWithin(ctx context.Context, to peer.ID, pid string, req, r
 	return s.exchange(ctx, to, pid, req, resp, l, timeout)
 }
 
-func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) error {
+func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, resp proto.Message, l Limits, timeout time.Duration) (err error) {
+	// A peer's refusal of a non-member can reach this node as it writes
+	// the request, closes its side or reads the answer, depending on how
+	// fast the peer refused: whichever, it says why.
+	defer func() {
+		if refusedAsMember(err) {
+			err = s.notMemberError(pid, to)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	release, err := s.acquire(ctx, to, pid, l)
@@ -311,9 +331,6 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		}
 	}()
 	if err := protocol.WriteMsg(st, req, l.MaxBytes); err != nil {
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
 		if errors.Is(err, protocol.ErrTooLarge) {
 			// Refused before a byte was written.
 			return fmt.Errorf("%s to %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
@@ -324,12 +341,8 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		return fmt.Errorf("%s to %s: %w", pid, ShortID(to), err)
 	}
 	if err := st.CloseWrite(); err != nil {
-		// The peer's refusal (its resource manager's reset, or its
-		// refusal of a non-member) can come while the request is still
-		// being written.
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
+		// The peer's refusal (its resource manager's reset) can come
+		// while the request is still being written.
 		if refusedUnread(err) {
 			return fmt.Errorf("%s to %s: close write: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}
@@ -347,9 +360,6 @@ func (s *Streams) exchange(ctx context.Context, to peer.ID, pid string, req, res
 		// and a peer whose resource manager refused the stream resets it
 		// before its handler ran: either way it never saw the request.
 		var notSupported msmux.ErrNotSupported[libp2pproto.ID]
-		if refusedAsMember(err) {
-			return s.notMemberError(pid, to)
-		}
 		if errors.As(err, &notSupported) || refusedUnread(err) {
 			return fmt.Errorf("%s from %s: %w: %w", pid, ShortID(to), err, ErrNotDelivered)
 		}

@@ -49,8 +49,13 @@ var errIncomplete = errors.New("export incomplete")
 // exitIncomplete is the exit code of an incomplete swarm export.
 const exitIncomplete = 3
 
-// maxRingWalk bounds the members a swarm export's ring walk visits.
-const maxRingWalk = 10000
+// maxRingWalk bounds the machines a swarm export's ring walk reaches,
+// and walkCallsPerMachine times it the calls the walk makes: about one
+// per machine and one per successor list of positions passed over.
+const (
+	maxRingWalk         = 10000
+	walkCallsPerMachine = 4
+)
 
 // exportStopEnv names a test hook: with it set to N, the export process
 // exits at once (code 75, as if killed, nothing cleaned up) once it has
@@ -203,14 +208,26 @@ func runSwarmExport(args []string, stdout, stderr io.Writer) error {
 
 // walkRing enumerates the swarm's members from entry, successor by
 // successor over the ring protocol, until the walk is back at entry or
-// has visited max members. A successor that does not answer is passed
-// over for the next one in its predecessor's list and returned in
-// unreachable. Each call is bounded by timeout.
+// has reached max machines (or made walkCallsPerMachine times as many
+// calls). A successor that does not answer is passed over for the next
+// one in its predecessor's list and returned in unreachable. Each call is
+// bounded by timeout.
+//
+// With several positions per node (--vnodes) the walk asks only the
+// positions it needs: the first successor of a machine not asked yet,
+// or, when every successor in the list belongs to machines asked
+// already, the farthest, to go on past them. A machine whose position
+// did not answer is not asked again through its other positions. Asking
+// every position took V calls per machine, and the bound of 10,000
+// positions stopped at 625 machines of 16 positions.
 func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout time.Duration, max int) (members, unreachable []ring.Peer, err error) {
 	visited := map[ring.Peer]bool{}
 	failed := map[ring.Peer]bool{}
-	var cands []ring.Peer // the successors of the last member that answered
-	for cur := entry; len(members) < max; {
+	up := map[string]bool{}    // machines with a position that answered
+	tried := map[string]bool{} // machines with a position asked
+	var cands []ring.Peer      // the successors of the last member that answered
+	for cur, calls := entry, 0; len(up) < max && calls < walkCallsPerMachine*max; calls++ {
+		tried[cur.Machine()] = true
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		nb, err := rt.Neighbours(cctx, cur)
 		cancel()
@@ -222,18 +239,38 @@ func walkRing(ctx context.Context, rt neighbourAsker, entry ring.Peer, timeout t
 			unreachable = append(unreachable, cur)
 		default:
 			visited[cur] = true
+			up[cur.Machine()] = true
 			members = append(members, cur)
 			cands = nb.Successors
 		}
-		next := ring.Peer{}
+		// The farthest successor to go on from is best one of a machine
+		// that answered; one of a machine that did not, only if there is
+		// no other.
+		next, farthest, farthestDown := ring.Peer{}, ring.Peer{}, ring.Peer{}
 		for _, s := range cands {
 			if s == entry || visited[s] {
 				break // round the ring
 			}
-			if !failed[s] {
+			if failed[s] {
+				continue
+			}
+			switch m := s.Machine(); {
+			case !tried[m]:
 				next = s
+			case up[m]:
+				farthest = s
+			default:
+				farthestDown = s
+			}
+			if !next.IsZero() {
 				break
 			}
+		}
+		if next.IsZero() {
+			next = farthest
+		}
+		if next.IsZero() {
+			next = farthestDown
 		}
 		if next.IsZero() {
 			break

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,10 +19,15 @@ type fakeRing struct {
 	succ  map[ring.Peer][]ring.Peer
 	down  map[ring.Peer]bool
 	calls int
+	asked map[ring.Peer]bool
 }
 
 func (f *fakeRing) Neighbours(_ context.Context, to ring.Peer) (ring.Neighbours, error) {
 	f.calls++
+	if f.asked == nil {
+		f.asked = map[ring.Peer]bool{}
+	}
+	f.asked[to] = true
 	if f.down[to] {
 		return ring.Neighbours{}, errors.New("no answer")
 	}
@@ -109,5 +117,70 @@ func TestMachinesOfPositions(t *testing.T) {
 	}
 	if len(unreachable) != 1 || unreachable[0].Addr != "d" {
 		t.Errorf("unreachable %v, want [d] (c answered through position 1)", unreachable)
+	}
+}
+
+// On a ring of nodes with 16 positions each, the walk finds every
+// machine without asking every position: it asks a position only for a
+// machine not heard yet, or to go on past a successor list of machines
+// it has. Before, it asked all 16 positions of each machine, and its
+// bound of 10,000 positions stopped at 625 machines. A machine down
+// shows up as unreachable after one call, and the bound counts machines.
+func TestWalkRingAsksFewPositionsPerMachine(t *testing.T) {
+	const machines, vnodes, listLen = 40, 16, 32
+	rng := rand.New(rand.NewPCG(7, 7))
+	var ps []ring.Peer
+	for m := range machines {
+		for i := range vnodes {
+			addr := fmt.Sprintf("m%d", m)
+			if i > 0 {
+				addr = fmt.Sprintf("m%d/%d", m, i)
+			}
+			ps = append(ps, ring.Peer{ID: ring.ID(rng.Uint64()), Addr: addr})
+		}
+	}
+	slices.SortFunc(ps, func(a, b ring.Peer) int { return cmp.Compare(a.ID, b.ID) })
+	succ := map[ring.Peer][]ring.Peer{}
+	for i, p := range ps {
+		for k := 1; k <= listLen; k++ {
+			succ[p] = append(succ[p], ps[(i+k)%len(ps)])
+		}
+	}
+	down := map[ring.Peer]bool{}
+	for _, p := range ps {
+		if p.Machine() == "m7" {
+			down[p] = true
+		}
+	}
+	entry := ps[0]
+	if entry.Machine() == "m7" {
+		entry = ps[1]
+	}
+	f := &fakeRing{succ: succ, down: down}
+	reached, failed, err := walkRing(context.Background(), f, entry, time.Second, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, unreachable := machinesOf(reached, failed)
+	if len(members) != machines-1 || len(unreachable) != 1 || unreachable[0].Addr != "m7" {
+		t.Fatalf("%d members, unreachable %v; want %d and m7", len(members), unreachable, machines-1)
+	}
+	downCalls := 0
+	for p := range down {
+		if f.asked[p] {
+			downCalls++
+		}
+	}
+	if downCalls != 1 {
+		t.Errorf("the machine down was asked through %d of its positions, want 1", downCalls)
+	}
+	if most := 2*machines + len(ps)/listLen*2; f.calls > most {
+		t.Errorf("%d calls for %d machines of %d positions, want at most %d", f.calls, machines, vnodes, most)
+	}
+	t.Logf("%d calls for %d positions on %d machines", f.calls, len(ps), machines)
+
+	reached, _, _ = walkRing(context.Background(), &fakeRing{succ: succ}, ps[0], time.Second, 10)
+	if members, _ := machinesOf(reached, nil); len(members) != 10 {
+		t.Errorf("bounded to 10 machines: reached %d", len(members))
 	}
 }

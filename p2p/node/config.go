@@ -178,6 +178,9 @@ func (c Config) effective() (Config, shard.Config, error) {
 	if c.CaptureGrace == 0 {
 		c.CaptureGrace = d.CaptureGrace
 	}
+	// Positions before Effective: the default Lease depends on it, and
+	// Effective fills it in once.
+	c.Shard.Positions = c.VNodes
 	sc, err := c.Shard.Effective()
 	if err != nil {
 		return c, sc, err

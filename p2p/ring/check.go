@@ -28,6 +28,7 @@ func OwnerOf(members []Peer, key ID) Peer {
 func CheckRing(nodes []*Node) error {
 	members, pos := ringOrder(nodes)
 	var errs []error
+	var truth []Peer
 	for _, n := range nodes {
 		st := n.State()
 		i, total := pos[st.Self], len(members)
@@ -35,9 +36,11 @@ func CheckRing(nodes []*Node) error {
 		wantPred := Peer{}
 		if total > 1 {
 			// The list the node's own rule builds from the true
-			// successors (buildSuccessorsLocked).
-			truth := make([]Peer, 0, total-1)
-			for k := 1; k < total; k++ {
+			// successors (buildSuccessorsLocked), which reads no more
+			// than SuccessorListLen of them: all of them made the check
+			// quadratic (17% of a 32,000-position simulation's CPU).
+			truth = truth[:0]
+			for k := 1; k < total && k <= n.cfg.SuccessorListLen; k++ {
 				truth = append(truth, members[(i+k)%total])
 			}
 			n.mu.Lock()

@@ -148,7 +148,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		if v.known {
 			reply.Owned, reply.HasOwned = v.r, true
 			mine := intersect(spansOf(req.Range), v.spans)
-			free := subtract(mine, m.own.claims.domain())
+			free := subtract(mine, m.claimedLocked())
 			switch {
 			case mine.empty():
 			case free.empty():
@@ -236,7 +236,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 	}
 
 	m.mu.Lock()
-	mine := subsetOf(rs, m.own.claims.domain())
+	mine := subsetOf(rs, m.claimedLocked())
 	m.mu.Unlock()
 	if !mine && !(v.known && subsetOf(rs, v.spans)) {
 		reply.Reason = "range not in my arc"
@@ -259,7 +259,7 @@ func (m *Manager) HandleHandoff(ctx context.Context, from ring.Peer, req *Handof
 		reply.Reason = "leaving"
 		return reply
 	}
-	fresh := subtract(rs, m.own.claims.domain())
+	fresh := subtract(rs, m.claimedLocked())
 	current := fresh.empty()
 	for _, p := range m.own.claims.within(rs) {
 		if p.e.Less(req.Epoch) {
@@ -314,7 +314,7 @@ func (m *Manager) HandleDigest(ctx context.Context, from ring.Peer, req *DigestR
 func (m *Manager) HandlePull(ctx context.Context, from ring.Peer, req *PullRequest) *PullReply {
 	rs := spansOf(req.Range)
 	m.mu.Lock()
-	owner := overlaps(rs, m.own.claims.domain()) || overlaps(rs, m.releasing.domain())
+	owner := overlaps(rs, m.claimedLocked()) || overlaps(rs, m.releasing.domain())
 	epochs := m.table.entries(req.Range)
 	m.mu.Unlock()
 	if owner {

@@ -30,7 +30,8 @@ type Ownership struct {
 	// while it also holds its own lock, so its code reads them under that
 	// lock alone.
 	mu         sync.RWMutex
-	claims     segMap // active claims
+	claims     segMap  // active claims
+	domain     spanSet // the points claims cover, computed once per change
 	leaseUntil time.Time
 	leaving    bool
 }

@@ -201,7 +201,7 @@ func (m *Manager) handleRerouted(ctx context.Context, from ring.Peer, req *Hando
 		reply.Owned, reply.HasOwned = v.r, true
 	}
 	m.mu.Lock()
-	claimed := intersect(spansOf(req.Range), m.own.claims.domain())
+	claimed := intersect(spansOf(req.Range), m.claimedLocked())
 	m.mu.Unlock()
 	if claimed.empty() {
 		reply.Reason = "range not claimed here"

@@ -220,6 +220,9 @@ func (c Config) effective() (Config, error) {
 		errs = append(errs, fmt.Errorf("crash share %v: want a fraction in [0, 1]", c.CrashShare))
 	}
 	c.Shard.Replicas = c.Replicas
+	// Positions before Effective: the default Lease depends on it, and
+	// Effective fills it in once (a Lease set here stays set).
+	c.Shard.Positions = c.VNodes
 	if c.NoDefences {
 		c.Shard.WatchTimeout, c.Shard.LeaseFromFirst = -1, true
 	}

@@ -317,3 +317,23 @@ func TestCensusOn1000Nodes(t *testing.T) {
 		}
 	}
 }
+
+// The simulator runs the lease a peer of as many positions runs: with 16
+// positions the longer default (shard.Config.Lease), which it did not
+// (the lease was defaulted before the positions were known).
+func TestLeaseDefaultFollowsVNodes(t *testing.T) {
+	for _, tc := range []struct {
+		vnodes int
+		lease  time.Duration
+	}{{1, 2500 * time.Millisecond}, {16, 3500 * time.Millisecond}} {
+		c := DefaultConfig()
+		c.VNodes = tc.vnodes
+		e, err := c.effective()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Shard.Lease != tc.lease {
+			t.Errorf("vnodes %d: lease %v, want %v", tc.vnodes, e.Shard.Lease, tc.lease)
+		}
+	}
+}

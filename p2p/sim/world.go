@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -18,23 +17,63 @@ type event struct {
 	fn  func()
 }
 
+// eventHeap is a 4-ary min-heap of events by (at, seq), typed rather
+// than through container/heap: that boxed every event pushed into an
+// interface (an allocation per event) and called Less through one. With
+// 100,000 positions ticking every 100 ms the queue holds hundreds of
+// thousands of events, and a wider node halves the levels a pop walks.
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+func (e *event) before(o *event) bool {
+	if e.at != o.at {
+		return e.at < o.at
 	}
-	return h[i].seq < h[j].seq
+	return e.seq < o.seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = event{}
-	*h = old[:len(old)-1]
-	return e
+
+// push adds e.
+func (h *eventHeap) push(e event) {
+	q := append(*h, e)
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !q[i].before(&q[p]) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+	*h = q
+}
+
+// pop removes and returns the earliest event; the heap must not be empty.
+func (h *eventHeap) pop() event {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = event{}
+	q = q[:last]
+	i := 0
+	for {
+		first := 4*i + 1
+		if first >= len(q) {
+			break
+		}
+		m := first
+		for c := first + 1; c < first+4 && c < len(q); c++ {
+			if q[c].before(&q[m]) {
+				m = c
+			}
+		}
+		if !q[m].before(&q[i]) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // world is the event loop and the virtual clock. It is used from one
@@ -53,7 +92,7 @@ func (w *world) at(t time.Duration, fn func()) {
 		t = w.now
 	}
 	w.seq++
-	heap.Push(&w.q, event{at: t, seq: w.seq, fn: fn})
+	w.q.push(event{at: t, seq: w.seq, fn: fn})
 }
 
 // after schedules fn d after the current instant, charge included.
@@ -67,7 +106,7 @@ func (w *world) runUntil(end time.Duration, stop func() bool) {
 		if stop != nil && stop() {
 			return
 		}
-		e := heap.Pop(&w.q).(event)
+		e := w.q.pop()
 		w.now, w.charge = e.at, 0
 		e.fn()
 		w.events++
