@@ -110,6 +110,10 @@ type Delegator[Req, Rep any] struct {
 	slots     func(ctx context.Context, key uint64) (ring.Peer, error)
 	slotCount int
 	loads     map[string]int
+	// own and size, if set (UseLoad), give Send the owner's work and a
+	// batch's pages for Choose's load rule.
+	own  func() int
+	size func(Req) int
 }
 
 // NewDelegator returns a Delegator over t that spreads batches over h
@@ -131,7 +135,18 @@ func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ri
 		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: %w", key, err)
 	}
 	defer d.End(key)
-	cands, _ := d.Choose(d.Candidates(ctx, key), -1, 0)
+	own, size := -1, 0
+	d.mu.Lock()
+	ownf, sizef := d.own, d.size
+	d.mu.Unlock()
+	if ownf != nil {
+		own, size = ownf(), sizef(req)
+	}
+	all := d.Candidates(ctx, key)
+	cands, worth := d.Choose(all, own, size)
+	if len(all) > 0 && !worth {
+		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no helper less loaded than this node (%d pages): %w", key, own, ErrNoHelper)
+	}
 	if len(cands) == 0 {
 		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no helper on another machine: %w", key, ErrNoHelper)
 	}
@@ -321,6 +336,14 @@ type LinkTaker interface {
 type Helper struct {
 	Admission HelperAdmission
 	Links     LinkTaker
+	// Lease asks owner (a ring position's address) how much longer it
+	// holds key (shard.Ownership.LeaseLeft, over the caller's
+	// transport): the helper fetches only within that (HelperLease).
+	// Required.
+	Lease func(ctx context.Context, owner string, key uint64) (time.Duration, error)
+	// LeaseRenew is how much of the lease is left when the helper asks
+	// again (default 1 s).
+	LeaseRenew time.Duration
 	// WatchPoll is how often Still is checked during a batch (default
 	// 50 ms); SettleMax bounds the wait for a batch's links to settle
 	// (default 5 s), checked every SettlePoll (default 25 ms).
@@ -342,18 +365,27 @@ type HelpRequest struct {
 	Deadline time.Time
 }
 
-// Serve admits req, waits until one full gap after it arrived, runs fetch
-// under a context that ends at req.Deadline or as soon as the sender stops
-// being an owner this node helps, then waits for the links found on
-// req.Pages to be settled. It returns fetch's error or the refusal (before
-// any fetch), and whether the links are settled.
+// Serve admits req, asks the owner for its lease on the key, waits until
+// one full gap after the batch arrived, runs fetch under a context that
+// ends at req.Deadline, when the owner's lease as last reported runs out
+// (HelperLease: asked again before it does), or as soon as the sender
+// stops being an owner this node helps, then waits for the links found on
+// req.Pages to be settled. It returns fetch's error or the refusal or
+// ErrNoLease (before any fetch), and whether the links are settled.
 func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx context.Context) error) (settled bool, err error) {
+	if h.Lease == nil {
+		return false, fmt.Errorf("fetch batch: helper has no lease source: %w", ErrNoLease)
+	}
 	owner, err := h.Admission.Admit(ctx, req.From, req.Key)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
+	var lease HelperLease
+	if err := h.renew(ctx, &lease, owner, req.Key); err != nil {
+		return false, err
+	}
 	// The previous batch of this host, at another helper maybe, ended
 	// before its owner sent this one.
 	if d := time.Until(req.Received.Add(req.Gap)); d > 0 {
@@ -361,10 +393,49 @@ func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx cont
 			return true, fmt.Errorf("fetch batch: waiting the gap: %w", err)
 		}
 	}
-	stop := h.watch(ctx, cancel, req.Key, owner)
+	if lease.Due(time.Now(), h.leaseRenew()) {
+		if err := h.renew(ctx, &lease, owner, req.Key); err != nil {
+			return false, err
+		}
+	}
+	stop := h.watch(ctx, cancel, &lease, req.Key, owner)
 	err = fetch(ctx)
 	stop()
 	return h.settle(ctx, req.Pages), err
+}
+
+func (h *Helper) leaseRenew() time.Duration {
+	if h.LeaseRenew > 0 {
+		return h.LeaseRenew
+	}
+	return time.Second
+}
+
+// renew asks owner for its lease on key, no longer than the lease the
+// helper holds (if any is left; else up to ctx's end), and records the
+// answer counted from when it asked. It fails with ErrNoLease when the
+// owner answers that it holds none, or when no lease is left and the
+// owner did not answer.
+func (h *Helper) renew(ctx context.Context, lease *HelperLease, owner string, key uint64) error {
+	asked := time.Now()
+	qctx := ctx
+	if lease.Allows(asked, 0) {
+		var qcancel context.CancelFunc
+		qctx, qcancel = context.WithDeadline(ctx, lease.Until())
+		defer qcancel()
+	}
+	left, err := h.Lease(qctx, owner, key)
+	switch {
+	case err == nil && left <= 0:
+		return fmt.Errorf("fetch batch for key %016x: %s answered no lease: %w", key, owner, ErrNoLease)
+	case err == nil:
+		lease.Renew(asked, left)
+		return nil
+	case lease.Allows(time.Now(), 0):
+		return nil // asked again at the next watch
+	default:
+		return fmt.Errorf("fetch batch for key %016x: asking %s its lease: %w: %w", key, owner, err, ErrNoLease)
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -378,35 +449,53 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// watch cancels the batch as soon as owner stops being one this node
-// helps; the returned function stops the watch and waits for it.
-func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, key uint64, owner string) (stop func()) {
+// watch cancels the batch when the owner's lease runs out (asking it
+// again while LeaseRenew is left) or as soon as owner stops being one this
+// node helps; the returned function stops the watch and waits for it.
+func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, lease *HelperLease, key uint64, owner string) (stop func()) {
 	poll := h.WatchPoll
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
 	}
-	quit := make(chan struct{})
+	wctx, quit := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(poll)
 		defer tick.Stop()
+		end := time.NewTimer(time.Until(lease.Until()))
+		defer end.Stop()
 		for {
 			select {
-			case <-ctx.Done():
-				return
-			case <-quit:
+			case <-wctx.Done():
 				return
 			case <-tick.C:
+			case <-end.C:
 			}
-			if !h.Admission.Still(ctx, key, owner) {
+			now := time.Now()
+			if !lease.Allows(now, 0) {
+				cancel()
+				return
+			}
+			if lease.Due(now, h.leaseRenew()) {
+				err := h.renew(wctx, lease, owner, key)
+				if wctx.Err() != nil {
+					return // stopped: the batch is over
+				}
+				if err != nil || !lease.Allows(time.Now(), 0) {
+					cancel()
+					return
+				}
+				end.Reset(time.Until(lease.Until()))
+			}
+			if !h.Admission.Still(wctx, key, owner) {
 				cancel()
 				return
 			}
 		}
 	}()
 	return func() {
-		close(quit)
+		quit()
 		<-done
 	}
 }

@@ -190,6 +190,9 @@ func TestDelegatorSkipsRefusingHelper(t *testing.T) {
 	}
 }
 
+// leaseAlways is an owner that always holds a long lease.
+func leaseAlways(context.Context, string, uint64) (time.Duration, error) { return time.Minute, nil }
+
 // linksNone is an outbox with nothing to settle.
 type linksNone struct{}
 
@@ -217,6 +220,7 @@ func TestHelperKeepsTheGapAcrossHelpers(t *testing.T) {
 		helper := &Helper{
 			Admission: HelperAdmission{View: fakeView{machine: h.Addr, preds: preds, vouched: map[string]bool{"o": true}}, Machines: 2},
 			Links:     linksNone{},
+			Lease:     leaseAlways,
 		}
 		net.Register(h, func(ctx context.Context, from string, pages []string) (int, error) {
 			req := HelpRequest{From: from, Key: 7, Pages: pages, Gap: gap, Received: time.Now(), Deadline: time.Now().Add(5 * time.Second)}
@@ -256,7 +260,7 @@ func TestHelperKeepsTheGapAcrossHelpers(t *testing.T) {
 // TestHelperServeRefusesBeforeFetching: a refused sender's batch is never
 // fetched.
 func TestHelperServeRefusesBeforeFetching(t *testing.T) {
-	h := &Helper{Admission: HelperAdmission{View: fakeView{machine: "h", preds: [][]ring.Peer{{peer("a", 1)}}, vouched: map[string]bool{"a": true, "x": true}}, Machines: 1}, Links: linksNone{}}
+	h := &Helper{Admission: HelperAdmission{View: fakeView{machine: "h", preds: [][]ring.Peer{{peer("a", 1)}}, vouched: map[string]bool{"a": true, "x": true}}, Machines: 1}, Links: linksNone{}, Lease: leaseAlways}
 	fetched := false
 	_, err := h.Serve(context.Background(), HelpRequest{From: "x", Key: 1, Deadline: time.Now().Add(time.Second)}, func(context.Context) error {
 		fetched = true
