@@ -63,6 +63,19 @@ func (d *Delegator[Req, Rep]) UseSlots(n int, holder func(ctx context.Context, k
 	}
 }
 
+// UseLoad makes Send apply Choose's load rule: own returns this machine's
+// work now (pages queued and in flight), size a batch's pages. Without
+// it, Send draws among the candidates by the loads heard alone and never
+// declines to delegate. Call it before the first Send.
+func (d *Delegator[Req, Rep]) UseLoad(own func() int, size func(Req) int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.own, d.size = own, size
+	if d.loads == nil {
+		d.loads = make(map[string]int)
+	}
+}
+
 // Report records load, the work machine p reported in a reply.
 func (d *Delegator[Req, Rep]) Report(p ring.Peer, load int) {
 	load = min(max(load, 0), MaxLoad)
@@ -126,7 +139,8 @@ func (d *Delegator[Req, Rep]) Candidates(ctx context.Context, key uint64) []ring
 // candidates drawn in turn, the one with less reported work first, then
 // the others by reported work. It reports false, and the owner fetches the
 // batch itself, when its own work is known and not above both the mean of
-// the loads it heard and the chosen helper's by two batches: moving the
+// the loads it heard (each counted at most twice its own) and the chosen
+// helper's by two batches: moving the
 // batch would not bring the busiest machine closer to the mean. A machine
 // that never reported counts as idle, so it is tried. The batch counts
 // towards the chosen helper's load until it reports again.
@@ -153,9 +167,12 @@ func (d *Delegator[Req, Rep]) Choose(cands []ring.Peer, own, size int) ([]ring.P
 			return nil, false
 		}
 		if len(d.loads) > 0 {
+			// Each load counts at most twice the owner's own: one
+			// helper that reports a huge load must not raise the mean
+			// above every owner and so stop all delegation.
 			sum := 0
 			for _, l := range d.loads {
-				sum += l
+				sum += min(l, 2*own)
 			}
 			if own*len(d.loads) <= sum {
 				return nil, false

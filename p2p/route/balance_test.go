@@ -128,12 +128,24 @@ func TestChooseByLoad(t *testing.T) {
 	}
 	d.Report(cands[0], 0)
 	d.Report(cands[1], 0)
-	d.Report(peer("c", 3), 200) // the mean of what it heard is 66
+	for i, n := range []string{"c", "d", "e"} {
+		d.Report(peer(n, uint64(3+i)), 110) // the mean of what it heard is 66
+	}
 	if _, ok := d.Choose(cands, 60, 8); ok {
 		t.Error("owner below the mean it heard sent a batch")
 	}
+	d.Report(cands[0], 0)
+	d.Report(cands[1], 0)
 	if _, ok := d.Choose(cands, 80, 8); !ok {
 		t.Error("owner above the mean and two batches above a helper kept the batch")
+	}
+	// One helper reporting a huge load does not raise the mean above
+	// every owner: it counts as twice the owner's work at most.
+	d.Report(cands[0], 0)
+	d.Report(cands[1], 0)
+	d.Report(peer("c", 3), 1<<62)
+	if _, ok := d.Choose(cands, 80, 8); !ok {
+		t.Error("one helper's huge report stopped an owner above the others' mean from delegating")
 	}
 	// A hostile report is clamped: a helper that reports less than no
 	// work does not draw an owner with little work into delegating.

@@ -341,8 +341,9 @@ type Helper struct {
 	// transport): the helper fetches only within that (HelperLease).
 	// Required.
 	Lease func(ctx context.Context, owner string, key uint64) (time.Duration, error)
-	// LeaseRenew is how much of the lease is left when the helper asks
-	// again (default 1 s).
+	// LeaseRenew is the least of the lease left when the helper asks
+	// again (default 1 s; HelperLease.RenewBefore: three quarters of the
+	// owner's last answer when that is more).
 	LeaseRenew time.Duration
 	// WatchPoll is how often Still is checked during a batch (default
 	// 50 ms); SettleMax bounds the wait for a batch's links to settle
@@ -393,7 +394,7 @@ func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx cont
 			return true, fmt.Errorf("fetch batch: waiting the gap: %w", err)
 		}
 	}
-	if lease.Due(time.Now(), h.leaseRenew()) {
+	if lease.Due(time.Now(), lease.RenewBefore(h.leaseRenew())) {
 		if err := h.renew(ctx, &lease, owner, req.Key); err != nil {
 			return false, err
 		}
@@ -477,7 +478,7 @@ func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, lease *He
 				cancel()
 				return
 			}
-			if lease.Due(now, h.leaseRenew()) {
+			if lease.Due(now, lease.RenewBefore(h.leaseRenew())) {
 				err := h.renew(wctx, lease, owner, key)
 				if wctx.Err() != nil {
 					return // stopped: the batch is over

@@ -40,7 +40,8 @@ const MaxLeaseLeft = 30 * time.Second
 // owner's lease ends as the owner last reported it, counted from when the
 // helper asked. The zero value allows nothing.
 type HelperLease struct {
-	end time.Time
+	end  time.Time
+	last time.Duration // the last answer, clamped
 }
 
 // Renew records the owner's answer left to a question asked at asked:
@@ -50,9 +51,19 @@ func (l *HelperLease) Renew(asked time.Time, left time.Duration) {
 	if left <= 0 {
 		return
 	}
-	if end := asked.Add(min(left, MaxLeaseLeft)); end.After(l.end) {
+	left = min(left, MaxLeaseLeft)
+	l.last = left
+	if end := asked.Add(left); end.After(l.end) {
 		l.end = end
 	}
+}
+
+// RenewBefore is how much of the lease is left when the helper should ask
+// again: three quarters of the owner's last answer, at least least. So a
+// question has most of a lease to be answered, on a slow network too,
+// before the batch must stop.
+func (l HelperLease) RenewBefore(least time.Duration) time.Duration {
+	return max(least, l.last*3/4)
 }
 
 // Until returns when the lease ends.

@@ -38,6 +38,9 @@ const (
 	// replyMargin is how long before the batch's deadline the helper
 	// stops fetching.
 	replyMargin = time.Second
+	// leaseRenew is the least of the owner's lease left when a helper
+	// asks again (route.Helper's default; HelperLease.RenewBefore).
+	leaseRenew = time.Second
 )
 
 // noDelegation turns delegation off, for the tests' comparison.
@@ -59,6 +62,9 @@ type delegation struct {
 	// owner's deadline), cut short; pages fetched by helpers.
 	batches, refused, busy, lost, cut, pages int64
 	msgs, bytes                              int64
+	// Lease questions' messages; batches refused for want of a lease,
+	// cut short because the owner's lease would run out.
+	leaseMsgs, noLease, leaseCut int64
 }
 
 // delegation returns the run's delegation state.
@@ -79,10 +85,12 @@ func (s *Sim) hostFetch(h int32, start, end time.Duration) {
 	d := s.delegation()
 	if last, ok := d.lastEnd[h]; ok {
 		gap := start - last
-		d.gaps++
-		if d.minGap < 0 || gap < d.minGap {
+		// The first gap sets the least; a later one, even negative (two
+		// fetches at once), lowers it.
+		if d.gaps == 0 || gap < d.minGap {
 			d.minGap = gap
 		}
+		d.gaps++
 		if gap < s.cfg.Delay {
 			d.underGap++
 		}
@@ -127,6 +135,9 @@ type batch struct {
 	depths []int32
 	helper ring.Peer
 	done   bool
+	// asked marks the pages before which the helper asked the owner's
+	// lease, so a page asks once.
+	asked []bool
 	// ownerLoad is the owner's load when it sent the batch; declined,
 	// the helper found itself busier.
 	ownerLoad int
@@ -255,6 +266,10 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	var fetched []int32
 	var ids []uint64
 	var lastEnd time.Duration
+	// The owner's lease as the helper last heard it (route.HelperLease):
+	// asked at arrival, again before a fetch when less than
+	// leaseRenew is left; no fetch may end after it.
+	lease := &route.HelperLease{}
 	var step func(i int)
 	step = func(i int) {
 		if !h.alive {
@@ -262,14 +277,29 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 			return
 		}
 		s.act = actCrawl
+		now := clock{&s.w}.Now()
+		if i < len(b.pages) && lease.Due(now, lease.RenewBefore(leaseRenew)) && !b.asked[i] {
+			b.asked[i] = true
+			s.askLease(h, b, lease, func(revoked bool) {
+				if revoked {
+					lease = &route.HelperLease{} // the owner holds the key no more: stop
+				}
+				step(i)
+			})
+			return
+		}
 		// The owner watch runs beside the fetches (route.Helper.watch):
 		// its lookups are counted, not charged to the fetch.
 		charge := s.w.charge
 		still := adm.Still(s.ctx, b.key, owner)
 		s.w.charge = charge
-		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !still {
+		took := s.cfg.FetchTime/10 + time.Duration(s.rng.Int64N(int64(s.cfg.FetchTime*9/10)+1))
+		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !still || !lease.Allows(now, took) {
 			if i < len(b.pages) {
 				d.cut++
+				if !lease.Allows(now, took) {
+					d.leaseCut++
+				}
 			}
 			d.pending[h.phys] -= len(b.pages) - i
 			s.settleThenReply(h, b, fetched, ids, lastEnd, s.w.elapsed()+settleMax)
@@ -277,7 +307,7 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		}
 		p := b.pages[i]
 		start := s.w.elapsed()
-		s.w.charge += s.cfg.FetchTime/10 + time.Duration(s.rng.Int64N(int64(s.cfg.FetchTime*9/10)+1))
+		s.w.charge += took
 		lastEnd = s.w.elapsed()
 		s.hostFetch(b.q.h, start, lastEnd)
 		s.fetched(p, h)
@@ -296,10 +326,74 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		}
 		s.w.after(s.cfg.Delay, func() { step(i + 1) })
 	}
-	// One full gap after the batch arrived (route.Helper.Serve).
-	// One full gap after the batch arrived (route.Helper.Serve), the
-	// admission's lookup inside it.
-	s.w.at(max(arrived+s.cfg.Delay, s.w.elapsed()), func() { step(0) })
+	// The owner's lease first, then one full gap after the batch arrived
+	// (route.Helper.Serve), the admission's lookup and the lease's round
+	// trip inside it.
+	b.asked = make([]bool, len(b.pages))
+	s.askLease(h, b, lease, func(revoked bool) {
+		if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
+			d.refused++
+			d.noLease++
+			d.pending[h.phys] -= len(b.pages)
+			s.reply(h, b, nil, 0)
+			return
+		}
+		s.w.at(max(arrived+s.cfg.Delay, s.w.elapsed()), func() { step(0) })
+	})
+}
+
+// askLease is helper h's question to batch b's owner (route.Helper.Lease):
+// it reaches the owner a link's latency later, which answers with its lease
+// on the key (shard.Ownership.LeaseLeft), and the answer comes back as far;
+// either is lost when an end is down or cut off. The lease is renewed
+// counted from when h asked; then runs once, when the answer arrives
+// (revoked: the owner answered it holds no lease) or, without one, when
+// the lease h held runs out (at once if none is left).
+func (s *Sim) askLease(h *vnode, b *batch, lease *route.HelperLease, then func(revoked bool)) {
+	d := s.delegation()
+	asked := clock{&s.w}.Now()
+	answered := false
+	fired := false
+	fire := func(revoked bool) {
+		if !fired {
+			fired = true
+			then(revoked)
+		}
+	}
+	for range 2 {
+		d.msgs++
+		d.leaseMsgs++
+		d.bytes += frameBytes + 16
+		s.traffic[actCrawl].msgs++
+		s.traffic[actCrawl].bytes += frameBytes + 16
+	}
+	o := b.owner
+	there := s.oneWay(h, o.peer.Addr)
+	s.w.after(there, func() {
+		if !o.alive || s.rnet.Reachable(s.ctx, h.peer.Addr, o.peer.Addr) != nil {
+			return
+		}
+		left := o.own.LeaseLeft(b.key)
+		s.w.after(s.oneWay(o, h.peer.Addr), func() {
+			if fired || !h.alive || s.rnet.Reachable(s.ctx, o.peer.Addr, h.peer.Addr) != nil {
+				return
+			}
+			answered = true
+			lease.Renew(asked, left)
+			fire(left <= 0)
+		})
+	})
+	wait := lease.Until().Sub(asked)
+	if wait <= 0 {
+		// No lease left: as long as an answer may take, two latencies
+		// and a margin, then give up.
+		wait = 2*there + time.Second
+	}
+	s.w.after(wait, func() {
+		if !answered {
+			fire(false)
+		}
+	})
 }
 
 // settleThenReply waits until the links found on the batch's pages are
