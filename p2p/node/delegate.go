@@ -31,9 +31,15 @@ import (
 // Each node checks this from its own ring state, not the sender's word,
 // so a hostile owner that sends one batch to many nodes at once has it
 // fetched by at most the host's slot holders (issue 29: before any check,
-// by every node it asked). The fetch reply carries no load yet, so the
-// delegator draws among the slots without the load-aware choice the
-// simulator runs (route.Delegator.Choose, route.Worth).
+// by every node it asked). A helper fetches only within the owner's
+// lease on the host's key: it asks the owner (a lease_query on the same
+// protocol, answered from shard.Ownership.LeaseLeft) when the batch
+// arrives and again before the answer runs out, and stops when it does
+// (route.HelperLease), so an owner that crashes mid-batch leaves no
+// helper fetching when its replica promotes itself. Every reply carries
+// the helper's load (pages queued and in flight, clamped on read), and
+// the owner chooses among the slots by load and delegates only to a
+// helper less loaded than itself (route.Delegator.UseLoad, Choose).
 
 // Helper tuning.
 const (
@@ -101,6 +107,9 @@ func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchR
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(b.Wait))
 	defer cancel()
 	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: encodeBatch(b), wait: b.Wait})
+	if reply != nil {
+		d.route.Report(p, replyLoad(reply))
+	}
 	var res *crawl.BatchResult
 	if err == nil {
 		if res, err = decodeFetchReply(b, reply); err != nil {
@@ -141,6 +150,66 @@ func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *
 	return res, nil
 }
 
+// replyLoad is the load a reply reports, clamped to 0..route.MaxLoad: a
+// helper's word, which moves only the choice among its host's slots.
+func replyLoad(r *pb.FetchBatchReply) int {
+	return int(min(max(r.GetLoad(), 0), route.MaxLoad))
+}
+
+// leaseQueryWait bounds a lease question's exchange when the helper's
+// lease leaves it no shorter deadline.
+const leaseQueryWait = 2 * time.Second
+
+// askLease asks owner, a ring position, how much longer it holds key (a
+// lease_query on the fetch protocol; route.Helper.Lease). A negative
+// answer counts as none; route.HelperLease clamps a long one.
+func askLease(t *p2p.FetchTransport) func(ctx context.Context, owner string, key uint64) (time.Duration, error) {
+	return func(ctx context.Context, owner string, key uint64) (time.Duration, error) {
+		wait := leaseQueryWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait <= 0 {
+			return 0, fmt.Errorf("lease of %016x from %s: %w", key, owner, context.DeadlineExceeded)
+		}
+		reply, err := t.Fetch(ctx, ring.Peer{Addr: owner}, &pb.FetchBatchRequest{RingKey: key, LeaseQuery: true}, wait)
+		if err != nil {
+			return 0, fmt.Errorf("lease of %016x from %s: %w", key, owner, err)
+		}
+		if reply.GetError() != "" {
+			return 0, fmt.Errorf("lease of %016x from %s: %s", key, owner, reply.GetError())
+		}
+		return time.Duration(max(reply.GetLeaseLeftNs(), 0)), nil
+	}
+}
+
+// answerLease is the owner's answer to a lease question: how long the
+// position of this node that holds key may still work on it (0: none
+// does).
+func answerLease(req *pb.FetchBatchRequest, leaseLeft func(key uint64) time.Duration) *pb.FetchBatchReply {
+	if req.GetHost() != "" || len(req.GetTasks()) > 0 {
+		return &pb.FetchBatchReply{Error: "lease query carries a batch"}
+	}
+	return &pb.FetchBatchReply{LeaseLeftNs: int64(leaseLeft(req.GetRingKey()))}
+}
+
+// leaseLeft returns how long the position holding key may still work on
+// it (shard.Ownership.LeaseLeft), 0 when none may.
+func (ps positions) leaseLeft(key uint64) time.Duration {
+	var left time.Duration
+	for _, p := range ps {
+		left = max(left, p.own.LeaseLeft(key))
+	}
+	return left
+}
+
+// crawlLoad is this node's load as it reports it to owners and weighs it
+// as an owner: pages queued and in flight.
+func (n *Node) crawlLoad() int {
+	st := n.crawler.Stats()
+	return int(min(max(st.Queued+st.InFlight, 0), route.MaxLoad))
+}
+
 // helper is the helper side of the fetch protocol: it fetches batches for
 // the owners its epoch table vouches for.
 type helper struct {
@@ -159,6 +228,12 @@ type helper struct {
 	slots route.SlotView
 	fetch func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error)
 	links linkSettler
+	// leaseLeft answers owners' lease questions about keys this node
+	// holds, lease asks an owner (askLease), load is this node's load for
+	// its replies.
+	leaseLeft func(key uint64) time.Duration
+	lease     func(ctx context.Context, owner string, key uint64) (time.Duration, error)
+	load      func() int
 
 	served, refused, busy atomic.Int64
 }
@@ -174,6 +249,18 @@ type linkSettler interface {
 // the owner watch, link settling). It runs under ctx, which ends when the
 // node stops serving the protocol.
 func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRequest) *pb.FetchBatchReply {
+	if req.GetLeaseQuery() {
+		return answerLease(req, s.leaseLeft)
+	}
+	out := s.serveBatch(ctx, in, req)
+	if s.load != nil {
+		out.Load = int64(s.load())
+	}
+	return out
+}
+
+// serveBatch fetches one batch (serve).
+func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRequest) *pb.FetchBatchReply {
 	b, err := decodeBatch(req)
 	if err != nil {
 		s.refused.Add(1)
@@ -186,6 +273,7 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 	rh := &route.Helper{
 		Admission: route.HelperAdmission{View: helperView{s}, Machines: route.DefaultConfig().Helpers, Slots: s.slots, SlotCount: route.DefaultConfig().HelperSlots},
 		Links:     s.links,
+		Lease:     s.lease,
 		WatchPoll: vouchPoll, SettleMax: settleMax, SettlePoll: settlePoll,
 	}
 	hr := route.HelpRequest{
@@ -201,7 +289,7 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 		return ferr
 	})
 	switch {
-	case errors.Is(err, route.ErrNotHelped) || errors.Is(err, route.ErrNotVouched):
+	case errors.Is(err, route.ErrNotHelped) || errors.Is(err, route.ErrNotVouched) || errors.Is(err, route.ErrNoLease) && fetched.IsZero():
 		s.refused.Add(1)
 		s.log.Debug("fetch batch refused", "from", p2p.ShortID(in.From), "host", b.Host, "err", err)
 		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch from %s: %v", p2p.ShortID(in.From), err)}

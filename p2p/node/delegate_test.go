@@ -270,7 +270,9 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 			th.lastMu.Unlock()
 			return fetch(ctx, b)
 		},
-		links: th.links}
+		links: th.links,
+		// The owner's lease is not what these tests check.
+		lease: func(context.Context, string, uint64) (time.Duration, error) { return time.Minute, nil }}
 	p2p.NewFetchTransport(th.h, th.streams, log).Serve(th.srv.serve)
 	t.Cleanup(th.streams.Close)
 	return th

@@ -335,6 +335,7 @@ func (n *Node) build() error {
 		// A hot host's batches go to the holders of its helper slots,
 		// found through the router's owner cache.
 		n.delegator.route.UseSlots(route.DefaultConfig().HelperSlots, n.router.Owner)
+		n.delegator.route.UseLoad(n.crawlLoad, func(r fetchReq) int { return len(r.req.GetTasks()) })
 	}
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
@@ -344,7 +345,7 @@ func (n *Node) build() error {
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
 		n.helper = &helper{log: n.log, predecessors: n.pos.predecessors, vouch: n.pos.vouch, fetch: n.crawler.FetchBatch, links: n.outbox,
-			slots: helperSlots{router: n.router, pos: n.pos}}
+			slots: helperSlots{router: n.router, pos: n.pos}, leaseLeft: n.pos.leaseLeft, lease: askLease(n.fetchTr), load: n.crawlLoad}
 	}
 	return nil
 }
