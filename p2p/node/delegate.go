@@ -282,7 +282,13 @@ func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBa
 	}
 	var res *crawl.BatchResult
 	var fetched time.Time
-	settled, err := rh.Serve(ctx, hr, func(ctx context.Context) error {
+	settled, err := rh.Serve(ctx, hr, func(ctx context.Context, until func() time.Time) error {
+		// No request starts after the owner's lease as confirmed now: the
+		// crawler's budget bounds starts, counted from this call.
+		b.Budget = min(b.Budget, time.Until(until()))
+		if b.Budget <= 0 {
+			return route.ErrNoLease
+		}
 		var ferr error
 		res, ferr = s.fetch(ctx, b)
 		fetched = time.Now()

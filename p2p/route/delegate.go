@@ -29,7 +29,7 @@ import (
 //
 // The package knows neither the crawl engine nor the wire: a batch's
 // request and reply are the caller's types (Req, Rep), carried by a
-// FetchTransport; a node's is libp2p's /swarmcrawl/fetch/1.0.0 and the
+// FetchTransport; a node's is libp2p's /swarmcrawl/fetch/1.1.0 and the
 // simulator's and the tests' is MemFetchNet.
 
 // Delegation errors.
@@ -367,13 +367,16 @@ type HelpRequest struct {
 }
 
 // Serve admits req, asks the owner for its lease on the key, waits until
-// one full gap after the batch arrived, runs fetch under a context that
-// ends at req.Deadline, when the owner's lease as last reported runs out
-// (HelperLease: asked again before it does), or as soon as the sender
-// stops being an owner this node helps, then waits for the links found on
-// req.Pages to be settled. It returns fetch's error or the refusal or
-// ErrNoLease (before any fetch), and whether the links are settled.
-func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx context.Context) error) (settled bool, err error) {
+// one full gap after the batch arrived, then runs fetch under a context
+// that ends at req.Deadline, when the owner answers that it holds the key
+// no more, or as soon as the sender stops being an owner this node helps;
+// meanwhile it asks the owner again before the lease runs out. until
+// tells fetch when the lease, as last confirmed, ends: fetch starts no
+// request after it (a request running then goes on, as the owner's own
+// last request does). Last it waits for the links found on req.Pages to
+// be settled. It returns fetch's error or the refusal or ErrNoLease
+// (before any fetch), and whether the links are settled.
+func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx context.Context, until func() time.Time) error) (settled bool, err error) {
 	if h.Lease == nil {
 		return false, fmt.Errorf("fetch batch: helper has no lease source: %w", ErrNoLease)
 	}
@@ -383,8 +386,8 @@ func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx cont
 	}
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
-	var lease HelperLease
-	if err := h.renew(ctx, &lease, owner, req.Key); err != nil {
+	lease := &guardedLease{}
+	if err := h.renew(ctx, lease, owner, req.Key); err != nil {
 		return false, err
 	}
 	// The previous batch of this host, at another helper maybe, ended
@@ -394,15 +397,45 @@ func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx cont
 			return true, fmt.Errorf("fetch batch: waiting the gap: %w", err)
 		}
 	}
-	if lease.Due(time.Now(), lease.RenewBefore(h.leaseRenew())) {
-		if err := h.renew(ctx, &lease, owner, req.Key); err != nil {
+	if lease.due(time.Now(), h.leaseRenew()) {
+		if err := h.renew(ctx, lease, owner, req.Key); err != nil {
 			return false, err
 		}
 	}
-	stop := h.watch(ctx, cancel, &lease, req.Key, owner)
-	err = fetch(ctx)
+	stop := h.watch(ctx, cancel, lease, req.Key, owner)
+	err = fetch(ctx, lease.until)
 	stop()
 	return h.settle(ctx, req.Pages), err
+}
+
+// guardedLease is a HelperLease the watch renews while fetch reads it.
+type guardedLease struct {
+	mu sync.Mutex
+	l  HelperLease
+}
+
+func (g *guardedLease) until() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.l.Until()
+}
+
+func (g *guardedLease) due(now time.Time, least time.Duration) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.l.Due(now, g.l.RenewBefore(least))
+}
+
+func (g *guardedLease) allows(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.l.Allows(now, 0)
+}
+
+func (g *guardedLease) renew(asked time.Time, left time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.l.Renew(asked, left)
 }
 
 func (h *Helper) leaseRenew() time.Duration {
@@ -417,22 +450,22 @@ func (h *Helper) leaseRenew() time.Duration {
 // answer counted from when it asked. It fails with ErrNoLease when the
 // owner answers that it holds none, or when no lease is left and the
 // owner did not answer.
-func (h *Helper) renew(ctx context.Context, lease *HelperLease, owner string, key uint64) error {
+func (h *Helper) renew(ctx context.Context, lease *guardedLease, owner string, key uint64) error {
 	asked := time.Now()
 	qctx := ctx
-	if lease.Allows(asked, 0) {
+	if lease.allows(asked) {
 		var qcancel context.CancelFunc
-		qctx, qcancel = context.WithDeadline(ctx, lease.Until())
+		qctx, qcancel = context.WithDeadline(ctx, lease.until())
 		defer qcancel()
 	}
 	left, err := h.Lease(qctx, owner, key)
 	switch {
 	case err == nil && left <= 0:
-		return fmt.Errorf("fetch batch for key %016x: %s answered no lease: %w", key, owner, ErrNoLease)
+		return fmt.Errorf("fetch batch for key %016x: %s answered no lease: %w", key, owner, errLeaseRefused)
 	case err == nil:
-		lease.Renew(asked, left)
+		lease.renew(asked, left)
 		return nil
-	case lease.Allows(time.Now(), 0):
+	case lease.allows(time.Now()):
 		return nil // asked again at the next watch
 	default:
 		return fmt.Errorf("fetch batch for key %016x: asking %s its lease: %w: %w", key, owner, err, ErrNoLease)
@@ -450,10 +483,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// watch cancels the batch when the owner's lease runs out (asking it
-// again while LeaseRenew is left) or as soon as owner stops being one this
-// node helps; the returned function stops the watch and waits for it.
-func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, lease *HelperLease, key uint64, owner string) (stop func()) {
+// watch asks the owner for its lease again while LeaseRenew (or more,
+// HelperLease.RenewBefore) is left, so that fetch may go on starting
+// requests, and cancels the batch as soon as the owner answers that it
+// holds the key no more or owner stops being one this node helps. An
+// unanswered question cancels nothing: fetch starts no request after the
+// lease it has. The returned function stops the watch and waits for it.
+func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, lease *guardedLease, key uint64, owner string) (stop func()) {
 	poll := h.WatchPoll
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
@@ -464,30 +500,21 @@ func (h *Helper) watch(ctx context.Context, cancel context.CancelFunc, lease *He
 		defer close(done)
 		tick := time.NewTicker(poll)
 		defer tick.Stop()
-		end := time.NewTimer(time.Until(lease.Until()))
-		defer end.Stop()
 		for {
 			select {
 			case <-wctx.Done():
 				return
 			case <-tick.C:
-			case <-end.C:
 			}
-			now := time.Now()
-			if !lease.Allows(now, 0) {
-				cancel()
-				return
-			}
-			if lease.Due(now, lease.RenewBefore(h.leaseRenew())) {
+			if lease.due(time.Now(), h.leaseRenew()) {
 				err := h.renew(wctx, lease, owner, key)
 				if wctx.Err() != nil {
 					return // stopped: the batch is over
 				}
-				if err != nil || !lease.Allows(time.Now(), 0) {
-					cancel()
+				if errors.Is(err, errLeaseRefused) {
+					cancel() // the owner holds the key no more
 					return
 				}
-				end.Reset(time.Until(lease.Until()))
 			}
 			if !h.Admission.Still(wctx, key, owner) {
 				cancel()

@@ -225,7 +225,7 @@ func TestHelperKeepsTheGapAcrossHelpers(t *testing.T) {
 		net.Register(h, func(ctx context.Context, from string, pages []string) (int, error) {
 			req := HelpRequest{From: from, Key: 7, Pages: pages, Gap: gap, Received: time.Now(), Deadline: time.Now().Add(5 * time.Second)}
 			n := 0
-			_, err := helper.Serve(ctx, req, func(ctx context.Context) error {
+			_, err := helper.Serve(ctx, req, func(ctx context.Context, _ func() time.Time) error {
 				// The fetcher paces its own requests by the gap.
 				for j := range pages {
 					if j > 0 {
@@ -262,7 +262,7 @@ func TestHelperKeepsTheGapAcrossHelpers(t *testing.T) {
 func TestHelperServeRefusesBeforeFetching(t *testing.T) {
 	h := &Helper{Admission: HelperAdmission{View: fakeView{machine: "h", preds: [][]ring.Peer{{peer("a", 1)}}, vouched: map[string]bool{"a": true, "x": true}}, Machines: 1}, Links: linksNone{}, Lease: leaseAlways}
 	fetched := false
-	_, err := h.Serve(context.Background(), HelpRequest{From: "x", Key: 1, Deadline: time.Now().Add(time.Second)}, func(context.Context) error {
+	_, err := h.Serve(context.Background(), HelpRequest{From: "x", Key: 1, Deadline: time.Now().Add(time.Second)}, func(context.Context, func() time.Time) error {
 		fetched = true
 		return nil
 	})

@@ -2,6 +2,7 @@ package route
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -30,6 +31,10 @@ import (
 // (it answered no lease left, or did not answer before the lease the helper
 // had ran out); the batch stops.
 var ErrNoLease = errors.New("route: the owner holds no lease on the key")
+
+// errLeaseRefused: the owner answered that it holds no lease (it lost
+// the key); wraps ErrNoLease.
+var errLeaseRefused = fmt.Errorf("owner answered none: %w", ErrNoLease)
 
 // MaxLeaseLeft bounds a lease an owner reports: a longer answer counts as
 // MaxLeaseLeft (an owner is believed about its own lease, but not for

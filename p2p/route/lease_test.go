@@ -73,13 +73,22 @@ func TestHelperStopsWithinTheCrashedOwnersLease(t *testing.T) {
 	batches.Register(helperPeer, func(ctx context.Context, from string, ps []string) (int, error) {
 		req := HelpRequest{From: from, Key: 7, Pages: ps, Gap: gap, Received: time.Now(), Deadline: time.Now().Add(10 * time.Second)}
 		n := 0
-		_, err := h.Serve(ctx, req, func(ctx context.Context) error {
+		_, err := h.Serve(ctx, req, func(ctx context.Context, until func() time.Time) error {
 			for range ps {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				if !time.Now().Before(until()) {
+					// No request after the owner's lease as last
+					// confirmed; a later answer may extend it.
+					if err := sleep(ctx, request); err != nil {
+						return err
+					}
+					if !time.Now().Before(until()) {
+						return ErrNoLease
+					}
+				}
 				start := time.Now()
-				// A request is cut when the context ends, as an HTTP one is.
 				_ = sleep(ctx, request)
 				hits = append(hits, hit{start, time.Now()})
 				n++
