@@ -530,7 +530,7 @@ func (n *Node) protectNeighbours(ctx context.Context) {
 		for _, pos := range n.pos {
 			st := pos.ring.State()
 			for _, p := range append(append([]ring.Peer{st.Predecessor}, st.Successors...), st.Fingers...) {
-				if id, err := peer.Decode(p.Machine()); err == nil && !seen[id] {
+				if id, err := p2p.MachineOf(p); err == nil && !seen[id] {
 					seen[id] = true
 					ids = append(ids, id)
 				}
