@@ -289,7 +289,7 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 	if keyMode == urls.KeyHost {
-		n.watcher = newWatcher(n.log, 0, n.crawler.FetchBatch)
+		n.watcher = newWatcher(n.log, 0, watchBudgetFor(shardCfg.WatchTimeout), n.crawler.FetchBatch)
 	}
 	for _, p := range n.pos {
 		pc := shardCfg
