@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -124,7 +125,7 @@ func RingID(id peer.ID) ring.ID {
 
 // RingPeer is the ring member for a libp2p peer: its first position.
 func RingPeer(id peer.ID) ring.Peer {
-	return ring.Peer{ID: RingID(id), Addr: id.String()}
+	return ring.Peer{ID: RingID(id), Addr: idText.encode(id)}
 }
 
 // MaxPositions bounds the ring positions (virtual nodes) of one peer.
@@ -153,13 +154,13 @@ func RingPeerAt(id peer.ID, i int) ring.Peer {
 	if i == 0 {
 		return RingPeer(id)
 	}
-	return ring.Peer{ID: PositionID(id, i), Addr: id.String() + "/" + strconv.Itoa(i)}
+	return ring.Peer{ID: PositionID(id, i), Addr: idText.encode(id) + "/" + strconv.Itoa(i)}
 }
 
 // PositionOf splits a ring member into its peer ID and position index,
 // refusing an address RingPeerAt does not make.
 func PositionOf(p ring.Peer) (peer.ID, int, error) {
-	id, err := peer.Decode(p.Machine())
+	id, err := idText.decode(p.Machine())
 	if err != nil {
 		return "", 0, fmt.Errorf("ring peer %q: %w", p.Addr, err)
 	}
@@ -174,4 +175,74 @@ func PositionOf(p ring.Peer) (peer.ID, int, error) {
 		return "", 0, fmt.Errorf("ring peer %q: no position index below %d", p.Addr, MaxPositions)
 	}
 	return id, i, nil
+}
+
+// MachineOf returns the peer ID of the machine holding ring member p,
+// whatever its position.
+func MachineOf(p ring.Peer) (peer.ID, error) {
+	id, err := idText.decode(p.Machine())
+	if err != nil {
+		return "", fmt.Errorf("ring peer %q: %w", p.Addr, err)
+	}
+	return id, nil
+}
+
+// idText converts peer IDs to and from their text form (base58), the
+// form a ring member's address carries. Every ring message names its
+// peers by address, and a node of V positions encodes and decodes the
+// same few dozen neighbours' IDs over and over (p2p/node at V = 16 spent
+// about 7% of its CPU in base58, issue 28), so the conversions are
+// remembered. Both maps are bounded and emptied when full: a peer that
+// sends many IDs costs the conversions it would have cost anyway, and a
+// cached answer is the one the conversion gives, so nothing sent can
+// change what another text decodes to.
+var idText = &idCache{}
+
+// idCacheMax bounds each map of idCache.
+const idCacheMax = 4096
+
+// idCache remembers peer ID conversions; see idText.
+type idCache struct {
+	mu   sync.Mutex
+	text map[peer.ID]string
+	ids  map[string]peer.ID
+}
+
+// encode returns id.String().
+func (c *idCache) encode(id peer.ID) string {
+	c.mu.Lock()
+	s, ok := c.text[id]
+	c.mu.Unlock()
+	if ok {
+		return s
+	}
+	s = id.String()
+	c.mu.Lock()
+	if c.text == nil || len(c.text) >= idCacheMax {
+		c.text = make(map[peer.ID]string)
+	}
+	c.text[id] = s
+	c.mu.Unlock()
+	return s
+}
+
+// decode returns peer.Decode(s); failures are not remembered.
+func (c *idCache) decode(s string) (peer.ID, error) {
+	c.mu.Lock()
+	id, ok := c.ids[s]
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := peer.Decode(s)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.ids == nil || len(c.ids) >= idCacheMax {
+		c.ids = make(map[string]peer.ID)
+	}
+	c.ids[s] = id
+	c.mu.Unlock()
+	return id, nil
 }

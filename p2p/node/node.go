@@ -289,7 +289,7 @@ func (n *Node) build() error {
 		return fmt.Errorf("new node: %w", err)
 	}
 	if keyMode == urls.KeyHost {
-		n.watcher = newWatcher(n.log, 0, n.crawler.FetchBatch)
+		n.watcher = newWatcher(n.log, 0, watchBudgetFor(shardCfg.WatchTimeout), n.crawler.FetchBatch)
 	}
 	for _, p := range n.pos {
 		pc := shardCfg
@@ -537,7 +537,7 @@ func (n *Node) protectNeighbours(ctx context.Context) {
 		for _, pos := range n.pos {
 			st := pos.ring.State()
 			for _, p := range append(append([]ring.Peer{st.Predecessor}, st.Successors...), st.Fingers...) {
-				if id, err := peer.Decode(p.Machine()); err == nil && !seen[id] {
+				if id, err := p2p.MachineOf(p); err == nil && !seen[id] {
 					seen[id] = true
 					ids = append(ids, id)
 				}

@@ -45,11 +45,15 @@ const (
 	// watchMax bounds the records waiting to be fetched for predecessors.
 	watchMax = 100_000
 	// watchBudget bounds one batch of a host fetched for a predecessor;
-	// the next batch follows at once.
+	// the next batch follows at once. A batch's pages are reported done
+	// when it ends, so a watcher's budget is also at most a quarter of
+	// its WatchTimeout (watchBudgetFor): the owner's next replica, which
+	// steps in one WatchTimeout after this one, hears of the first pages
+	// before it does.
 	watchBudget = 30 * time.Second
-	// watchWait cuts a batch's last request: the budget and a request's
-	// timeout.
-	watchWait = watchBudget + 35*time.Second
+	// watchRequest is added to a batch's budget to cut its last request:
+	// a request's timeout.
+	watchRequest = 35 * time.Second
 	// watchBusyPause is the wait after the crawler had no room for a
 	// batch.
 	watchBusyPause = time.Second
@@ -68,6 +72,8 @@ type watcher struct {
 	// done reports records fetched to the manager of position pos.
 	done func(ctx context.Context, pos int, recs []shard.Record) error
 	gap  time.Duration
+	// budget bounds one batch (watchBudgetFor).
+	budget time.Duration
 
 	mu    sync.Mutex
 	hosts map[string][]shard.Record // by host, in arrival order
@@ -80,8 +86,25 @@ type watcher struct {
 	fetched atomic.Int64
 }
 
-func newWatcher(log *slog.Logger, gap time.Duration, fetch func(context.Context, *crawl.Batch) (*crawl.BatchResult, error)) *watcher {
-	return &watcher{log: log, fetch: fetch, gap: gap, hosts: map[string][]shard.Record{},
+// watchBudgetFor is the budget of a watcher's batch when replicas wait
+// watchTimeout (shard.Config.WatchTimeout, 0 for its default) before they
+// step in: watchBudget, cut to a quarter of the wait. Without the cut a
+// 2 s wait met 30 s batches: the first replica reported nothing until its
+// whole batch was fetched, and the second stepped in meanwhile (two
+// machines fetching one host's pages, seen in TestAdversaryAckAndDrop at
+// 16 positions).
+func watchBudgetFor(watchTimeout time.Duration) time.Duration {
+	if watchTimeout == 0 {
+		watchTimeout = shard.DefaultConfig().WatchTimeout
+	}
+	if watchTimeout > 0 {
+		return min(watchBudget, watchTimeout/4)
+	}
+	return watchBudget
+}
+
+func newWatcher(log *slog.Logger, gap, budget time.Duration, fetch func(context.Context, *crawl.Batch) (*crawl.BatchResult, error)) *watcher {
+	return &watcher{log: log, fetch: fetch, gap: gap, budget: budget, hosts: map[string][]shard.Record{},
 		queued: map[shard.RecordID]int{}, wake: make(chan struct{}, 1)}
 }
 
@@ -172,7 +195,7 @@ func (w *watcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		b := &crawl.Batch{Host: host, RingKey: urls.HostKey(host), Gap: w.gap, Budget: watchBudget, Wait: watchWait}
+		b := &crawl.Batch{Host: host, RingKey: urls.HostKey(host), Gap: w.gap, Budget: w.budget, Wait: w.budget + watchRequest}
 		for _, r := range batch {
 			b.Tasks = append(b.Tasks, crawl.BatchTask{Task: frontier.Task{URL: r.URL, Depth: r.Depth, Redirects: r.Redirects}})
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -32,7 +33,7 @@ func TestWatcherReportsToTheHandingPosition(t *testing.T) {
 		}
 		return res, nil
 	}
-	w := newWatcher(slog.New(slog.NewTextHandler(io.Discard, nil)), 0, fetch)
+	w := newWatcher(slog.New(slog.NewTextHandler(io.Discard, nil)), 0, watchBudget, fetch)
 	var mu sync.Mutex
 	got := map[int][]string{}
 	w.done = func(_ context.Context, pos int, recs []shard.Record) error {
@@ -74,5 +75,63 @@ func TestWatcherReportsToTheHandingPosition(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("positions told: %v, want 0 and 2", got)
+	}
+}
+
+// TestWatcherReportsWithinAQuarterOfTheWatch: a watcher fetching a long
+// host for a predecessor reports its first pages done within a quarter of
+// the replicas' WatchTimeout, so that the owner's next replica, which
+// steps in one WatchTimeout later, hears of them first. The fetch here
+// honours the batch's budget and takes 100 ms a page, 30 pages; with a
+// 2 s watch the first report must come within 0.5 s (plus slack), not
+// after the whole host (3 s).
+func TestWatcherReportsWithinAQuarterOfTheWatch(t *testing.T) {
+	const watch = 2 * time.Second
+	const perPage = 100 * time.Millisecond
+	fetch := func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+		res := &crawl.BatchResult{}
+		start := time.Now()
+		for range b.Tasks {
+			if time.Since(start) >= b.Budget {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return res, nil
+			case <-time.After(perPage):
+			}
+			res.Results = append(res.Results, crawl.TaskResult{Finished: true})
+		}
+		return res, nil
+	}
+	w := newWatcher(slog.New(slog.NewTextHandler(io.Discard, nil)), 0, watchBudgetFor(watch), fetch)
+	first := make(chan time.Time, 1)
+	w.done = func(context.Context, int, []shard.Record) error {
+		select {
+		case first <- time.Now():
+		default:
+		}
+		return nil
+	}
+	var recs []shard.Record
+	for i := range 30 {
+		u := fmt.Sprintf("http://long.test/p/%d", i)
+		recs = append(recs, shard.Record{Key: urls.HostKey("long.test"), Hash: urls.URLHash(u), URL: u})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	w.Watch(ctx, 0, "owner", recs)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+	select {
+	case at := <-first:
+		if took := at.Sub(start); took > watch/4+3*perPage {
+			t.Errorf("first pages reported %v after the watcher took them, want within %v (a quarter of the %v watch)", took.Round(time.Millisecond), watch/4, watch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pages reported in 10 s")
 	}
 }

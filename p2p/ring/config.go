@@ -44,7 +44,7 @@ type Config struct {
 	// positions do not cost V times the traffic of one (see shared.go):
 	// each position stabilizes and checks its predecessor every
 	// max(1, Positions/2) intervals and fixes its fingers every
-	// 2*Positions FixFingersIntervals, the machine's loops still ticking at the base
+	// 4*Positions FixFingersIntervals, the machine's loops still ticking at the base
 	// intervals; a step runs at once instead, at the next tick, when
 	// something changed (a new successor, a notify, a failed call to a
 	// neighbour's machine by this position or any sibling), and a

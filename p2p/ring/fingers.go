@@ -11,7 +11,7 @@ import (
 // has that node as its owner too. Failed lookups keep the old entry, which
 // is only a routing hint.
 //
-// With Config.Positions > 1 a call returns at once unless 2*Positions
+// With Config.Positions > 1 a call returns at once unless 4*Positions
 // FixFingersIntervals passed since the last (see shared.go).
 func (n *Node) FixFingers(ctx context.Context) {
 	notUrgent := false

@@ -242,11 +242,12 @@ type Stats struct {
 	// predecessor now; WatchFetches the pending records it took over to
 	// fetch itself, their owner having neither fetched nor explained them
 	// within WatchTimeout (watch.go); WatchedIn the Done marks a fellow
-	// watcher told it of.
+	// watcher told it of; WatchMoved the due keys it did not take over
+	// because the ring named another owner or could not tell (ringNames).
 	// HeldFor counts the records senders gave this node to hold for a
 	// predecessor whose acknowledgement its replicas did not vouch for
 	// (Manager.HoldFor).
-	Watching, WatchFetches, WatchedIn, HeldFor int64
+	Watching, WatchFetches, WatchedIn, WatchMoved, HeldFor int64
 	// Unplaced counts lookups that found a sender's ID owned by another
 	// peer: a sender the ring does not hold where it sits (member.go).
 	Unplaced int64

@@ -128,6 +128,7 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 	type due struct {
 		key   uint64
 		owner string
+		taken bool
 	}
 	var todo []due
 	for k, e := range m.watch {
@@ -145,15 +146,18 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		// to take back, and its records are fetched by its successor then.
 		alive := now.Sub(m.heard[e.owner].at) <= m.cfg.FailureTimeout
 		if e.taken || alive && now.Sub(last) > time.Duration(e.rank)*m.cfg.WatchTimeout {
-			todo = append(todo, due{k, e.owner})
+			todo = append(todo, due{k, e.owner, e.taken})
 		}
 	}
 	m.mu.Unlock()
 	// In key order: the same every run, as a simulation needs.
 	slices.SortFunc(todo, func(a, b due) int { return cmpUint64(a.key, b.key) })
 	for _, d := range todo {
-		var pending []Record
 		k := ring.ID(d.key)
+		if !d.taken && !m.ringNames(ctx, k, d.owner, now) {
+			continue
+		}
+		var pending []Record
 		err := m.st.ScanRecords(Range{From: k - 1, To: k}, func(r Record) error {
 			if !r.Done {
 				pending = append(pending, r)
@@ -187,6 +191,32 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		}
 		w.Watch(ctx, d.owner, pending)
 	}
+}
+
+// ringNames reports whether the ring names owner as k's owner, asked
+// before a watched key is first handed to the app. An owner that handed
+// the key's range to a node that joined in its arc no longer fetches it,
+// and its second replica, not a replica of the joiner, may never hear the
+// joiner's claim: by its epoch table the owner still holds the key, alive
+// and silent about it. When the ring names another owner, or cannot tell
+// (the lookup failed), the wait starts again instead: the joiner has the
+// records (the owner's handoff), and an owner the ring still names is
+// watched as before. Callers do not hold m.mu.
+func (m *Manager) ringNames(ctx context.Context, k ring.ID, owner string, now time.Time) bool {
+	p, _, err := m.ring.Lookup(ctx, k)
+	if err == nil && p.Addr == owner {
+		return true
+	}
+	m.mu.Lock()
+	if e := m.watch[uint64(k)]; e != nil && e.owner == owner && !e.taken {
+		e.since, e.lastDone = now, time.Time{}
+	}
+	m.stats.WatchMoved++
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Debug("watch: cannot look the key's owner up", "key", k, "err", err)
+	}
+	return false
 }
 
 // HoldFor stores recs, which a sender could not get owner to vouch for
