@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -50,6 +51,9 @@ var noDelegation bool
 type delegation struct {
 	byPhys  map[*physNode]*route.Delegator[struct{}, struct{}]
 	pending map[*physNode]int // pages in batches a machine holds as helper
+	// running is each machine's batches in progress as helper, answered
+	// at once when it leaves (helpersLeave).
+	running map[*physNode][]*helpRun
 	// lastEnd is when the last fetch of each host ended, for the
 	// politeness check: the least time between the end of one fetch of a
 	// host and the start of the next, by whichever machine.
@@ -73,11 +77,45 @@ func (s *Sim) delegation() *delegation {
 		s.deleg = &delegation{
 			byPhys:  map[*physNode]*route.Delegator[struct{}, struct{}]{},
 			pending: map[*physNode]int{},
+			running: map[*physNode][]*helpRun{},
 			lastEnd: map[int32]time.Duration{},
 			minGap:  -1,
 		}
 	}
 	return s.deleg
+}
+
+// helpRun is a batch in progress at its helper: the pages fetched so far
+// and when the last fetch ended; replied once the answer is sent.
+type helpRun struct {
+	h       *vnode
+	b       *batch
+	fetched []int32
+	lastEnd time.Duration
+	replied bool
+}
+
+// helpersLeave answers, with what they fetched, the batches machine p
+// holds as helper as it leaves, as a node's Close answers its running
+// batches before its crawler stops: their links went with its last
+// routing pass, and the owners do not fetch those pages again.
+func (s *Sim) helpersLeave(p *physNode) {
+	d := s.delegation()
+	runs := d.running[p]
+	delete(d.running, p)
+	for _, r := range runs {
+		if !r.replied {
+			r.replied = true
+			s.reply(r.h, r.b, r.fetched, r.lastEnd)
+		}
+	}
+}
+
+// helpDone ends run r: it is no longer answered when its machine leaves.
+func (s *Sim) helpDone(r *helpRun) {
+	r.replied = true
+	d := s.delegation()
+	d.running[r.h.phys] = slices.DeleteFunc(d.running[r.h.phys], func(x *helpRun) bool { return x == r })
 }
 
 // hostFetch records a fetch of host h from start to end (politeness).
@@ -263,9 +301,9 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		s.reply(h, b, nil, 0)
 		return
 	}
-	var fetched []int32
+	run := &helpRun{h: h, b: b}
+	d.running[h.phys] = append(d.running[h.phys], run)
 	var ids []uint64
-	var lastEnd time.Duration
 	// The owner's lease as the helper last heard it (route.HelperLease):
 	// asked at arrival, again before a fetch when less than
 	// leaseRenew is left; no fetch may end after it.
@@ -302,18 +340,18 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 				}
 			}
 			d.pending[h.phys] -= len(b.pages) - i
-			s.settleThenReply(h, b, fetched, ids, lastEnd, s.w.elapsed()+settleMax)
+			s.settleThenReply(run, b, ids, s.w.elapsed()+settleMax)
 			return
 		}
 		p := b.pages[i]
 		start := s.w.elapsed()
 		s.w.charge += took
-		lastEnd = s.w.elapsed()
-		s.hostFetch(b.q.h, start, lastEnd)
+		run.lastEnd = s.w.elapsed()
+		s.hostFetch(b.q.h, start, run.lastEnd)
 		s.fetched(p, h)
 		d.pages++
 		d.pending[h.phys]--
-		fetched = append(fetched, p)
+		run.fetched = append(run.fetched, p)
 		for _, l := range s.g.links(p) {
 			ids = append(ids, h.send(s.newTask(l, int(b.depths[i])+1)))
 		}
@@ -335,6 +373,7 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 			d.refused++
 			d.noLease++
 			d.pending[h.phys] -= len(b.pages)
+			s.helpDone(run)
 			s.reply(h, b, nil, 0)
 			return
 		}
@@ -398,15 +437,16 @@ func (s *Sim) askLease(h *vnode, b *batch, lease *route.HelperLease, then func(r
 
 // settleThenReply waits until the links found on the batch's pages are
 // settled with their owners, at most until limit, then replies.
-func (s *Sim) settleThenReply(h *vnode, b *batch, fetched []int32, ids []uint64, lastEnd, limit time.Duration) {
-	if !h.alive {
+func (s *Sim) settleThenReply(r *helpRun, b *batch, ids []uint64, limit time.Duration) {
+	if !r.h.alive || r.replied {
 		return
 	}
-	if h.Settled(ids) || s.w.elapsed() >= limit {
-		s.reply(h, b, fetched, lastEnd)
+	if r.h.Settled(ids) || s.w.elapsed() >= limit {
+		s.helpDone(r)
+		s.reply(r.h, b, r.fetched, r.lastEnd)
 		return
 	}
-	s.w.after(settlePoll, func() { s.settleThenReply(h, b, fetched, ids, lastEnd, limit) })
+	s.w.after(settlePoll, func() { s.settleThenReply(r, b, ids, limit) })
 }
 
 // reply sends the batch's outcome and h's load back to the owner.
