@@ -17,8 +17,9 @@ import (
 //     (fixEvery), so the machine refreshes about a quarter of a finger
 //     table's worth per interval, about half what a process with one
 //     position does: lookups start from the sibling nearest the key
-//     (Config.Siblings), whose table is the one that matters. Run (or a simulator) still calls the steps at the base
-//     intervals; a call before its stretched interval returns at once.
+//     (Config.Siblings), whose table is the one that matters. Run (or a
+//     simulator) still calls the steps at the base intervals; a call
+//     before its stretched interval returns at once.
 //   - Failure reaction does not slow down. A failed call to a peer makes
 //     every position whose first successor or predecessor is on that
 //     peer's machine (this one and its siblings: a machine fails with all

@@ -234,10 +234,12 @@ type Stats struct {
 	// parts this node gave up without a handoff, their owner having taken
 	// them over, and whose pending records it sent as tasks instead;
 	// ReroutedIn the done records this node took from a holder of such a
-	// part (see "Rerouted done marks" in reroute.go).
+	// part (see "Rerouted done marks" in reroute.go); LateDoneOut the
+	// done records of pieces this node had handed off that their
+	// receiver took from it (see "Late done marks" in late.go).
 	DegradedWrites, StaleRejections, RejectedWrites, Promotions,
 	HandoffsOut, HandoffsIn, MergesIn, Pulls, Implausible, FutureEpochs,
-	Witnessed, Rerouted, ReroutedIn int64
+	Witnessed, Rerouted, ReroutedIn, LateDoneOut int64
 	// Watching is how many host keys this node watches for a
 	// predecessor now; WatchFetches the pending records it took over to
 	// fetch itself, their owner having neither fetched nor explained them
@@ -304,7 +306,9 @@ type Manager struct {
 	checks  witnessChecks
 	// holders are the peers this node's view said held parts of its arc
 	// (reroute.go).
-	holders   map[string]holder
+	holders map[string]holder
+	// handed are the pieces this node handed off lately (late.go).
+	handed    []handedPiece
 	waitStart time.Time
 	lastView  view
 	viewSeen  bool

@@ -346,6 +346,7 @@ func (m *Manager) pushTo(ctx context.Context, to ring.Peer, part Claim, keep spa
 					m.saveTableLocked()
 				}
 				m.stats.HandoffsOut++
+				m.noteHandedLocked(r, to, part.Epoch, m.clock.Now())
 				m.mu.Unlock()
 				m.log.Info("handed off", "to", to, "range", r, "epoch", reply.Epoch)
 				continue
@@ -519,11 +520,18 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	m.lastBeat, m.beatNow = now, false
 	replicas := slices.Clone(m.replicas)
 	claims := m.own.claims.claims()
-	var recs []Record
+	var recs, gone []Record
 	for _, r := range m.progRecs {
 		if m.own.claims.covers(r.Key) {
 			recs = append(recs, r)
+		} else {
+			gone = append(gone, r)
 		}
+	}
+	late := m.lateLocked(gone, now)
+	var pieces []handedPiece
+	if late != nil {
+		pieces = slices.Clone(m.handed)
 	}
 	var hosts []HostState
 	for _, h := range m.progHosts {
@@ -533,6 +541,9 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	}
 	m.progRecs, m.progHosts = nil, nil
 	m.mu.Unlock()
+	if late != nil {
+		m.sendLate(ctx, pieces, late)
+	}
 	if len(replicas) == 0 || len(claims) == 0 {
 		return
 	}

@@ -209,7 +209,7 @@ func (m *Manager) ringNames(ctx context.Context, k ring.ID, owner string, now ti
 	}
 	m.mu.Lock()
 	if e := m.watch[uint64(k)]; e != nil && e.owner == owner && !e.taken {
-		e.since, e.lastDone = now, time.Time{}
+		e.since = now
 	}
 	m.stats.WatchMoved++
 	m.mu.Unlock()

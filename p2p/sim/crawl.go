@@ -176,6 +176,22 @@ func (a *app) Merged(ctx context.Context, recs []shard.Record) {
 	}
 }
 
+var _ shard.RerouteApp = (*app)(nil)
+
+// Rerouted implements shard.RerouteApp: a done record from a peer that
+// held the range (a late done mark, or those of a range given up) takes
+// its page out of the queue, as a node's intake marks it seen. Host
+// states are not simulated.
+func (a *app) Rerouted(ctx context.Context, recs []shard.Record, hosts []shard.HostState) {
+	for _, r := range recs {
+		if r.Done {
+			p := int32(r.Hash)
+			delete(a.queued, p)
+			a.fetched[p] = true
+		}
+	}
+}
+
 // Reroute implements shard.App: pending records of a range the Manager
 // gave up without a handoff go to their owners through the outbox, as
 // links found on a page do (with no page waiting for them).
