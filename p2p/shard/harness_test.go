@@ -293,8 +293,10 @@ type cluster struct {
 	rng    *rand.Rand
 	serial bool
 	// wrap, if set, wraps each node's transport (fault injection).
-	wrap   func(self ring.Peer, tr Transport) Transport
-	rounds int
+	wrap func(self ring.Peer, tr Transport) Transport
+	// ringWrap, if set, wraps each node's ring transport.
+	ringWrap func(self ring.Peer, tr ring.Transport) ring.Transport
+	rounds   int
 }
 
 const roundStep = 200 * time.Millisecond
@@ -332,7 +334,11 @@ func newCluster(tb testing.TB, seed uint64) *cluster {
 // manager on n's storage, registration on both networks.
 func (c *cluster) start(n *testNode) {
 	c.tb.Helper()
-	n.rn = ring.NewNode(n.peer, c.rnet.Transport(n.peer), c.rcfg)
+	rtr := c.rnet.Transport(n.peer)
+	if c.ringWrap != nil {
+		rtr = c.ringWrap(n.peer, rtr)
+	}
+	n.rn = ring.NewNode(n.peer, rtr, c.rcfg)
 	c.rnet.Register(n.peer, n.rn)
 	own := NewOwnership(n.rn)
 	n.app = newTestApp(n.st, own)

@@ -47,6 +47,11 @@ type Watcher interface {
 // maxWatched bounds the host keys a node watches.
 const maxWatched = 1 << 17
 
+// watchLookupShare: a watch scan looks keys up (ringNames) for at most
+// HeartbeatInterval/watchLookupShare after its first lookup, so that the
+// tick's next heartbeat, which renews the lease, is not held up.
+const watchLookupShare = 4
+
 // watched is one host key this node watches for its owner.
 type watched struct {
 	owner    string
@@ -152,11 +157,12 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 	m.mu.Unlock()
 	// In key order: the same every run, as a simulation needs.
 	slices.SortFunc(todo, func(a, b due) int { return cmpUint64(a.key, b.key) })
+	start, looked := m.clock.Now(), false
 	for _, d := range todo {
 		k := ring.ID(d.key)
-		if !d.taken && !m.ringNames(ctx, k, d.owner, now) {
-			continue
-		}
+		// The local scan first: a key whose records are all done is
+		// forgotten without asking the ring (it was due again every
+		// scan, and every scan looked it up).
 		var pending []Record
 		err := m.st.ScanRecords(Range{From: k - 1, To: k}, func(r Record) error {
 			if !r.Done {
@@ -168,15 +174,28 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 			m.log.Warn("watch: scan", "key", k, "err", err)
 			continue
 		}
-		m.mu.Lock()
-		e := m.watch[d.key]
 		if len(pending) == 0 {
-			if e != nil && e.taken {
+			m.mu.Lock()
+			if e := m.watch[d.key]; e != nil && e.owner == d.owner {
 				delete(m.watch, d.key) // all fetched, by someone
 			}
 			m.mu.Unlock()
 			continue
 		}
+		if !d.taken {
+			// Lookups are a network round trip each, and the tick that
+			// makes them also renews the lease: past a budget the other
+			// due keys wait for the next scan.
+			if looked && m.clock.Now().Sub(start) >= m.cfg.HeartbeatInterval/watchLookupShare {
+				continue
+			}
+			looked = true
+			if !m.ringNames(ctx, k, d.owner, now) {
+				continue
+			}
+		}
+		m.mu.Lock()
+		e := m.watch[d.key]
 		first := e != nil && !e.taken
 		if e != nil {
 			e.taken = true
