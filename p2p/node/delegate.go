@@ -13,6 +13,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0, the wiring of
@@ -106,7 +107,12 @@ func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.P
 func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(b.Wait))
 	defer cancel()
-	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: encodeBatch(b), wait: b.Wait})
+	req := encodeBatch(b)
+	if own := d.route.OwnLoad(); own >= 0 {
+		// The helper declines when it would be busier than this node.
+		req.OwnerLoad = proto.Int64(int64(own))
+	}
+	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: req, wait: b.Wait})
 	if reply != nil {
 		d.route.Report(p, replyLoad(reply))
 	}
@@ -265,6 +271,16 @@ func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBa
 	if err != nil {
 		s.refused.Add(1)
 		return &pb.FetchBatchReply{Error: err.Error()}
+	}
+	if req.OwnerLoad != nil && s.load != nil {
+		// Many owners may have heard the same low load from this node:
+		// it declines a batch that would leave it busier than the owner
+		// (route.Worth, the rule the owner applied to what it heard).
+		owner := int(min(max(req.GetOwnerLoad(), 0), route.MaxLoad))
+		if !route.Worth(owner, s.load(), len(b.Tasks)) {
+			s.busy.Add(1)
+			return &pb.FetchBatchReply{Busy: true}
+		}
 	}
 	pages := make([]string, len(b.Tasks))
 	for i, t := range b.Tasks {

@@ -1,9 +1,17 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/route"
@@ -59,5 +67,59 @@ func TestLeaseQueryAnswersTheOwnersLease(t *testing.T) {
 	r := answerLease(&pb.FetchBatchRequest{RingKey: 7, LeaseQuery: true, Host: "a.example", Tasks: []*pb.FetchTask{{Url: "http://a.example/"}}}, left)
 	if r.GetError() == "" || r.GetLeaseLeftNs() != 0 {
 		t.Errorf("a lease query carrying a batch was answered: %v", r)
+	}
+}
+
+// TestHelperDeclinesWhenBusierThanTheOwner: many owners may have heard the
+// same low load from one helper; a batch whose owner tells its own load
+// (owner_load) is declined as busy, unfetched, when the helper would be
+// busier than that owner after it (route.Worth), and goes on to admission
+// otherwise. A batch that tells no load is not declined for load.
+func TestHelperDeclinesWhenBusierThanTheOwner(t *testing.T) {
+	fetched := 0
+	s := &helper{
+		log:          slog.New(slog.DiscardHandler),
+		predecessors: func() []ring.Peer { return nil },
+		vouch:        func(uint64, string) bool { return false },
+		fetch: func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) {
+			fetched++
+			return &crawl.BatchResult{}, nil
+		},
+		load: func() int { return 100 },
+	}
+	host := "hot.example"
+	batch := func(ownerLoad *int64) *pb.FetchBatchRequest {
+		req := &pb.FetchBatchRequest{Host: host, RingKey: urls.HostKey(host), GapNs: int64(time.Second),
+			BudgetNs: int64(10 * time.Second), WaitNs: int64(20 * time.Second), OwnerLoad: ownerLoad}
+		for i := range 8 {
+			req.Tasks = append(req.Tasks, &pb.FetchTask{Url: fmt.Sprintf("https://%s/p%d", host, i)})
+		}
+		return req
+	}
+	in := p2p.Inbound{Received: time.Now()}
+	// 100 + 2 x 8 pages > 110: busier than the owner after the batch.
+	if r := s.serve(t.Context(), in, batch(proto.Int64(110))); !r.GetBusy() || r.GetLoad() != 100 {
+		t.Errorf("owner at 110 pages, helper at 100, batch of 8: reply %v, want busy with the helper's load", r)
+	}
+	if s.busy.Load() != 1 {
+		t.Errorf("busy count %d, want 1", s.busy.Load())
+	}
+	// 100 + 16 <= 116, no owner load, or a negative one read as 0 (busy):
+	// only the first two reach admission (refused here: the helper has no
+	// lease source).
+	for _, tc := range []struct {
+		load *int64
+		busy bool
+	}{{proto.Int64(116), false}, {nil, false}, {proto.Int64(-5), true}} {
+		r := s.serve(t.Context(), in, batch(tc.load))
+		if r.GetBusy() != tc.busy {
+			t.Errorf("owner load %v: reply %v, want busy %v", tc.load, r, tc.busy)
+		}
+		if !tc.busy && r.GetError() == "" {
+			t.Errorf("owner load %v: reply %v, want it refused by admission", tc.load, r)
+		}
+	}
+	if fetched != 0 {
+		t.Errorf("%d batches fetched", fetched)
 	}
 }

@@ -76,6 +76,19 @@ func (d *Delegator[Req, Rep]) UseLoad(own func() int, size func(Req) int) {
 	}
 }
 
+// OwnLoad returns this machine's work now as UseLoad's own gives it, or -1
+// without UseLoad: the load an owner tells a helper with a batch, for the
+// helper's own check (Worth).
+func (d *Delegator[Req, Rep]) OwnLoad() int {
+	d.mu.Lock()
+	own := d.own
+	d.mu.Unlock()
+	if own == nil {
+		return -1
+	}
+	return min(max(own(), 0), MaxLoad)
+}
+
 // Report records load, the work machine p reported in a reply.
 func (d *Delegator[Req, Rep]) Report(p ring.Peer, load int) {
 	load = min(max(load, 0), MaxLoad)

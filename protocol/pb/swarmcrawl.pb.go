@@ -2572,6 +2572,9 @@ func (x *PullReply) GetNextHash() uint64 {
 // nanoseconds. With lease_query set the request is no batch but a
 // helper's question to the owner of ring_key: how much longer it holds
 // that key (FetchBatchReply.lease_left_ns); host and tasks are empty.
+// owner_load, when set, is the owner's load as it sent the batch (pages
+// queued and in flight, as FetchBatchReply.load): a helper that would be
+// busier than the owner after the batch answers busy (route.Worth).
 type FetchBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
@@ -2581,6 +2584,7 @@ type FetchBatchRequest struct {
 	WaitNs        int64                  `protobuf:"varint,5,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
 	Tasks         []*FetchTask           `protobuf:"bytes,6,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	LeaseQuery    bool                   `protobuf:"varint,20,opt,name=lease_query,json=leaseQuery,proto3" json:"lease_query,omitempty"`
+	OwnerLoad     *int64                 `protobuf:"varint,21,opt,name=owner_load,json=ownerLoad,proto3,oneof" json:"owner_load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2662,6 +2666,13 @@ func (x *FetchBatchRequest) GetLeaseQuery() bool {
 		return x.LeaseQuery
 	}
 	return false
+}
+
+func (x *FetchBatchRequest) GetOwnerLoad() int64 {
+	if x != nil && x.OwnerLoad != nil {
+		return *x.OwnerLoad
+	}
+	return 0
 }
 
 // FetchTask is one task of a batch with what its owner knows of the URL
@@ -4632,7 +4643,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06epochs\x18\x05 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06epochs\x12\x12\n" +
 	"\x04more\x18\x06 \x01(\bR\x04more\x12\x19\n" +
 	"\bnext_key\x18\a \x01(\x06R\anextKey\x12\x1b\n" +
-	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\xe0\x01\n" +
+	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\x93\x02\n" +
 	"\x11FetchBatchRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x19\n" +
 	"\bring_key\x18\x02 \x01(\x06R\aringKey\x12\x15\n" +
@@ -4641,7 +4652,10 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\await_ns\x18\x05 \x01(\x03R\x06waitNs\x12.\n" +
 	"\x05tasks\x18\x06 \x03(\v2\x18.swarmcrawl.v1.FetchTaskR\x05tasks\x12\x1f\n" +
 	"\vlease_query\x18\x14 \x01(\bR\n" +
-	"leaseQuery\"\xce\x01\n" +
+	"leaseQuery\x12\"\n" +
+	"\n" +
+	"owner_load\x18\x15 \x01(\x03H\x00R\townerLoad\x88\x01\x01B\r\n" +
+	"\v_owner_load\"\xce\x01\n" +
 	"\tFetchTask\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1a\n" +
@@ -4945,6 +4959,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
+	file_pb_swarmcrawl_proto_msgTypes[34].OneofWrappers = []any{}
 	file_pb_swarmcrawl_proto_msgTypes[42].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),
