@@ -109,8 +109,9 @@ func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchR
 	defer cancel()
 	req := encodeBatch(b)
 	if own := d.route.OwnLoad(); own >= 0 {
-		// The helper declines when it would be busier than this node.
-		req.OwnerLoad = proto.Int64(int64(own))
+		// The helper declines when it would be busier than this node,
+		// whose load still holds the batch (as Send counts it).
+		req.OwnerLoad = proto.Int64(int64(min(own+len(b.Tasks), route.MaxLoad)))
 	}
 	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: req, wait: b.Wait})
 	if reply != nil {
@@ -154,6 +155,14 @@ func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *
 		return nil, fmt.Errorf("from %s: %w", p.Addr, err)
 	}
 	return res, nil
+}
+
+// trimBatch cuts r to its first n tasks (route.Delegator.UseLoad): the
+// crawler takes the tasks a reply has no outcome for back into its queue.
+func trimBatch(r fetchReq, n int) fetchReq {
+	req := proto.CloneOf(r.req)
+	req.Tasks = req.Tasks[:min(n, len(req.Tasks))]
+	return fetchReq{req: req, wait: r.wait}
 }
 
 // replyLoad is the load a reply reports, clamped to 0..route.MaxLoad: a

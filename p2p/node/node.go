@@ -335,7 +335,7 @@ func (n *Node) build() error {
 		// A hot host's batches go to the holders of its helper slots,
 		// found through the router's owner cache.
 		n.delegator.route.UseSlots(route.DefaultConfig().HelperSlots, n.router.Owner)
-		n.delegator.route.UseLoad(n.crawlLoad, func(r fetchReq) int { return len(r.req.GetTasks()) })
+		n.delegator.route.UseLoad(n.crawlLoad, func(r fetchReq) int { return len(r.req.GetTasks()) }, trimBatch)
 	}
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs

@@ -64,21 +64,24 @@ func (d *Delegator[Req, Rep]) UseSlots(n int, holder func(ctx context.Context, k
 }
 
 // UseLoad makes Send apply Choose's load rule: own returns this machine's
-// work now (pages queued and in flight), size a batch's pages. Without
+// work now (pages queued and in flight, not counting the batch Send is
+// given, which Send adds), size a batch's pages, and trim cuts a batch to
+// its first n pages: Send moves the largest batch the rule allows
+// (ChooseSize), the rest staying with the owner. Without
 // it, Send draws among the candidates by the loads heard alone and never
 // declines to delegate. Call it before the first Send.
-func (d *Delegator[Req, Rep]) UseLoad(own func() int, size func(Req) int) {
+func (d *Delegator[Req, Rep]) UseLoad(own func() int, size func(Req) int, trim func(Req, int) Req) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.own, d.size = own, size
+	d.own, d.size, d.trim = own, size, trim
 	if d.loads == nil {
 		d.loads = make(map[string]int)
 	}
 }
 
 // OwnLoad returns this machine's work now as UseLoad's own gives it, or -1
-// without UseLoad: the load an owner tells a helper with a batch, for the
-// helper's own check (Worth).
+// without UseLoad: with a batch's pages added, the load an owner tells a
+// helper with the batch, for the helper's own check (Worth).
 func (d *Delegator[Req, Rep]) OwnLoad() int {
 	d.mu.Lock()
 	own := d.own
@@ -145,6 +148,26 @@ func (d *Delegator[Req, Rep]) Candidates(ctx context.Context, key uint64) []ring
 		}
 	}
 	return out
+}
+
+// MinBatch is the fewest pages worth a batch: one page moved saves the
+// owner nothing.
+const MinBatch = 2
+
+// ChooseSize is Choose for the largest batch of at most most pages, halved
+// down to least, that the load rule lets move: the order, the size, and
+// false when not even least pages may.
+func (d *Delegator[Req, Rep]) ChooseSize(cands []ring.Peer, own, most, least int) ([]ring.Peer, int, bool) {
+	least = max(least, 1)
+	for try := most; try >= least; try /= 2 {
+		if order, ok := d.Choose(cands, own, try); ok {
+			return order, try, true
+		}
+		if len(cands) == 0 {
+			break
+		}
+	}
+	return nil, 0, false
 }
 
 // Choose orders cands (Candidates) for a batch of size pages whose owner

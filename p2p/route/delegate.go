@@ -110,10 +110,12 @@ type Delegator[Req, Rep any] struct {
 	slots     func(ctx context.Context, key uint64) (ring.Peer, error)
 	slotCount int
 	loads     map[string]int
-	// own and size, if set (UseLoad), give Send the owner's work and a
-	// batch's pages for Choose's load rule.
+	// own, size and trim, if set (UseLoad), give Send the owner's work,
+	// a batch's pages and the batch cut to its first pages, for Choose's
+	// load rule.
 	own  func() int
 	size func(Req) int
+	trim func(Req, int) Req
 }
 
 // NewDelegator returns a Delegator over t that spreads batches over h
@@ -137,13 +139,27 @@ func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ri
 	defer d.End(key)
 	own, size := -1, 0
 	d.mu.Lock()
-	ownf, sizef := d.own, d.size
+	ownf, sizef, trimf := d.own, d.size, d.trim
 	d.mu.Unlock()
 	if ownf != nil {
-		own, size = ownf(), sizef(req)
+		// The batch's pages are out of the queue own counts, and still
+		// this machine's until a helper takes them.
+		size = sizef(req)
+		own = ownf() + size
 	}
 	all := d.Candidates(ctx, key)
-	cands, worth := d.Choose(all, own, size)
+	var cands []ring.Peer
+	var worth bool
+	if ownf == nil {
+		cands, worth = d.Choose(all, own, size)
+	} else {
+		var fit int
+		cands, fit, worth = d.ChooseSize(all, own, size, min(MinBatch, size))
+		if worth && fit < size && trimf != nil {
+			// Its first pages only: the others stay with the owner.
+			req = trimf(req, fit)
+		}
+	}
 	if len(all) > 0 && !worth {
 		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no helper less loaded than this node (%d pages): %w", key, own, ErrNoHelper)
 	}

@@ -270,3 +270,31 @@ func TestHelperServeRefusesBeforeFetching(t *testing.T) {
 		t.Fatalf("stranger's batch: err %v, fetched %v", err, fetched)
 	}
 }
+
+// TestDelegatorSendsTheLargestWorthyBatch: an owner with 10 pages queued
+// besides a batch of 16 may move 8 of them to an idle helper (moving 16
+// would leave the helper busier than the owner; route.Worth): Send cuts
+// the batch to its first 8 pages and the helper gets those. An owner with
+// 1 page besides a batch of 2 moves none.
+func TestDelegatorSendsTheLargestWorthyBatch(t *testing.T) {
+	rnet := ring.NewMemNet(1)
+	net := NewMemFetchNet[[]int, int](rnet)
+	owner, a := peer("o", 0), peer("a", 1)
+	var got []int
+	net.Register(a, func(_ context.Context, _ string, pages []int) (int, error) { got = pages; return len(pages), nil })
+	d := NewDelegator(net.Transport(owner), 1, func(uint64) (ring.Peer, []ring.Peer) { return owner, []ring.Peer{a} })
+	queued := 10
+	d.UseLoad(func() int { return queued }, func(p []int) int { return len(p) }, func(p []int, n int) []int { return p[:n] })
+	batch := make([]int, 16)
+	for i := range batch {
+		batch[i] = i
+	}
+	if _, n, err := d.Send(context.Background(), 1, batch); err != nil || n != 8 || len(got) != 8 || got[7] != 7 {
+		t.Fatalf("Send = %d pages, %v; the helper got %v; want the first 8", n, err, got)
+	}
+	queued = 1
+	got = nil
+	if _, _, err := d.Send(context.Background(), 2, batch[:2]); !errors.Is(err, ErrNoHelper) || got != nil {
+		t.Fatalf("Send of 2 pages by an owner with 1 more: %v, helper got %v; want no batch moved", err, got)
+	}
+}

@@ -215,12 +215,7 @@ func (a *app) delegate(q *hostQueue) bool {
 	v.look.parallel = false
 	s.w.charge = v.look.slowest
 	own := s.load(v.phys)
-	var cands []ring.Peer
-	ok, size := false, 0
-	for try := min(delegBatchMax, len(q.pending)); !ok && try >= delegMin; try /= 2 {
-		cands, ok = dl.Choose(all, own, try)
-		size = try
-	}
+	cands, size, ok := dl.ChooseSize(all, own, min(delegBatchMax, len(q.pending)), delegMin)
 	var to *vnode
 	for _, c := range cands {
 		if h := s.byAddr[c.Addr]; h != nil && h.alive && h.phys != v.phys {
