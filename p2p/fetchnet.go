@@ -16,7 +16,7 @@ import (
 )
 
 // FetchTransport carries the fetch batches of hot hosts from their owner
-// to a helper and the helper's outcomes back (/swarmcrawl/fetch/1.0.0).
+// to a helper and the helper's outcomes back (/swarmcrawl/fetch/1.1.0).
 // The batch's meaning (which owner may send it, what its tasks and
 // outcomes must say) is the node's to check; this side bounds the
 // exchange: the request is read within 10s, the handler works at most

@@ -30,8 +30,12 @@ const (
 	// 3.0.0: PullRequest names its ring positions (60, 61).
 	PullID = "/swarmcrawl/pull/3.0.0"
 	// FetchID hands a hot host's fetch batch from its owner to a helper
-	// (FetchBatchRequest/FetchBatchReply).
-	FetchID = "/swarmcrawl/fetch/1.0.0"
+	// (FetchBatchRequest/FetchBatchReply), and carries a helper's
+	// question to the owner of how long it still holds the host's key.
+	// 1.1.0: the reply carries the helper's load (20) and the answer to
+	// a lease query (request 20, reply 21); the request carries the
+	// owner's load (21).
+	FetchID = "/swarmcrawl/fetch/1.1.0"
 	// ArchiveID lets a client list a member's WARC files and fetch byte
 	// ranges of them (ArchiveRequest/ArchiveResponse): the swarm export.
 	ArchiveID = "/swarmcrawl/archive/1.0.0"

@@ -5,31 +5,42 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+	"google.golang.org/protobuf/proto"
 )
 
-// Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0. The owner of a
-// host with a long queue keeps its control plane and hands fetch batches to
-// its first successor (crawl.Delegator); a helper fetches a batch for an
-// owner its epoch table vouches for and that is its own ring predecessor,
-// under the larger of the owner's gap and its own, and answers once the
-// links found on the batch's pages are settled with their owners.
+// Hot hosts: fetch delegation over /swarmcrawl/fetch/1.0.0, the wiring of
+// the routing layer's delegation (p2p/route: Delegator, HelperAdmission,
+// Helper) over libp2p. The owner of a host with a long queue keeps its
+// control plane and hands fetch batches to the holders of the host's
+// helper slots (route.SlotKey, route.Config.HelperSlots; found through the
+// router's owner cache), one batch of a host at a time (crawl.Delegator).
+// A helper fetches a batch for its ring predecessor that its epoch table
+// vouches for, or for the machine its own lookup names as the host's
+// holder while one of its positions holds one of the host's slots; under
+// the larger of the owner's gap and its own, no sooner than one full gap
+// after the batch arrived; and answers once the links found on the
+// batch's pages are settled with their owners.
 //
-// One helper per owner: whatever an owner asks, and of however many
-// nodes, only its first successor fetches for it, one batch of a host at
-// a time, so the honest nodes' requests to a host never come faster than
-// one per delay (the owner holds the host's lease while a batch runs). An
-// owner that sent its batches to every replica at once had each fetch
-// side by side with the others (issue 29: 60 of 120 gaps under 90 ms at
-// a 100 ms delay). Each node checks this from its own ring state, not the
-// sender's word: its predecessor is the only owner it helps.
+// Each node checks this from its own ring state, not the sender's word,
+// so a hostile owner that sends one batch to many nodes at once has it
+// fetched by at most the host's slot holders (issue 29: before any check,
+// by every node it asked). A helper fetches only within the owner's
+// lease on the host's key: it asks the owner (a lease_query on the same
+// protocol, answered from shard.Ownership.LeaseLeft) when the batch
+// arrives and again before the answer runs out, and stops when it does
+// (route.HelperLease), so an owner that crashes mid-batch leaves no
+// helper fetching when its replica promotes itself. Every reply carries
+// the helper's load (pages queued and in flight, clamped on read), and
+// the owner chooses among the slots by load and delegates only to a
+// helper less loaded than itself (route.Delegator.UseLoad, Choose).
 
 // Helper tuning.
 const (
@@ -48,51 +59,72 @@ const (
 	vouchPoll = 50 * time.Millisecond
 )
 
-// delegator implements crawl.Delegator over the fetch transport: it hands
-// a batch to the first successor of the ring position that owns it, the
-// one helper that takes that position's batches.
+// delegator implements crawl.Delegator over the fetch transport with the
+// routing layer's route.Delegator.
 type delegator struct {
 	fetch *p2p.FetchTransport
-	// successors returns the node's position that holds a ring key, and
-	// its successor list, nearest first.
-	successors func(key uint64) (self ring.Peer, succs []ring.Peer)
-	log        *slog.Logger
+	route *route.Delegator[fetchReq, *pb.FetchBatchReply]
+	log   *slog.Logger
 
 	sent, noHelper, sendFails atomic.Int64
 }
 
 var _ crawl.Delegator = (*delegator)(nil)
 
-func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.Peer, []ring.Peer), log *slog.Logger) *delegator {
-	return &delegator{fetch: fetch, successors: successors, log: log}
+// fetchReq is a batch on the wire with how long the owner waits for it.
+type fetchReq struct {
+	req  *pb.FetchBatchRequest
+	wait time.Duration
 }
 
-// helper returns the first successor on another machine of the position
-// that holds key, if the host is connected to it: the only node that
-// helps that position (see helper.serve).
-func (d *delegator) helper(key uint64) (ring.Peer, bool) {
-	self, succs := d.successors(key)
-	for _, p := range succs {
-		if p.Machine() != self.Machine() {
-			return p, d.fetch.Connected(p)
-		}
+// fetchTransport is route.FetchTransport over libp2p.
+type fetchTransport struct{ t *p2p.FetchTransport }
+
+// Connected implements route.FetchTransport.
+func (f fetchTransport) Connected(p ring.Peer) bool { return f.t.Connected(p) }
+
+// Fetch implements route.FetchTransport: a batch that never reached the
+// helper wraps route.ErrNoHelper.
+func (f fetchTransport) Fetch(ctx context.Context, to ring.Peer, r fetchReq) (*pb.FetchBatchReply, error) {
+	reply, err := f.t.Fetch(ctx, to, r.req, r.wait)
+	if errors.Is(err, p2p.ErrNotDelivered) {
+		return nil, fmt.Errorf("%w: %w", err, route.ErrNoHelper)
 	}
-	return ring.Peer{}, false
+	return reply, err
 }
 
-// Delegate sends b to the helper and returns its outcome. The whole
+// newDelegator returns the delegator of a node whose position holding a
+// ring key and its successor list successors returns.
+func newDelegator(fetch *p2p.FetchTransport, successors func(key uint64) (ring.Peer, []ring.Peer), log *slog.Logger) *delegator {
+	h := route.DefaultConfig().Helpers
+	return &delegator{fetch: fetch, route: route.NewDelegator(route.FetchTransport[fetchReq, *pb.FetchBatchReply](fetchTransport{fetch}), h, successors), log: log}
+}
+
+// Delegate sends b to the next helper and returns its outcome. The whole
 // exchange ends by b.Wait. A helper that is busy, refuses the batch or
 // cannot be reached fetched nothing: the error wraps crawl.ErrNoHelper, and
 // the owner fetches the batch itself.
 func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(b.Wait))
 	defer cancel()
-	p, ok := d.helper(b.RingKey)
-	if !ok {
-		d.noHelper.Add(1)
-		return nil, fmt.Errorf("delegate %d tasks of %s: no live successor: %w", len(b.Tasks), b.Host, crawl.ErrNoHelper)
+	req := encodeBatch(b)
+	if own := d.route.OwnLoad(); own >= 0 {
+		// The helper declines when it would be busier than this node,
+		// whose load still holds the batch (as Send counts it).
+		req.OwnerLoad = proto.Int64(int64(min(own+len(b.Tasks), route.MaxLoad)))
 	}
-	res, err := d.send(ctx, p, b, encodeBatch(b))
+	p, reply, err := d.route.Send(ctx, b.RingKey, fetchReq{req: req, wait: b.Wait})
+	if reply != nil {
+		d.route.Report(p, replyLoad(reply))
+	}
+	var res *crawl.BatchResult
+	if err == nil {
+		if res, err = decodeFetchReply(b, reply); err != nil {
+			err = fmt.Errorf("from %s: %w", p.Addr, err)
+		}
+	} else if errors.Is(err, route.ErrNoHelper) || errors.Is(err, route.ErrHostBusy) {
+		err = fmt.Errorf("%w: %w", err, crawl.ErrNoHelper)
+	}
 	switch {
 	case err == nil:
 		d.sent.Add(1)
@@ -125,6 +157,74 @@ func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *
 	return res, nil
 }
 
+// trimBatch cuts r to its first n tasks (route.Delegator.UseLoad): the
+// crawler takes the tasks a reply has no outcome for back into its queue.
+func trimBatch(r fetchReq, n int) fetchReq {
+	req := proto.CloneOf(r.req)
+	req.Tasks = req.Tasks[:min(n, len(req.Tasks))]
+	return fetchReq{req: req, wait: r.wait}
+}
+
+// replyLoad is the load a reply reports, clamped to 0..route.MaxLoad: a
+// helper's word, which moves only the choice among its host's slots.
+func replyLoad(r *pb.FetchBatchReply) int {
+	return int(min(max(r.GetLoad(), 0), route.MaxLoad))
+}
+
+// leaseQueryWait bounds a lease question's exchange when the helper's
+// lease leaves it no shorter deadline.
+const leaseQueryWait = 2 * time.Second
+
+// askLease asks owner, a ring position, how much longer it holds key (a
+// lease_query on the fetch protocol; route.Helper.Lease). A negative
+// answer counts as none; route.HelperLease clamps a long one.
+func askLease(t *p2p.FetchTransport) func(ctx context.Context, owner string, key uint64) (time.Duration, error) {
+	return func(ctx context.Context, owner string, key uint64) (time.Duration, error) {
+		wait := leaseQueryWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait <= 0 {
+			return 0, fmt.Errorf("lease of %016x from %s: %w", key, owner, context.DeadlineExceeded)
+		}
+		reply, err := t.Fetch(ctx, ring.Peer{Addr: owner}, &pb.FetchBatchRequest{RingKey: key, LeaseQuery: true}, wait)
+		if err != nil {
+			return 0, fmt.Errorf("lease of %016x from %s: %w", key, owner, err)
+		}
+		if reply.GetError() != "" {
+			return 0, fmt.Errorf("lease of %016x from %s: %s", key, owner, reply.GetError())
+		}
+		return time.Duration(max(reply.GetLeaseLeftNs(), 0)), nil
+	}
+}
+
+// answerLease is the owner's answer to a lease question: how long the
+// position of this node that holds key may still work on it (0: none
+// does).
+func answerLease(req *pb.FetchBatchRequest, leaseLeft func(key uint64) time.Duration) *pb.FetchBatchReply {
+	if req.GetHost() != "" || len(req.GetTasks()) > 0 {
+		return &pb.FetchBatchReply{Error: "lease query carries a batch"}
+	}
+	return &pb.FetchBatchReply{LeaseLeftNs: int64(leaseLeft(req.GetRingKey()))}
+}
+
+// leaseLeft returns how long the position holding key may still work on
+// it (shard.Ownership.LeaseLeft), 0 when none may.
+func (ps positions) leaseLeft(key uint64) time.Duration {
+	var left time.Duration
+	for _, p := range ps {
+		left = max(left, p.own.LeaseLeft(key))
+	}
+	return left
+}
+
+// crawlLoad is this node's load as it reports it to owners and weighs it
+// as an owner: pages queued and in flight.
+func (n *Node) crawlLoad() int {
+	st := n.crawler.Stats()
+	return int(min(max(st.Queued+st.InFlight, 0), route.MaxLoad))
+}
+
 // helper is the helper side of the fetch protocol: it fetches batches for
 // the owners its epoch table vouches for.
 type helper struct {
@@ -137,8 +237,18 @@ type helper struct {
 	// fetches a batch (crawl.Crawler.FetchBatch); links settles the links
 	// found on its pages (the node's outbox).
 	vouch func(key uint64, owner string) bool
+	// slots, if set, lets the node help owners beyond its predecessors:
+	// the holders of hosts whose helper slots it holds
+	// (route.HelperAdmission.Slots).
+	slots route.SlotView
 	fetch func(ctx context.Context, b *crawl.Batch) (*crawl.BatchResult, error)
 	links linkSettler
+	// leaseLeft answers owners' lease questions about keys this node
+	// holds, lease asks an owner (askLease), load is this node's load for
+	// its replies.
+	leaseLeft func(key uint64) time.Duration
+	lease     func(ctx context.Context, owner string, key uint64) (time.Duration, error)
+	load      func() int
 
 	served, refused, busy atomic.Int64
 }
@@ -150,38 +260,75 @@ type linkSettler interface {
 }
 
 // serve fetches one batch for in.From, which arrived at in.Received, and
-// builds the reply. It runs under ctx, which ends when the node stops
-// serving the protocol.
+// builds the reply (route.Helper.Serve: admission, the gap after arrival,
+// the owner watch, link settling). It runs under ctx, which ends when the
+// node stops serving the protocol.
 func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRequest) *pb.FetchBatchReply {
-	from := in.From.String()
+	if req.GetLeaseQuery() {
+		return answerLease(req, s.leaseLeft)
+	}
+	out := s.serveBatch(ctx, in, req)
+	if s.load != nil {
+		out.Load = int64(s.load())
+	}
+	return out
+}
+
+// serveBatch fetches one batch (serve).
+func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRequest) *pb.FetchBatchReply {
 	b, err := decodeBatch(req)
 	if err != nil {
 		s.refused.Add(1)
 		return &pb.FetchBatchReply{Error: err.Error()}
 	}
-	owner, ok := s.predecessorOf(from)
-	if !ok {
-		s.refused.Add(1)
-		s.log.Debug("fetch batch refused: sender not this node's predecessor", "from", p2p.ShortID(in.From), "host", b.Host)
-		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s is not this node's ring predecessor, the only owner it helps", p2p.ShortID(in.From))}
+	if req.OwnerLoad != nil && s.load != nil {
+		// Many owners may have heard the same low load from this node:
+		// it declines a batch that would leave it busier than the owner
+		// (route.Worth, the rule the owner applied to what it heard).
+		owner := int(min(max(req.GetOwnerLoad(), 0), route.MaxLoad))
+		if !route.Worth(owner, s.load(), len(b.Tasks)) {
+			s.busy.Add(1)
+			return &pb.FetchBatchReply{Busy: true}
+		}
 	}
-	if !s.vouch(b.RingKey, owner) {
-		s.refused.Add(1)
-		s.log.Debug("fetch batch refused: sender not the owner", "from", p2p.ShortID(in.From), "host", b.Host)
-		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch: %s does not own %s as far as this node knows", p2p.ShortID(in.From), b.Host)}
+	pages := make([]string, len(b.Tasks))
+	for i, t := range b.Tasks {
+		pages[i] = t.Task.URL
 	}
-	ctx, cancel := context.WithDeadline(ctx, in.Received.Add(b.Wait-min(fetchReplyMargin, b.Wait/4)))
-	defer cancel()
-	stopWatch := s.watchOwner(ctx, cancel, b.RingKey, owner)
-	res, err := s.fetch(ctx, b)
-	stopWatch()
-	fetched := time.Now()
-	// Whatever happened, the links of the batch's pages are this
-	// handler's to settle: the owner never calls TakeLinks for them.
-	settled := s.settle(ctx, b)
+	rh := &route.Helper{
+		Admission: route.HelperAdmission{View: helperView{s}, Machines: route.DefaultConfig().Helpers, Slots: s.slots, SlotCount: route.DefaultConfig().HelperSlots},
+		Links:     s.links,
+		Lease:     s.lease,
+		WatchPoll: vouchPoll, SettleMax: settleMax, SettlePoll: settlePoll,
+	}
+	hr := route.HelpRequest{
+		From: in.From.String(), Key: b.RingKey, Pages: pages, Gap: b.Gap,
+		Received: in.Received, Deadline: in.Received.Add(b.Wait - min(fetchReplyMargin, b.Wait/4)),
+	}
+	var res *crawl.BatchResult
+	var fetched time.Time
+	settled, err := rh.Serve(ctx, hr, func(ctx context.Context, until func() time.Time) error {
+		// No request starts after the owner's lease as confirmed now: the
+		// crawler's budget bounds starts, counted from this call.
+		b.Budget = min(b.Budget, time.Until(until()))
+		if b.Budget <= 0 {
+			return route.ErrNoLease
+		}
+		var ferr error
+		res, ferr = s.fetch(ctx, b)
+		fetched = time.Now()
+		return ferr
+	})
 	switch {
+	case errors.Is(err, route.ErrNotHelped) || errors.Is(err, route.ErrNotVouched) || errors.Is(err, route.ErrNoLease) && fetched.IsZero():
+		s.refused.Add(1)
+		s.log.Debug("fetch batch refused", "from", p2p.ShortID(in.From), "host", b.Host, "err", err)
+		return &pb.FetchBatchReply{Error: fmt.Sprintf("fetch batch from %s: %v", p2p.ShortID(in.From), err)}
 	case errors.Is(err, crawl.ErrBusy):
 		s.busy.Add(1)
+		return &pb.FetchBatchReply{Busy: true}
+	case err != nil && fetched.IsZero():
+		// Stopped while waiting the gap: nothing was fetched.
 		return &pb.FetchBatchReply{Busy: true}
 	case err != nil:
 		// FetchBatch fails only by refusing a malformed batch, before
@@ -206,75 +353,47 @@ func (s *helper) serve(ctx context.Context, in p2p.Inbound, req *pb.FetchBatchRe
 	return out
 }
 
-// predecessorOf returns the position of machine from that is the ring
-// predecessor of one of this node's positions, if any: with virtual
-// nodes, a machine helps the predecessors of each of its positions.
-func (s *helper) predecessorOf(from string) (string, bool) {
-	for _, p := range s.predecessors() {
-		if !p.IsZero() && p.Machine() == from {
-			return p.Addr, true
-		}
+// helperView is the node's ring and epoch tables as route.HelperAdmission
+// sees them: one predecessor per position.
+type helperView struct{ s *helper }
+
+// Machine implements route.HelperView. Left empty: a predecessor on this
+// node's own machine counts as a machine, as in the node's check before
+// the routing layer had it, and never sends (a machine does not delegate
+// to itself).
+func (v helperView) Machine() string { return "" }
+
+// Predecessors implements route.HelperView.
+func (v helperView) Predecessors() [][]ring.Peer {
+	ps := v.s.predecessors()
+	out := make([][]ring.Peer, len(ps))
+	for i, p := range ps {
+		out[i] = []ring.Peer{p}
 	}
-	return "", false
+	return out
 }
 
-// watchOwner cancels a batch as soon as this node's epoch table stops
-// vouching for its sender (a replica promoted itself, or learnt of a higher
-// claim), or the sender stops being its predecessor (a node joined between
-// them, and helps the owner from now), so that a stale owner's batch does not run on beside the new
-// owner's fetches of the same host. The returned function stops the watch
-// and waits for it.
-func (s *helper) watchOwner(ctx context.Context, cancel context.CancelFunc, key uint64, owner string) (stop func()) {
-	quit := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(vouchPoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-			if !s.vouch(key, owner) || !slices.ContainsFunc(s.predecessors(), func(p ring.Peer) bool { return p.Addr == owner }) {
-				s.log.Info("fetch batch cut short: sender no longer owns the host, or is no longer this node's predecessor", "owner", owner)
-				cancel()
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-	}
+// Vouch implements route.HelperView.
+func (v helperView) Vouch(key uint64, owner string) bool { return v.s.vouch(key, owner) }
+
+// helperSlots is the node's route.SlotView: its router's owner lookups
+// (cached a few seconds) and its positions' ring arcs.
+type helperSlots struct {
+	router *route.Router
+	pos    positions
 }
 
-// settle waits until the links found on the pages of b's tasks are
-// settled with their owners, at most settleMax or until ctx ends, and
-// reports whether they are.
-func (s *helper) settle(ctx context.Context, b *crawl.Batch) bool {
-	var ids []uint64
-	for _, t := range b.Tasks {
-		ids = append(ids, s.links.TakeLinks(t.Task.URL)...)
-	}
-	if len(ids) == 0 {
-		return true
-	}
-	deadline := time.NewTimer(settleMax)
-	defer deadline.Stop()
-	tick := time.NewTicker(settlePoll)
-	defer tick.Stop()
-	for !s.links.Settled(ids) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-deadline.C:
-			return false
-		case <-tick.C:
+// Owner implements route.SlotView.
+func (h helperSlots) Owner(ctx context.Context, key uint64) (ring.Peer, error) {
+	return h.router.Owner(ctx, key)
+}
+
+// Holds implements route.SlotView.
+func (h helperSlots) Holds(k uint64) bool {
+	for _, p := range h.pos {
+		if p.ring.Owns(ring.ID(k)) {
+			return true
 		}
 	}
-	return true
+	return false
 }

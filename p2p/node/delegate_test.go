@@ -270,7 +270,9 @@ func newTestHelper(t *testing.T, fetch func(ctx context.Context, b *crawl.Batch)
 			th.lastMu.Unlock()
 			return fetch(ctx, b)
 		},
-		links: th.links}
+		links: th.links,
+		// The owner's lease is not what these tests check.
+		lease: func(context.Context, string, uint64) (time.Duration, error) { return time.Minute, nil }}
 	p2p.NewFetchTransport(th.h, th.streams, log).Serve(th.srv.serve)
 	t.Cleanup(th.streams.Close)
 	return th
@@ -503,9 +505,9 @@ func TestFetchBadHelper(t *testing.T) {
 	if err := d.host.Connect(context.Background(), mute.Peerstore().PeerInfo(mute.ID())); err != nil {
 		t.Fatal(err)
 	}
-	d.successors = func(uint64) (ring.Peer, []ring.Peer) {
+	d.delegator = newDelegator(d.fetch, func(uint64) (ring.Peer, []ring.Peer) {
 		return p2p.RingPeer(d.host.ID()), []ring.Peer{p2p.RingPeer(mute.ID())}
-	}
+	}, d.log)
 	b := testBatch(1)
 	b.Budget, b.Wait = 100*time.Millisecond, 300*time.Millisecond
 	start := time.Now()

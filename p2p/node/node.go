@@ -331,6 +331,12 @@ func (n *Node) build() error {
 	// the receipts for that position (route.ReceiptCheck).
 	n.router = route.NewRouter(n.ring, n.owner, taskSender{n.tasks}, route.Config{Logger: n.log, Receipts: receipts,
 		Local: func(p ring.Peer) bool { return p.Machine() == n.ring.Self().Machine() }})
+	if n.delegator != nil {
+		// A hot host's batches go to the holders of its helper slots,
+		// found through the router's owner cache.
+		n.delegator.route.UseSlots(route.DefaultConfig().HelperSlots, n.router.Owner)
+		n.delegator.route.UseLoad(n.crawlLoad, func(r fetchReq) int { return len(r.req.GetTasks()) }, trimBatch)
+	}
 	n.links = &linkRouter{router: n.router, outbox: n.outbox, rules: rules, proofs: &seedProofs{}}
 	n.outbox.proofs = n.links.proofs
 	n.swarm = &swarmStatus{n: n}
@@ -338,7 +344,8 @@ func (n *Node) build() error {
 	n.progress = &progress{finished: n.progressQ, shard: n.pos, crawler: n.crawler, log: n.log}
 	n.metrics.MustRegister(nodeCollector{n})
 	if keyMode == urls.KeyHost {
-		n.helper = &helper{log: n.log, predecessors: n.pos.predecessors, vouch: n.pos.vouch, fetch: n.crawler.FetchBatch, links: n.outbox}
+		n.helper = &helper{log: n.log, predecessors: n.pos.predecessors, vouch: n.pos.vouch, fetch: n.crawler.FetchBatch, links: n.outbox,
+			slots: helperSlots{router: n.router, pos: n.pos}, leaseLeft: n.pos.leaseLeft, lease: askLease(n.fetchTr), load: n.crawlLoad}
 	}
 	return nil
 }

@@ -33,6 +33,21 @@ type Config struct {
 	// (one of its ring positions, which share its Owner): a batch for it
 	// goes to the Owner, not over the transport. Nil: only Ring.Self is.
 	Local func(ring.Peer) bool
+	// Helpers is how many machines share a hot host's fetch batches: an
+	// owner hands successive batches to the first Helpers machines of its
+	// successor list in turn (HelperOf, Delegator), and a helper fetches
+	// for the owners within Helpers machines before one of its positions
+	// (HelperAdmission). Default 1, the first successor alone: a helper
+	// knows one predecessor per position (ring.Node.Predecessor), and its
+	// epoch table vouches only for the owners it replicates (K).
+	Helpers int
+	// HelperSlots is how many helper slots a hot host has (SlotKey): the
+	// machines holding them may fetch its batches for its owner, which
+	// chooses among them by load (Delegator.UseSlots, Choose), and each
+	// checks from its own ring state that it holds a slot and that the
+	// sender holds the host (HelperAdmission.Slots). It bounds the
+	// machines a hostile owner can set on one host at once. Default 8.
+	HelperSlots int
 	// Clock tells the time (the owner cache's). Default the wall clock.
 	Clock ring.Clock
 	// Logger receives the router's debug lines and warnings. Default
@@ -48,6 +63,8 @@ func DefaultConfig() Config {
 		MaxBatch:      protocol.MaxBatchTasks,
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
+		Helpers:       1,
+		HelperSlots:   8,
 		Clock:         ring.RealClock(),
 		Logger:        slog.Default(),
 	}
@@ -70,6 +87,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = d.RetryMax
+	}
+	if c.HelperSlots <= 0 {
+		c.HelperSlots = d.HelperSlots
+	}
+	if c.Helpers <= 0 {
+		c.Helpers = d.Helpers
 	}
 	if c.Clock == nil {
 		c.Clock = d.Clock

@@ -125,3 +125,85 @@ func (t *memTransport) SendFor(ctx context.Context, to, owner ring.Peer, tasks [
 	res.Rejected = slices.Clone(res.Rejected)
 	return res, nil
 }
+
+// FetchHandler is the receiving side of a fetch network: a helper's
+// handling of one batch from machine from.
+type FetchHandler[Req, Rep any] func(ctx context.Context, from string, req Req) (Rep, error)
+
+// MemFetchNet is an in-memory fetch network (FetchTransport) layered on a
+// ring MemNet like MemNet: every batch goes through the ring network's
+// fault model (crashed peers, partitions, drops, delay). A batch that
+// never reached its helper fails with ErrNoHelper; one whose reply was
+// lost fails without it (the helper may have fetched). The helper's
+// handler runs in the caller's goroutine.
+type MemFetchNet[Req, Rep any] struct {
+	net *ring.MemNet
+
+	mu      sync.Mutex
+	helpers map[string]FetchHandler[Req, Rep]
+}
+
+// NewMemFetchNet returns an empty fetch network over ringNet.
+func NewMemFetchNet[Req, Rep any](ringNet *ring.MemNet) *MemFetchNet[Req, Rep] {
+	return &MemFetchNet[Req, Rep]{net: ringNet, helpers: make(map[string]FetchHandler[Req, Rep])}
+}
+
+// Register attaches the helper at p.Addr, replacing any previous one.
+func (n *MemFetchNet[Req, Rep]) Register(p ring.Peer, h FetchHandler[Req, Rep]) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.helpers[p.Addr] = h
+}
+
+// Unregister detaches the helper at addr.
+func (n *MemFetchNet[Req, Rep]) Unregister(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.helpers, addr)
+}
+
+// Transport returns the FetchTransport self sends with.
+func (n *MemFetchNet[Req, Rep]) Transport(self ring.Peer) FetchTransport[Req, Rep] {
+	return &memFetchTransport[Req, Rep]{net: n, self: self}
+}
+
+type memFetchTransport[Req, Rep any] struct {
+	net  *MemFetchNet[Req, Rep]
+	self ring.Peer
+}
+
+// Connected implements FetchTransport: a registered helper the network
+// reaches now.
+func (t *memFetchTransport[Req, Rep]) Connected(to ring.Peer) bool {
+	t.net.mu.Lock()
+	_, ok := t.net.helpers[to.Addr]
+	t.net.mu.Unlock()
+	return ok
+}
+
+// Fetch implements FetchTransport.
+func (t *memFetchTransport[Req, Rep]) Fetch(ctx context.Context, to ring.Peer, req Req) (Rep, error) {
+	var zero Rep
+	t.net.mu.Lock()
+	h, ok := t.net.helpers[to.Addr]
+	t.net.mu.Unlock()
+	if !ok {
+		return zero, fmt.Errorf("fetch batch %s -> %s: no helper: %w", t.self.Addr, to.Addr, ErrNoHelper)
+	}
+	var rep Rep
+	var callErr error
+	called := false
+	err := t.net.net.Deliver(ctx, t.self.Addr, to.Addr, func() {
+		called = true
+		rep, callErr = h(ctx, t.self.Machine(), req)
+	})
+	switch {
+	case err != nil && !called:
+		return zero, fmt.Errorf("fetch batch %s -> %s: %w: %w", t.self.Addr, to.Addr, err, ErrNoHelper)
+	case err != nil:
+		return zero, fmt.Errorf("fetch batch %s -> %s: reply lost: %w", t.self.Addr, to.Addr, err)
+	case callErr != nil:
+		return zero, fmt.Errorf("fetch batch %s -> %s: %w", t.self.Addr, to.Addr, callErr)
+	}
+	return rep, nil
+}

@@ -231,6 +231,13 @@ func (r *Router) failed(b Batch, err error) {
 	log.Debug("send failed", "to", b.To.Addr, "tasks", len(b.Tasks), "err", err)
 }
 
+// Owner returns the ring position that holds key, through the router's
+// short-lived owner cache (Config.OwnerCacheTTL): a helper's check of a
+// sender's claim (SlotView.Owner), an owner's lookup of its helper slots.
+func (r *Router) Owner(ctx context.Context, key uint64) (ring.Peer, error) {
+	return r.lookup(ctx, ring.ID(key))
+}
+
 // lookup finds key's owner, through the short-lived cache.
 func (r *Router) lookup(ctx context.Context, key ring.ID) (ring.Peer, error) {
 	now := r.cfg.Clock.Now()

@@ -62,6 +62,12 @@ type hostQueue struct {
 	h         int32
 	pending   []int32
 	scheduled bool
+	// out: a batch of the host is at a helper (delegate); the queue
+	// waits for its reply.
+	out bool
+	// declined: the last helper asked declined a batch as busier than
+	// the owner; the owner fetches the next page itself.
+	declined bool
 	// watch: the host's pages are fetched for an owner that neither
 	// fetched nor explained them (shard.Watcher), not under a claim.
 	watch bool
@@ -77,6 +83,9 @@ type app struct {
 	queued  map[int32]int32         // page -> depth, pages in some host queue
 	fetched map[int32]bool          // pages fetched here (a node's page records)
 	next    map[int32]time.Duration // host -> earliest next fetch (politeness)
+	// outUntil: host -> when a batch out at a helper has surely stopped
+	// (delegate.go), for the host state a range carries when it leaves.
+	outUntil map[int32]time.Duration
 }
 
 var _ shard.App = (*app)(nil)
@@ -89,6 +98,8 @@ func newApp(v *vnode) *app {
 		queued:  map[int32]int32{},
 		fetched: map[int32]bool{},
 		next:    map[int32]time.Duration{},
+
+		outUntil: map[int32]time.Duration{},
 	}
 }
 
@@ -125,6 +136,12 @@ func (a *app) Deactivate(ctx context.Context, r shard.Range) error {
 	a.drop(r)
 	g := a.v.s.g
 	var save []shard.HostState
+	for h, u := range a.outUntil {
+		if r.Contains(g.hostKey(h)) && u > a.next[h] {
+			// A batch of h is out: the next owner waits for its helper.
+			a.next[h] = u
+		}
+	}
 	for h, t := range a.next {
 		if r.Contains(g.hostKey(h)) {
 			var b [8]byte
@@ -256,7 +273,7 @@ func (a *app) enqueue(p, d int32) {
 }
 
 func (a *app) schedule(q *hostQueue) {
-	if q.scheduled || len(q.pending) == 0 {
+	if q.scheduled || q.out || len(q.pending) == 0 {
 		return
 	}
 	q.scheduled = true
@@ -298,12 +315,17 @@ func (a *app) fetchFrom(q *hostQueue) {
 		s.w.after(notOwnedRetry, func() { a.fetchFrom(q) })
 		return
 	}
+	if a.delegate(q) {
+		return
+	}
 	p := q.pending[0]
 	q.pending = q.pending[1:]
 	depth := a.queued[p]
 	delete(a.queued, p)
 	s.act = actCrawl
+	start := s.w.elapsed()
 	s.w.charge += s.cfg.FetchTime/10 + time.Duration(s.rng.Int64N(int64(s.cfg.FetchTime*9/10)+1))
+	s.hostFetch(q.h, start, s.w.elapsed())
 	s.fetched(p, v)
 	a.fetched[p] = true
 	a.next[q.h] = s.w.elapsed() + s.cfg.Delay

@@ -230,6 +230,7 @@ func (s *Sim) crash(p *physNode) {
 		return
 	}
 	s.retire(p)
+	delete(s.delegation().running, p)
 	for _, v := range p.vnodes {
 		s.rnet.Crash(v.peer.Addr)
 		s.rnet.Unregister(v.peer.Addr)
@@ -248,6 +249,8 @@ func (s *Sim) leave(p *physNode) {
 		return
 	}
 	s.retire(p)
+	// Its batches as helper are answered first, as a node's Close does.
+	s.helpersLeave(p)
 	for _, v := range p.vnodes {
 		if v.joined {
 			s.act = actCrawl

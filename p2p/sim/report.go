@@ -202,6 +202,32 @@ type CrawlReport struct {
 	Unvouched    int64 `json:"unvouched_acks,omitempty"`
 	HeldForOwner int64 `json:"held_for_owner,omitempty"`
 	WatchFetches int64 `json:"watch_fetches,omitempty"`
+	// Hot-host delegation (delegate.go): batches handed to helpers, those
+	// refused and lost (no reply by the owner's deadline) and cut short
+	// (the owner lost the host), pages the helpers fetched, and the
+	// batches' and replies' messages per machine.
+	DelegBatches     int64   `json:"deleg_batches"`
+	DelegRefused     int64   `json:"deleg_refused"`
+	DelegBusy        int64   `json:"deleg_busy"`
+	DelegLost        int64   `json:"deleg_lost"`
+	DelegCut         int64   `json:"deleg_cut"`
+	DelegPages       int64   `json:"deleg_pages"`
+	DelegMsgsPerNode float64 `json:"deleg_msgs_per_node"`
+	// DelegLeaseCut counts batches cut short because the owner's lease
+	// would run out (route.HelperLease), DelegNoLease those refused
+	// because the owner confirmed none; DelegLeaseMsgsPerNode is the
+	// lease questions' and answers' messages per machine (part of
+	// DelegMsgsPerNode).
+	DelegLeaseCut         int64   `json:"deleg_lease_cut"`
+	DelegNoLease          int64   `json:"deleg_no_lease"`
+	DelegLeaseMsgsPerNode float64 `json:"deleg_lease_msgs_per_node"`
+	// MinHostGapMs is the least time between the end of one fetch of a
+	// host and the start of the next, by whichever machines (politeness:
+	// at least the delay); UnderGap counts the pairs closer than the
+	// delay, of HostGaps pairs.
+	MinHostGapMs float64 `json:"min_host_gap_ms"`
+	UnderGap     int64   `json:"under_gap"`
+	HostGaps     int64   `json:"host_gaps"`
 }
 
 // ChurnReport counts membership events.
@@ -399,6 +425,15 @@ func (s *Sim) crawlReport(r *Report) {
 		SquatWrites: s.squatWrites, SquatTaken: s.squatTaken, Defences: !s.cfg.NoDefences,
 		WatchFetches: s.watchFetches,
 	}
+	if d := s.deleg; d != nil {
+		c.DelegBusy = d.busy
+		c.DelegBatches, c.DelegRefused, c.DelegLost, c.DelegCut, c.DelegPages = d.batches, d.refused, d.lost, d.cut, d.pages
+		c.DelegMsgsPerNode = float64(d.msgs) / float64(max(len(s.phys), 1))
+		c.DelegLeaseCut, c.DelegNoLease = d.leaseCut, d.noLease
+		c.DelegLeaseMsgsPerNode = float64(d.leaseMsgs) / float64(max(len(s.phys), 1))
+		c.MinHostGapMs = d.minGap.Seconds() * 1000
+		c.UnderGap, c.HostGaps = d.underGap, d.gaps
+	}
 	for _, v := range s.members {
 		rs := v.router.Stats()
 		c.Unvouched += rs.Unvouched
@@ -550,6 +585,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		} else {
 			b.WriteString("defences: off (no receipts, no watching replicas, lease from the first successor)\n")
 		}
+		fmt.Fprintf(&b, "delegation: %d batches (%d refused, %d declined by a busier helper, %d lost, %d cut short, %d of them by the owner's lease, %d refused without one), %d pages fetched by helpers, %.1f batch messages per machine (%.1f lease questions and answers); politeness: least gap between two fetches of a host %.0f ms, %d of %d gaps under the delay\n",
+			cr.DelegBatches, cr.DelegRefused, cr.DelegBusy, cr.DelegLost, cr.DelegCut, cr.DelegLeaseCut, cr.DelegNoLease, cr.DelegPages, cr.DelegMsgsPerNode, cr.DelegLeaseMsgsPerNode, cr.MinHostGapMs, cr.UnderGap, cr.HostGaps)
 		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}

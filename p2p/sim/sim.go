@@ -83,8 +83,12 @@ type Sim struct {
 	snet *shard.MemNet
 	tnet *route.MemNet
 
-	act     activity
-	traffic [numActs]traffic
+	act activity
+	// deleg is the hot-host delegation's state (delegate.go), delegCur
+	// the position whose router finds helper slots' holders.
+	deleg    *delegation
+	delegCur *vnode
+	traffic  [numActs]traffic
 	// maintKinds breaks the maintenance traffic down by message kind.
 	maintKinds [numKinds]traffic
 	inTick     bool // a shard.Manager.Tick is running

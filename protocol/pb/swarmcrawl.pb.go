@@ -2562,14 +2562,19 @@ func (x *PullReply) GetNextHash() uint64 {
 }
 
 // FetchBatchRequest hands a helper a run of one hot host's tasks to fetch
-// for their owner, on /swarmcrawl/fetch/1.0.0. The owner keeps the host's
+// for their owner, on /swarmcrawl/fetch/1.1.0. The owner keeps the host's
 // politeness lease for the whole batch; the helper fetches the tasks in
 // order, one request at a time, starting each request at least gap_ns
 // after the previous one ended, starting none later than budget_ns after
 // it received the batch, and ending every request within wait_ns of it.
 // ring_key is the host's task key: the helper refuses the batch unless its
 // epoch table names the sender as the owner of that key. Durations are
-// nanoseconds.
+// nanoseconds. With lease_query set the request is no batch but a
+// helper's question to the owner of ring_key: how much longer it holds
+// that key (FetchBatchReply.lease_left_ns); host and tasks are empty.
+// owner_load, when set, is the owner's load as it sent the batch (pages
+// queued and in flight, as FetchBatchReply.load): a helper that would be
+// busier than the owner after the batch answers busy (route.Worth).
 type FetchBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
@@ -2578,6 +2583,8 @@ type FetchBatchRequest struct {
 	BudgetNs      int64                  `protobuf:"varint,4,opt,name=budget_ns,json=budgetNs,proto3" json:"budget_ns,omitempty"`
 	WaitNs        int64                  `protobuf:"varint,5,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
 	Tasks         []*FetchTask           `protobuf:"bytes,6,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	LeaseQuery    bool                   `protobuf:"varint,20,opt,name=lease_query,json=leaseQuery,proto3" json:"lease_query,omitempty"`
+	OwnerLoad     *int64                 `protobuf:"varint,21,opt,name=owner_load,json=ownerLoad,proto3,oneof" json:"owner_load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2652,6 +2659,20 @@ func (x *FetchBatchRequest) GetTasks() []*FetchTask {
 		return x.Tasks
 	}
 	return nil
+}
+
+func (x *FetchBatchRequest) GetLeaseQuery() bool {
+	if x != nil {
+		return x.LeaseQuery
+	}
+	return false
+}
+
+func (x *FetchBatchRequest) GetOwnerLoad() int64 {
+	if x != nil && x.OwnerLoad != nil {
+		return *x.OwnerLoad
+	}
+	return 0
 }
 
 // FetchTask is one task of a batch with what its owner knows of the URL
@@ -3048,7 +3069,11 @@ func (x *Outlinks) GetLinks() []string {
 // contacted reports whether any request was made; since_last_ns is how
 // long before the reply was sent the last request ended, and
 // retry_after_ns how long after it the host asked not to be contacted
-// again (0: it did not).
+// again (0: it did not). load is the helper's work, the pages it has
+// queued and in flight, which the owner weighs when it picks a helper for
+// the host's next batch (clamped to 0..2^30 on read). lease_left_ns
+// answers a lease_query: how long the owner still holds ring_key (0: not
+// at all), counted from when it answered.
 type FetchBatchReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -3058,6 +3083,8 @@ type FetchBatchReply struct {
 	SinceLastNs   int64                  `protobuf:"varint,5,opt,name=since_last_ns,json=sinceLastNs,proto3" json:"since_last_ns,omitempty"`
 	RetryAfterNs  int64                  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	Failed        bool                   `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	Load          int64                  `protobuf:"varint,20,opt,name=load,proto3" json:"load,omitempty"`
+	LeaseLeftNs   int64                  `protobuf:"varint,21,opt,name=lease_left_ns,json=leaseLeftNs,proto3" json:"lease_left_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3139,6 +3166,20 @@ func (x *FetchBatchReply) GetFailed() bool {
 		return x.Failed
 	}
 	return false
+}
+
+func (x *FetchBatchReply) GetLoad() int64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
+func (x *FetchBatchReply) GetLeaseLeftNs() int64 {
+	if x != nil {
+		return x.LeaseLeftNs
+	}
+	return 0
 }
 
 // FetchResult is the outcome of one task, for the owner to record as if it
@@ -4602,14 +4643,19 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06epochs\x18\x05 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06epochs\x12\x12\n" +
 	"\x04more\x18\x06 \x01(\bR\x04more\x12\x19\n" +
 	"\bnext_key\x18\a \x01(\x06R\anextKey\x12\x1b\n" +
-	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\xbf\x01\n" +
+	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\x93\x02\n" +
 	"\x11FetchBatchRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x19\n" +
 	"\bring_key\x18\x02 \x01(\x06R\aringKey\x12\x15\n" +
 	"\x06gap_ns\x18\x03 \x01(\x03R\x05gapNs\x12\x1b\n" +
 	"\tbudget_ns\x18\x04 \x01(\x03R\bbudgetNs\x12\x17\n" +
 	"\await_ns\x18\x05 \x01(\x03R\x06waitNs\x12.\n" +
-	"\x05tasks\x18\x06 \x03(\v2\x18.swarmcrawl.v1.FetchTaskR\x05tasks\"\xce\x01\n" +
+	"\x05tasks\x18\x06 \x03(\v2\x18.swarmcrawl.v1.FetchTaskR\x05tasks\x12\x1f\n" +
+	"\vlease_query\x18\x14 \x01(\bR\n" +
+	"leaseQuery\x12\"\n" +
+	"\n" +
+	"owner_load\x18\x15 \x01(\x03H\x00R\townerLoad\x88\x01\x01B\r\n" +
+	"\v_owner_load\"\xce\x01\n" +
 	"\tFetchTask\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1a\n" +
@@ -4643,7 +4689,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\bOutlinks\x12\x1a\n" +
 	"\bfollowed\x18\x01 \x01(\bR\bfollowed\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x14\n" +
-	"\x05links\x18\x03 \x03(\tR\x05links\"\xf1\x01\n" +
+	"\x05links\x18\x03 \x03(\tR\x05links\"\xa9\x02\n" +
 	"\x0fFetchBatchReply\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x12\n" +
 	"\x04busy\x18\x02 \x01(\bR\x04busy\x124\n" +
@@ -4651,7 +4697,9 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\tcontacted\x18\x04 \x01(\bR\tcontacted\x12\"\n" +
 	"\rsince_last_ns\x18\x05 \x01(\x03R\vsinceLastNs\x12$\n" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x16\n" +
-	"\x06failed\x18\a \x01(\bR\x06failed\"\x95\x02\n" +
+	"\x06failed\x18\a \x01(\bR\x06failed\x12\x12\n" +
+	"\x04load\x18\x14 \x01(\x03R\x04load\x12\"\n" +
+	"\rlease_left_ns\x18\x15 \x01(\x03R\vleaseLeftNs\"\x95\x02\n" +
 	"\vFetchResult\x12\x1a\n" +
 	"\bfinished\x18\x01 \x01(\bR\bfinished\x12%\n" +
 	"\x0ehas_reschedule\x18\x02 \x01(\bR\rhasReschedule\x128\n" +
@@ -4911,6 +4959,7 @@ func file_pb_swarmcrawl_proto_init() {
 		(*RingResponse_Neighbours)(nil),
 		(*RingResponse_Ack)(nil),
 	}
+	file_pb_swarmcrawl_proto_msgTypes[34].OneofWrappers = []any{}
 	file_pb_swarmcrawl_proto_msgTypes[42].OneofWrappers = []any{
 		(*ArchiveRequest_List)(nil),
 		(*ArchiveRequest_Range)(nil),

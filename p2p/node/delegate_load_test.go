@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/swarmcrawl/swarmcrawl/crawl"
+	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
+	"github.com/swarmcrawl/swarmcrawl/p2p"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
+	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
+)
+
+// TestReplyLoadIsClamped: a helper's load is its word; one reporting a
+// huge load counts as route.MaxLoad and one reporting a negative load as
+// idle, so neither overflows the owner's arithmetic, and the owner's
+// choice still puts the least loaded first and moves a batch only to a
+// helper less loaded than itself.
+func TestReplyLoadIsClamped(t *testing.T) {
+	for in, want := range map[int64]int{
+		-1: 0, math.MinInt64: 0, 0: 0, 500: 500,
+		route.MaxLoad + 1: route.MaxLoad, math.MaxInt64: route.MaxLoad,
+	} {
+		if got := replyLoad(&pb.FetchBatchReply{Load: in}); got != want {
+			t.Errorf("reported load %d read as %d, want %d", in, got, want)
+		}
+	}
+	d := route.NewDelegator[fetchReq, *pb.FetchBatchReply](nil, 1, nil)
+	huge, liar, honest := ring.Peer{Addr: "huge"}, ring.Peer{Addr: "liar"}, ring.Peer{Addr: "honest"}
+	d.Report(huge, replyLoad(&pb.FetchBatchReply{Load: math.MaxInt64}))
+	d.Report(liar, replyLoad(&pb.FetchBatchReply{Load: math.MinInt64}))
+	d.Report(honest, replyLoad(&pb.FetchBatchReply{Load: 40}))
+	for range 6 {
+		order, ok := d.Choose([]ring.Peer{huge, liar, honest}, 1000, 16)
+		if !ok || len(order) != 3 || order[len(order)-1] != huge {
+			t.Fatalf("choice %v (%v): the helper reporting a huge load must come last and the batch still move", order, ok)
+		}
+	}
+	if _, ok := d.Choose([]ring.Peer{huge}, 1000, 16); ok {
+		t.Error("a batch moved to a helper reporting more work than the owner's")
+	}
+}
+
+// TestLeaseQueryAnswersTheOwnersLease: a lease question is answered with
+// what the owner's positions hold of the key and nothing else; one that
+// carries a batch is refused, not fetched.
+func TestLeaseQueryAnswersTheOwnersLease(t *testing.T) {
+	left := func(key uint64) time.Duration {
+		if key == 7 {
+			return 1500 * time.Millisecond
+		}
+		return 0
+	}
+	if r := answerLease(&pb.FetchBatchRequest{RingKey: 7, LeaseQuery: true}, left); r.GetLeaseLeftNs() != int64(1500*time.Millisecond) || r.GetError() != "" {
+		t.Errorf("held key: %v", r)
+	}
+	if r := answerLease(&pb.FetchBatchRequest{RingKey: 8, LeaseQuery: true}, left); r.GetLeaseLeftNs() != 0 {
+		t.Errorf("key not held: %v", r)
+	}
+	r := answerLease(&pb.FetchBatchRequest{RingKey: 7, LeaseQuery: true, Host: "a.example", Tasks: []*pb.FetchTask{{Url: "http://a.example/"}}}, left)
+	if r.GetError() == "" || r.GetLeaseLeftNs() != 0 {
+		t.Errorf("a lease query carrying a batch was answered: %v", r)
+	}
+}
+
+// TestHelperDeclinesWhenBusierThanTheOwner: many owners may have heard the
+// same low load from one helper; a batch whose owner tells its own load
+// (owner_load) is declined as busy, unfetched, when the helper would be
+// busier than that owner after it (route.Worth), and goes on to admission
+// otherwise. A batch that tells no load is not declined for load.
+func TestHelperDeclinesWhenBusierThanTheOwner(t *testing.T) {
+	fetched := 0
+	s := &helper{
+		log:          slog.New(slog.DiscardHandler),
+		predecessors: func() []ring.Peer { return nil },
+		vouch:        func(uint64, string) bool { return false },
+		fetch: func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) {
+			fetched++
+			return &crawl.BatchResult{}, nil
+		},
+		load: func() int { return 100 },
+	}
+	host := "hot.example"
+	batch := func(ownerLoad *int64) *pb.FetchBatchRequest {
+		req := &pb.FetchBatchRequest{Host: host, RingKey: urls.HostKey(host), GapNs: int64(time.Second),
+			BudgetNs: int64(10 * time.Second), WaitNs: int64(20 * time.Second), OwnerLoad: ownerLoad}
+		for i := range 8 {
+			req.Tasks = append(req.Tasks, &pb.FetchTask{Url: fmt.Sprintf("https://%s/p%d", host, i)})
+		}
+		return req
+	}
+	in := p2p.Inbound{Received: time.Now()}
+	// 100 + 2 x 8 pages > 110: busier than the owner after the batch.
+	if r := s.serve(t.Context(), in, batch(proto.Int64(110))); !r.GetBusy() || r.GetLoad() != 100 {
+		t.Errorf("owner at 110 pages, helper at 100, batch of 8: reply %v, want busy with the helper's load", r)
+	}
+	if s.busy.Load() != 1 {
+		t.Errorf("busy count %d, want 1", s.busy.Load())
+	}
+	// 100 + 16 <= 116, no owner load, or a negative one read as 0 (busy):
+	// only the first two reach admission (refused here: the helper has no
+	// lease source).
+	for _, tc := range []struct {
+		load *int64
+		busy bool
+	}{{proto.Int64(116), false}, {nil, false}, {proto.Int64(-5), true}} {
+		r := s.serve(t.Context(), in, batch(tc.load))
+		if r.GetBusy() != tc.busy {
+			t.Errorf("owner load %v: reply %v, want busy %v", tc.load, r, tc.busy)
+		}
+		if !tc.busy && r.GetError() == "" {
+			t.Errorf("owner load %v: reply %v, want it refused by admission", tc.load, r)
+		}
+	}
+	if fetched != 0 {
+		t.Errorf("%d batches fetched", fetched)
+	}
+}
