@@ -34,7 +34,8 @@ type Report struct {
 	// to its predecessor.
 	ProbeLookups LookupReport `json:"probe_lookups"`
 	FinalLookups LookupReport `json:"final_lookups"`
-	// HopBound is ½·log₂N + 1 for the number of ring positions N.
+	// HopBound is ½·log₂N + 1 for the number of live machines N (issue
+	// 28's bound: with V positions a machine, N·V positions).
 	HopBound float64 `json:"hop_bound"`
 
 	// Per physical node and simulated second of the crawl phase.
@@ -314,7 +315,7 @@ func (s *Sim) finish(r *Report) {
 	r.Lookups = lookupReport(&s.look[phaseCrawl])
 	r.ProbeLookups = lookupReport(&s.probes)
 	r.FinalLookups = lookupReport(&s.look[phaseFinal])
-	r.HopBound = 0.5*math.Log2(float64(max(len(s.members), 1))) + 1
+	r.HopBound = 0.5*math.Log2(float64(max(len(s.live), 1))) + 1
 	r.Churn = ChurnReport{
 		Joins: s.joins, Leaves: s.leaves, Crashes: s.crashes, Partitions: s.partitions,
 		JoinRetries: s.joinFailures, LeaveErrors: s.leaveErrors, FinalMembers: len(s.members),
