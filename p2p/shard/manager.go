@@ -308,7 +308,13 @@ type Manager struct {
 	// (reroute.go).
 	holders map[string]holder
 	// handed are the pieces this node handed off lately (late.go).
-	handed    []handedPiece
+	handed []handedPiece
+	// shedSeen is the arc and the claims' domain of the last tick that
+	// found nothing to shed.
+	shedSeen struct {
+		r       Range
+		claimed spanSet
+	}
 	waitStart time.Time
 	lastView  view
 	viewSeen  bool
