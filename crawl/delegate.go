@@ -17,7 +17,8 @@ import (
 // should do alone. When a host's queue holds Config.HotQueue tasks, its
 // owner keeps the control plane (robots.txt, the politeness lease, the page
 // budget, URL metadata and every outcome) and hands fetch batches to
-// a helper, its first successor, through Config.Delegate. The owner holds
+// a helper (the p2p layer picks it: a less loaded node) through
+// Config.Delegate. The owner holds
 // the host's lease for the whole batch and the helper fetches the batch one
 // request at a time, keeping Batch.Gap between the end of one request and
 // the start of the next, so the host sees exactly the rate it would see
