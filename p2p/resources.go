@@ -99,10 +99,13 @@ func resourceLimits() rcmgr.ConcreteLimitConfig {
 	return over.Build(scaled)
 }
 
-// newResourceManager returns the resource manager of a node's host.
+// newResourceManager returns the resource manager of a node's host, its
+// metrics fed on metrics when set (Config.ResourceMetrics). Without, its
+// stats reporter, which the package turns on by default, is off.
 func newResourceManager(metrics prometheus.Registerer) (network.ResourceManager, error) {
-	var opts []rcmgr.Option
+	opts := []rcmgr.Option{rcmgr.WithMetricsDisabled()}
 	if metrics != nil {
+		opts = nil
 		rcmgr.MustRegisterWith(metrics)
 		str, err := rcmgr.NewStatsTraceReporter()
 		if err != nil {

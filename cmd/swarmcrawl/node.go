@@ -38,7 +38,7 @@ type nodeOptions struct {
 	maxBody, warcMaxBytes                           int64
 	minFreeDisk                                     sizeFlag
 	nat, discovery, allowPrivate, sitemaps          bool
-	sitemapGuess, relayService                      bool
+	sitemapGuess, relayService, resourceMetrics     bool
 }
 
 // register defines the flags; every default is read from the node's
@@ -52,6 +52,7 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.Var(&o.relays, "relay", "static circuit-relay peers (full multiaddrs) for nodes behind NAT: the node reserves a slot on them once it is private and advertises the relayed addresses")
 	fs.StringVar(&o.reachability, "reachability", nd.Host.Reachability.String(), "auto (AutoNAT decides), private (behind NAT: reserve on the --relay peers at once, and exit if none grants a reservation) or public")
 	fs.DurationVar(&o.reservationTimeout, "reservation-timeout", nd.ReservationTimeout, "with --reachability private: how long to wait at start for a relay reservation before giving up")
+	fs.BoolVar(&o.resourceMetrics, "resource-metrics", false, "feed libp2p's resource-manager metrics (libp2p_rcmgr_*) on /metrics; its reporter costs CPU on every stream and connection event")
 	fs.BoolVar(&o.relayService, "relay-service", false, "serve circuit-relay reservations to peers behind NAT (a publicly reachable node; implies --reachability public unless given)")
 	fs.StringVar(&o.api, "api", nd.APIAddr, "HOST:PORT of the HTTP status API")
 	fs.DurationVar(&o.delay, "delay", def.Delay, "minimum time between two requests to one host (a larger robots.txt Crawl-delay wins; 0 = no pause)")
@@ -210,6 +211,7 @@ func (o *nodeOptions) nodeConfig(stderr io.Writer) (node.Config, error) {
 	cfg.Host.Relays = o.relays
 	cfg.Host.Reachability = reach
 	cfg.Host.RelayService = o.relayService
+	cfg.Host.ResourceMetrics = o.resourceMetrics
 	cfg.ReservationTimeout = o.reservationTimeout
 	cfg.Bootstrap = o.bootstrap
 	cfg.APIAddr = o.api
