@@ -139,24 +139,6 @@ func (d *delegator) Delegate(ctx context.Context, b *crawl.Batch) (*crawl.BatchR
 	}
 }
 
-// send is one exchange with helper p. Errors that wrap crawl.ErrNoHelper
-// mean the helper did nothing with the batch (it never saw it, was busy or
-// refused it); any other error means it may have made requests.
-func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *pb.FetchBatchRequest) (*crawl.BatchResult, error) {
-	reply, err := d.fetch.Fetch(ctx, p, req, b.Wait)
-	if err != nil {
-		if errors.Is(err, p2p.ErrNotDelivered) {
-			return nil, fmt.Errorf("%w: %w", err, crawl.ErrNoHelper)
-		}
-		return nil, err
-	}
-	res, err := decodeFetchReply(b, reply)
-	if err != nil {
-		return nil, fmt.Errorf("from %s: %w", p.Addr, err)
-	}
-	return res, nil
-}
-
 // trimBatch cuts r to its first n tasks (route.Delegator.UseLoad): the
 // crawler takes the tasks a reply has no outcome for back into its queue.
 func trimBatch(r fetchReq, n int) fetchReq {

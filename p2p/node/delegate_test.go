@@ -547,3 +547,22 @@ func TestFetchServerClose(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrNoHelper (protocol no longer served)", err)
 	}
 }
+
+// send is one exchange with helper p, outside the route.Delegator's
+// choice (the tests pick the helper). Errors that wrap crawl.ErrNoHelper
+// mean the helper did nothing with the batch (it never saw it, was busy or
+// refused it); any other error means it may have made requests.
+func (d *delegator) send(ctx context.Context, p ring.Peer, b *crawl.Batch, req *pb.FetchBatchRequest) (*crawl.BatchResult, error) {
+	reply, err := d.fetch.Fetch(ctx, p, req, b.Wait)
+	if err != nil {
+		if errors.Is(err, p2p.ErrNotDelivered) {
+			return nil, fmt.Errorf("%w: %w", err, crawl.ErrNoHelper)
+		}
+		return nil, err
+	}
+	res, err := decodeFetchReply(b, reply)
+	if err != nil {
+		return nil, fmt.Errorf("from %s: %w", p.Addr, err)
+	}
+	return res, nil
+}

@@ -59,6 +59,9 @@ func (m *Manager) noteHandedLocked(r Range, to ring.Peer, epoch Epoch, now time.
 // claims, by the piece it handed each to, the latest hand-off first;
 // records of no remembered piece are dropped. Callers hold m.mu.
 func (m *Manager) lateLocked(recs []Record, now time.Time) map[int][]Record {
+	if len(recs) == 0 || len(m.handed) == 0 {
+		return nil // every heartbeat asks: most have nothing late
+	}
 	var out map[int][]Record
 	releasing := m.releasing.domain()
 	for _, r := range recs {

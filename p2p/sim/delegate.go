@@ -227,7 +227,7 @@ func (a *app) delegate(q *hostQueue) bool {
 		dl.End(key)
 		return false
 	}
-	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: s.load(v.phys)}
+	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: own}
 	for len(b.pages) < size && len(q.pending) > 0 {
 		p := q.pending[0]
 		q.pending = q.pending[1:]
