@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/crawl/urls"
 	"github.com/swarmcrawl/swarmcrawl/p2p/node"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/store"
 )
 
@@ -128,13 +130,22 @@ func TestScopeFlags(t *testing.T) {
 	}
 }
 
-// --vnodes reaches the node's configuration, defaults to one position,
-// and a value outside 1..node.MaxVNodes is a usage error that names the
-// flag.
+// --vnodes reaches the node's configuration, defaults to
+// route.DefaultVNodes (16, issue 28's measured balance), as `simulate
+// --vnodes` does, and a value outside 1..node.MaxVNodes is a usage error
+// that names the flag.
 func TestVNodesFlag(t *testing.T) {
 	parse := func(args ...string) (node.Config, error) { return parseNodeFlags(t, args...) }
-	if cfg, err := parse(); err != nil || cfg.VNodes != 1 {
-		t.Fatalf("default: VNodes %d, err %v; want 1", cfg.VNodes, err)
+	if route.DefaultVNodes != 16 {
+		t.Fatalf("route.DefaultVNodes %d, want 16 (issue 28)", route.DefaultVNodes)
+	}
+	if cfg, err := parse(); err != nil || cfg.VNodes != route.DefaultVNodes {
+		t.Fatalf("default: VNodes %d, err %v; want %d", cfg.VNodes, err, route.DefaultVNodes)
+	}
+	var help bytes.Buffer
+	run([]string{"simulate", "-h"}, nil, io.Discard, &help)
+	if want := fmt.Sprintf("ring positions per node (default %d)", route.DefaultVNodes); !strings.Contains(help.String(), want) {
+		t.Fatalf("simulate --vnodes does not default to a node's %d positions: help %q", route.DefaultVNodes, help.String())
 	}
 	if cfg, err := parse("--vnodes", "8"); err != nil || cfg.VNodes != 8 {
 		t.Fatalf("--vnodes 8: VNodes %d, err %v", cfg.VNodes, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/crawl"
 	"github.com/swarmcrawl/swarmcrawl/p2p"
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 	"github.com/swarmcrawl/swarmcrawl/store"
 	"github.com/swarmcrawl/swarmcrawl/store/warc"
@@ -92,10 +93,12 @@ type Config struct {
 	// 1 to MaxVNodes: position 0 where its peer ID puts it, position i
 	// where the peer ID and i put it (p2p.PositionID). The node owns the
 	// union of their arcs, so more positions spread a swarm's keys more
-	// evenly over its machines, at the price of V times the ring and
-	// shard maintenance (docs/operations.md, "Virtual nodes"). Every
-	// position shares the node's store, crawler and politeness state.
-	// Default 1.
+	// evenly over its machines; the positions share the machine's ring
+	// and shard maintenance, so V = 16 costs about 1.6 to 2.1 times the
+	// maintenance messages of one position, not 16 times
+	// (docs/operations.md, "Virtual nodes"). Every position shares the
+	// node's store, crawler and politeness state. Default
+	// route.DefaultVNodes (16).
 	VNodes int
 	// CaptureGrace is how long a peer holding captures of this node's
 	// done marks (the WARC records of pages it fetched) must be gone
@@ -130,7 +133,7 @@ func DefaultConfig() Config {
 		TaskQuota:          Quota{Rate: 10_000, Burst: 20_000},
 		SeedQuota:          Quota{Rate: 1_000, Burst: 20_000},
 		OutboxMemory:       100_000,
-		VNodes:             1,
+		VNodes:             route.DefaultVNodes,
 		CaptureGrace:       DefaultCaptureGrace,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/route"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
 )
 
@@ -19,7 +20,8 @@ type Config struct {
 	// 1000.
 	Nodes int
 	// VNodes is how many ring positions each physical node holds; each is
-	// a ring.Node with its own shard.Manager. Default 1.
+	// a ring.Node with its own shard.Manager. Default route.DefaultVNodes
+	// (16), what a real node holds.
 	VNodes int
 	// Replicas is K, the shard layer's replica count. Default 2.
 	Replicas int
@@ -124,7 +126,7 @@ func DefaultConfig() Config {
 	return Config{
 		Seed:         1,
 		Nodes:        1000,
-		VNodes:       1,
+		VNodes:       route.DefaultVNodes,
 		Replicas:     2,
 		CrashShare:   0.5,
 		SessionSigma: 1.5,
