@@ -44,7 +44,7 @@ func (a *adversary) ownedByHonest(prefix string) string {
 	a.t.Helper()
 	for i := range 10000 {
 		h := fmt.Sprintf("%s%d%s", prefix, i, advSite)
-		if slices.ContainsFunc(a.honest, func(n *node.Node) bool { return n.Ring().Owns(ring.ID(urls.HostKey(h))) }) {
+		if slices.ContainsFunc(a.honest, func(n *node.Node) bool { return n.Owns(ring.ID(urls.HostKey(h))) }) {
 			return h
 		}
 	}
@@ -81,12 +81,15 @@ func (a *adversary) sendTasksAs(h host.Host, tasks []*pb.Task) (accepted int, re
 	return accepted, refused
 }
 
-// memberClaims returns the hostile member's claims as the wire carries
-// them.
+// memberClaims returns the claims of the hostile member's position 0,
+// the one its host's streams speak for, as the wire carries them.
 func (a *adversary) memberClaims() []*pb.Claim {
 	a.t.Helper()
 	var out []*pb.Claim
 	for _, c := range a.member.Status().Shard.Claims {
+		if c.Owner != a.member.ID().String() {
+			continue // another position's: a write from the member's host speaks for position 0
+		}
 		from, err1 := strconv.ParseUint(c.From, 16, 64)
 		to, err2 := strconv.ParseUint(c.To, 16, 64)
 		if err1 != nil || err2 != nil {
@@ -153,7 +156,7 @@ func TestAdversaryMemberScopeEscape(t *testing.T) {
 		}
 	}
 	fwd := slices.IndexFunc(seeds, func(s string) bool {
-		return slices.ContainsFunc(a.honest, func(n *node.Node) bool { return n.Ring().Owns(ring.ID(urls.HostKey(hostOfURL(t, s)))) })
+		return slices.ContainsFunc(a.honest, func(n *node.Node) bool { return n.Owns(ring.ID(urls.HostKey(hostOfURL(t, s)))) })
 	})
 	if fwd < 0 || len(seeds) != 3 {
 		t.Fatalf("seeds %v: want 3, one owned by an honest node", seeds)

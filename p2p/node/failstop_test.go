@@ -143,7 +143,7 @@ func TestStoreFailureStopsNode(t *testing.T) {
 	}
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		if other.Ring().Owns(ring.ID(key)) {
+		if other.Owns(ring.ID(key)) {
 			break
 		}
 		if time.Now().After(deadline) {

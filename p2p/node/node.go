@@ -683,6 +683,11 @@ func (n *Node) Positions() []*ring.Node {
 	return out
 }
 
+// Owns reports whether key lies on the ring arc of one of the node's
+// positions: the node is the key's owner on its ring view. Whether it
+// may work on the key now (its claim) is the shard layer's lease.
+func (n *Node) Owns(key ring.ID) bool { return n.pos.arc(uint64(key)).ring.Owns(key) }
+
 // APIAddr returns HOST:PORT of the HTTP API, once started.
 func (n *Node) APIAddr() string { return n.apiAddr }
 

@@ -122,12 +122,15 @@ func TestCorruptIdentityIsAnError(t *testing.T) {
 }
 
 // TestLookupsOverLibp2p: on a ring of real hosts, every node resolves
-// every key to its true successor through the wire protocol.
+// every key to its true successor (a position of some node) through the
+// wire protocol.
 func TestLookupsOverLibp2p(t *testing.T) {
 	s := startSwarm(t, 6)
 	var members []ring.Peer
 	for _, n := range s.Nodes {
-		members = append(members, n.Ring().Self())
+		for _, pos := range n.Positions() {
+			members = append(members, pos.Self())
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
@@ -220,7 +223,7 @@ func TestTaskBatchAccounting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if target.Ring().Owns(ring.ID(key)) {
+		if target.Owns(ring.ID(key)) {
 			mine = append(mine, u)
 		} else {
 			foreign = append(foreign, u)
@@ -284,14 +287,13 @@ func TestDiscoveryMergesLoneNodes(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	connect(t, nodes[1].Host(), nodes[0])
+	// One ring: every position of either node has its true neighbours
+	// among the positions of both.
+	merged := &localswarm.Swarm{Nodes: nodes}
 	deadline := time.Now().Add(45 * time.Second)
-	for {
-		a, b := nodes[0].Ring(), nodes[1].Ring()
-		if a.Successors()[0] == b.Self() && b.Successors()[0] == a.Self() {
-			return
-		}
+	for !merged.Converged() {
 		if time.Now().After(deadline) {
-			t.Fatalf("lone nodes never merged: successors %v and %v", a.Successors(), b.Successors())
+			t.Fatalf("lone nodes never merged: successors %v and %v", nodes[0].Ring().Successors(), nodes[1].Ring().Successors())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

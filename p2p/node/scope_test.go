@@ -212,7 +212,7 @@ func (a *adversary) ownerOf(key uint64) *node.Node {
 		a.t.Fatal(err)
 	}
 	for _, n := range a.honest {
-		if n.Ring().Owns(ring.ID(key)) {
+		if n.Owns(ring.ID(key)) {
 			return n
 		}
 	}
