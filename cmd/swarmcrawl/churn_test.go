@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,23 +49,28 @@ func TestChurnChaos(t *testing.T) {
 	defer s.report()
 	s.startCrawl(8, 0.25)
 
-	// Two ring neighbours, neither the bootstrap node: a node and its
-	// first successor, so the first one's range keeps a single replica.
-	// Of those pairs, the one with the most work pending.
+	// Two ring neighbours, neither the bootstrap node: a node and the
+	// first successor of its first position on another machine (the
+	// next positions may be its own), so that position's range keeps a
+	// single replica. Of those pairs, the one with the most work pending.
 	sts := s.statuses()
-	byRing := map[string]*member{}
+	byPeer := map[string]*member{}
 	for m, st := range sts {
-		byRing[st.RingID] = m
+		byPeer[st.PeerID] = m
 	}
 	work := func(m *member) int64 { return sts[m].Crawl.Queued + sts[m].Crawl.InFlight }
 	var victims []*member
 	pending := int64(-1)
 	for _, m := range s.nodes[1:] {
 		st := sts[m]
-		if len(st.Successors) == 0 {
-			continue
+		var next *member
+		for _, p := range st.Successors {
+			if machine, _, _ := strings.Cut(p.PeerID, "/"); machine != st.PeerID {
+				next = byPeer[machine]
+				break
+			}
 		}
-		if next := byRing[st.Successors[0].RingID]; next != nil && next != s.nodes[0] && work(m)+work(next) > pending {
+		if next != nil && next != s.nodes[0] && work(m)+work(next) > pending {
 			victims, pending = []*member{m, next}, work(m)+work(next)
 		}
 	}

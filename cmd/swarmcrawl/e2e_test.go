@@ -98,16 +98,21 @@ func startProc(t testing.TB, cmd *exec.Cmd, data string) *proc {
 		t.Fatal(err)
 	}
 	lines := make(chan string)
+	exited := make(chan struct{}) // closed once Wait has returned
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
 		close(lines)
-		p.done <- cmd.Wait()
+		err := cmd.Wait()
+		close(exited)
+		p.done <- err
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			_ = cmd.Process.Kill()
 		}
 	})

@@ -448,8 +448,8 @@ func TestNATTraversal(t *testing.T) {
 
 // symmetricPeer starts a peer behind LAN 2's router in l2c, where every
 // connection gets a new random port (a symmetric NAT), placed on the ring
-// just before a public peer so that it can join (through public peers
-// only); a URL of its range is then seeded through a LAN 1 peer, whose
+// just before a position of a public peer so that it can join (through
+// public peers only; it holds one position); a URL of its range is then seeded through a LAN 1 peer, whose
 // tasks would reach it through the relay. No hole punch can work (its
 // replication to peers behind NAT cannot either, so it may never hold its
 // range), and the peer says so in status and in one log line. It returns
@@ -463,11 +463,13 @@ func (s *natSwarm) symmetricPeer(natFlags []string, keyFile string) *natMember {
 	}
 	var ring []position
 	for m, st := range s.statuses() {
-		at, err := parseRingID(st.RingID)
-		if err != nil {
-			t.Fatal(err)
+		for _, p := range st.Positions {
+			at, err := parseRingID(p.Range.To)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ring = append(ring, position{at, m})
 		}
-		ring = append(ring, position{at, m})
 	}
 	slices.SortFunc(ring, func(a, b position) int { return cmp.Compare(a.at, b.at) })
 	// The largest arc of the ring that ends at a public peer: the new
@@ -515,7 +517,10 @@ func (s *natSwarm) symmetricPeer(natFlags []string, keyFile string) *natMember {
 			host = h
 		}
 	}
-	sym := s.start(nsL2C, 2, data, "/ip4/0.0.0.0/tcp/4203", natFlags...)
+	// One position: the peer joins through the public peer its position
+	// precedes. With more, its positions would land before peers behind
+	// NAT too, which it cannot reach to join.
+	sym := s.start(nsL2C, 2, data, "/ip4/0.0.0.0/tcp/4203", append(slices.Clone(natFlags), "--vnodes", "1")...)
 	var lan1 *natMember
 	for _, m := range s.nodes {
 		if m.lan == 1 && m.state == running {

@@ -60,6 +60,9 @@ type Node struct {
 	lastStab, lastCheck, lastFix time.Time
 	urgentStab, urgentCheck      bool
 	machineHeard                 map[string]time.Time
+	// machineDown holds when a call by the family to each machine last
+	// failed (downMachines).
+	machineDown map[string]time.Time
 }
 
 var _ Handler = (*Node)(nil)
@@ -294,17 +297,20 @@ func (n *Node) step(key ID) Step {
 	return Step{Next: next, Successors: succs}
 }
 
-// HandleNeighbours reports the predecessor and successor list. A call
-// from another machine proves that machine alive (shared.go): the
+// HandleNeighbours reports the predecessor and successor list, without
+// the machines the family found down (downMachines). A call from another
+// machine proves that machine alive (shared.go): the
 // predecessor that stabilizes through this node need not notify it again
 // to keep it from pinging.
 func (n *Node) HandleNeighbours(from string) Neighbours {
+	down := n.downMachines()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if mc := (Peer{Addr: from}).Machine(); from != "" && mc != n.self.Machine() {
 		n.heardLocked(mc, n.cfg.Clock.Now())
+		delete(down, mc)
 	}
-	return Neighbours{Predecessor: n.pred, Successors: slices.Clone(n.succs)}
+	return Neighbours{Predecessor: n.pred, Successors: withoutDown(slices.Clone(n.succs), down)}
 }
 
 // HandleNotify adopts candidate as predecessor if there is none, if it lies

@@ -93,22 +93,81 @@ func (n *Node) heardLocked(machine string, now time.Time) {
 	if !n.shared() {
 		return
 	}
-	if n.machineHeard == nil {
-		n.machineHeard = make(map[string]time.Time)
+	noteMachine(&n.machineHeard, machine, now)
+}
+
+// noteMachine records machine at now in *m, made on first use, forgetting
+// the machine noted longest ago when machineHeardMax are noted.
+func noteMachine(m *map[string]time.Time, machine string, now time.Time) {
+	if *m == nil {
+		*m = make(map[string]time.Time)
 	}
-	if _, ok := n.machineHeard[machine]; !ok && len(n.machineHeard) >= machineHeardMax {
+	if _, ok := (*m)[machine]; !ok && len(*m) >= machineHeardMax {
 		var oldest string
 		var at time.Time
-		for m, t := range n.machineHeard {
+		for name, t := range *m {
 			// Ties go to the smaller name, so that a simulator that
 			// replays a seed forgets the same machine.
-			if oldest == "" || t.Before(at) || t.Equal(at) && m < oldest {
-				oldest, at = m, t
+			if oldest == "" || t.Before(at) || t.Equal(at) && name < oldest {
+				oldest, at = name, t
 			}
 		}
-		delete(n.machineHeard, oldest)
+		delete(*m, oldest)
 	}
-	n.machineHeard[machine] = now
+	(*m)[machine] = now
+}
+
+// downFor is how long a failed call keeps a machine out of the successor
+// lists the family builds and answers (downMachines), in stretched
+// stabilize rounds: long enough for every list that named it to be
+// rebuilt from clean answers, short enough that a live machine missed
+// by a lost message comes back soon even if no position of the family
+// calls it.
+const downFor = 4
+
+// downMachines returns the machines that a call by this node or a
+// sibling failed to reach within the last downFor stretched stabilize
+// intervals and that none of them heard from since (nil without shared
+// maintenance). Successor lists keep such a machine's positions until
+// their next rebuild, one stabilize round per place in the list, and a
+// list of 2V places took minutes to forget a dead machine at V = 16; the
+// family, which learns of the failure once, leaves the machine out of
+// the lists it answers and builds at once. Callers do not hold n.mu.
+func (n *Node) downMachines() map[string]bool {
+	if !n.shared() {
+		return nil
+	}
+	now := n.cfg.Clock.Now()
+	horizon := now.Add(-downFor * n.cfg.StabilizeInterval * n.cfg.stretch())
+	failed := map[string]time.Time{}
+	for _, s := range n.family() {
+		s.mu.Lock()
+		for m, t := range s.machineDown {
+			if t.After(horizon) && t.After(failed[m]) {
+				failed[m] = t
+			}
+		}
+		s.mu.Unlock()
+	}
+	var out map[string]bool
+	for m, t := range failed {
+		if !n.heardSince(m, t) {
+			if out == nil {
+				out = make(map[string]bool, len(failed))
+			}
+			out[m] = true
+		}
+	}
+	return out
+}
+
+// withoutDown returns list without the positions of machines in down
+// (list itself when there are none).
+func withoutDown(list []Peer, down map[string]bool) []Peer {
+	if len(down) == 0 {
+		return list
+	}
+	return slices.DeleteFunc(slices.Clone(list), func(p Peer) bool { return down[p.Machine()] })
 }
 
 // heardSince reports whether this node or a sibling heard from machine
@@ -139,14 +198,18 @@ func (n *Node) family() []*Node {
 }
 
 // machineFailed makes every position of the family whose first successor
-// or predecessor is on machine repair at its next tick: a call to it just
-// failed, and a machine fails with all its positions.
+// or predecessor is on machine repair at its next tick, and the family
+// leave machine out of the successor lists it answers and builds until
+// one of them hears from it (downMachines): a call to it just failed, and
+// a machine fails with all its positions.
 func (n *Node) machineFailed(machine string) {
 	if !n.shared() {
 		return
 	}
+	now := n.cfg.Clock.Now()
 	for _, s := range n.family() {
 		s.mu.Lock()
+		noteMachine(&s.machineDown, machine, now)
 		if s.succs[0] != s.self && s.succs[0].Machine() == machine {
 			s.urgentStab = true
 		}

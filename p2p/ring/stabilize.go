@@ -62,11 +62,14 @@ func (n *Node) stabilize(ctx context.Context) {
 		}
 
 		succ, nb = n.closerSuccessor(ctx, succ, nb)
+		// What the successor still lists of machines the family found
+		// down stays out (shared.go, downMachines).
+		rest := withoutDown(nb.Successors, n.downMachines())
 
 		n.mu.Lock()
 		w := n.watchLocked()
 		if n.succGen == gen {
-			list := n.buildSuccessorsLocked(append([]Peer{succ}, nb.Successors...))
+			list := n.buildSuccessorsLocked(append([]Peer{succ}, rest...))
 			if !slices.Equal(list, n.succs) {
 				n.succs = list
 				n.succGen++
