@@ -94,7 +94,7 @@ type Config struct {
 	// where the peer ID and i put it (p2p.PositionID). The node owns the
 	// union of their arcs, so more positions spread a swarm's keys more
 	// evenly over its machines; the positions share the machine's ring
-	// and shard maintenance, so V = 16 costs about 1.6 to 2.1 times the
+	// and shard maintenance, so V = 16 costs about 1.5 to 1.7 times the
 	// maintenance messages of one position, not 16 times
 	// (docs/operations.md, "Virtual nodes"). Every position shares the
 	// node's store, crawler and politeness state. Default
