@@ -52,6 +52,18 @@ func machineCluster(t *testing.T, machines, v int, shared bool, seed int64) *clu
 	return c
 }
 
+// crashMachine crashes the machine of c.nodes[i] with all its positions
+// and returns its name.
+func (c *cluster) crashMachine(i int) string {
+	victim := c.nodes[i].Self().Machine()
+	for _, n := range c.nodes {
+		if n.Self().Machine() == victim {
+			c.crash(n)
+		}
+	}
+	return victim
+}
+
 // tickStep is how far the tests' clock moves between ticks.
 const tickStep = 100 * time.Millisecond
 
@@ -157,13 +169,7 @@ func TestSharedMaintenanceRepairsCrashFast(t *testing.T) {
 		for trial := range 4 {
 			c := machineCluster(t, machines, v, shared, int64(31+trial))
 			c.build(ctx)
-			// The machine crashes with all its positions.
-			victim := c.nodes[trial*v].Self().Machine()
-			for _, n := range c.nodes {
-				if n.Self().Machine() == victim {
-					c.crash(n)
-				}
-			}
+			victim := c.crashMachine(trial * v)
 			took := c.runFor(ctx, time.Minute, func() bool { return pointersRight(c.live()) })
 			if !pointersRight(c.live()) {
 				t.Fatalf("V=%d: ring not repaired a minute after machine %s crashed", v, victim)
@@ -229,12 +235,7 @@ func TestSharedListsForgetCrashedMachine(t *testing.T) {
 		for trial := range 3 {
 			c := machineCluster(t, machines, v, shared, int64(61+trial))
 			c.build(ctx)
-			victim := c.nodes[trial*v].Self().Machine()
-			for _, n := range c.nodes {
-				if n.Self().Machine() == victim {
-					c.crash(n)
-				}
-			}
+			victim := c.crashMachine(trial * v)
 			named := func() bool {
 				for _, n := range c.live() {
 					for _, p := range append(n.HandleNeighbours("").Successors, n.Successors()...) {
