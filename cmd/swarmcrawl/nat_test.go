@@ -449,8 +449,9 @@ func TestNATTraversal(t *testing.T) {
 // symmetricPeer starts a peer behind LAN 2's router in l2c, where every
 // connection gets a new random port (a symmetric NAT), placed on the ring
 // just before a position of a public peer so that it can join (through
-// public peers only; it holds one position); a URL of its range is then seeded through a LAN 1 peer, whose
-// tasks would reach it through the relay. No hole punch can work (its
+// public peers only; it holds one position); a URL of its range is then
+// seeded through a LAN 1 peer, whose tasks would reach it through the
+// relay. No hole punch can work (its
 // replication to peers behind NAT cannot either, so it may never hold its
 // range), and the peer says so in status and in one log line. It returns
 // the peer.
