@@ -137,18 +137,23 @@ func (n *Node) downMachines() map[string]bool {
 	if !n.shared() {
 		return nil
 	}
-	now := n.cfg.Clock.Now()
-	horizon := now.Add(-downFor * n.cfg.StabilizeInterval * n.cfg.stretch())
-	failed := map[string]time.Time{}
-	for _, s := range n.family() {
-		s.mu.Lock()
-		for m, t := range s.machineDown {
-			if t.After(horizon) && t.After(failed[m]) {
-				failed[m] = t
-			}
+	// machineFailed notes a failure in every sibling's machineDown, so
+	// this node's own holds the family's; only a recent one costs the
+	// siblings' locks (heardSince).
+	horizon := n.cfg.Clock.Now().Add(-downFor * n.cfg.StabilizeInterval * n.cfg.stretch())
+	var failed map[string]time.Time
+	n.mu.Lock()
+	for m, t := range n.machineDown {
+		if !t.After(horizon) {
+			delete(n.machineDown, m) // expired
+			continue
 		}
-		s.mu.Unlock()
+		if failed == nil {
+			failed = make(map[string]time.Time)
+		}
+		failed[m] = t
 	}
+	n.mu.Unlock()
 	var out map[string]bool
 	for m, t := range failed {
 		if !n.heardSince(m, t) {

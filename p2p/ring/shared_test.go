@@ -64,6 +64,27 @@ func (c *cluster) crashMachine(i int) string {
 	return victim
 }
 
+// worstAfterCrash builds trials clusters of machines with v positions
+// each (seeds seed, seed+1, ...), crashes one machine in each and
+// returns the longest time until done held, failing the test if it did
+// not within limit.
+func worstAfterCrash(t *testing.T, machines, v int, shared bool, trials int, seed int64, limit time.Duration, what string, done func(c *cluster, victim string) bool) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	var worst time.Duration
+	for trial := range trials {
+		c := machineCluster(t, machines, v, shared, seed+int64(trial))
+		c.build(ctx)
+		victim := c.crashMachine(trial * v)
+		took := c.runFor(ctx, limit, func() bool { return done(c, victim) })
+		if !done(c, victim) {
+			t.Fatalf("V=%d: not %s %v after machine %s crashed", v, what, limit, victim)
+		}
+		worst = max(worst, took)
+	}
+	return worst
+}
+
 // tickStep is how far the tests' clock moves between ticks.
 const tickStep = 100 * time.Millisecond
 
@@ -162,21 +183,10 @@ func TestSharedMaintenanceTraffic(t *testing.T) {
 // or a sibling), a lost successor and a notify from before the
 // predecessor make the positions concerned repair at their next tick.
 func TestSharedMaintenanceRepairsCrashFast(t *testing.T) {
-	ctx := context.Background()
 	const machines = 16
 	repair := func(v int, shared bool) time.Duration {
-		var worst time.Duration
-		for trial := range 4 {
-			c := machineCluster(t, machines, v, shared, int64(31+trial))
-			c.build(ctx)
-			victim := c.crashMachine(trial * v)
-			took := c.runFor(ctx, time.Minute, func() bool { return pointersRight(c.live()) })
-			if !pointersRight(c.live()) {
-				t.Fatalf("V=%d: ring not repaired a minute after machine %s crashed", v, victim)
-			}
-			worst = max(worst, took)
-		}
-		return worst
+		return worstAfterCrash(t, machines, v, shared, 4, 31, time.Minute, "the ring is repaired",
+			func(c *cluster, _ string) bool { return pointersRight(c.live()) })
 	}
 	one := repair(1, false)
 	eight := repair(8, true)
@@ -228,31 +238,19 @@ func TestSharedSuccessorListReachesMachines(t *testing.T) {
 // it. Worst of 3 crashes at 6 machines: 4.4 s at V = 16 and 1.7 s at
 // V = 1; 68 s at V = 16 without the family's memory.
 func TestSharedListsForgetCrashedMachine(t *testing.T) {
-	ctx := context.Background()
 	const machines = 6
 	forget := func(v int, shared bool) time.Duration {
-		var worst time.Duration
-		for trial := range 3 {
-			c := machineCluster(t, machines, v, shared, int64(61+trial))
-			c.build(ctx)
-			victim := c.crashMachine(trial * v)
-			named := func() bool {
+		return worstAfterCrash(t, machines, v, shared, 3, 61, 5*time.Minute, "no successor list names it",
+			func(c *cluster, victim string) bool {
 				for _, n := range c.live() {
 					for _, p := range append(n.HandleNeighbours("").Successors, n.Successors()...) {
 						if p.Machine() == victim {
-							return true
+							return false
 						}
 					}
 				}
-				return false
-			}
-			took := c.runFor(ctx, 5*time.Minute, func() bool { return !named() })
-			if named() {
-				t.Fatalf("V=%d: a successor list still names machine %s 5 minutes after its crash", v, victim)
-			}
-			worst = max(worst, took)
-		}
-		return worst
+				return true
+			})
 	}
 	one := forget(1, false)
 	many := forget(16, true)
