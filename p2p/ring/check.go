@@ -26,9 +26,32 @@ func OwnerOf(members []Peer, key ID) Peer {
 // match the sorted membership. It returns nil when the ring has converged,
 // otherwise an error listing each violation.
 func CheckRing(nodes []*Node) error {
-	members, pos := ringOrder(nodes)
 	var errs []error
+	violations(nodes, func(self Peer, succs, want []Peer, pred, wantPred Peer) {
+		if !slices.Equal(succs, want) {
+			errs = append(errs, fmt.Errorf("%s: successors %v, want %v", self, succs, want))
+		}
+		if pred != wantPred {
+			errs = append(errs, fmt.Errorf("%s: predecessor %s, want %s", self, pred, wantPred))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Converged reports whether CheckRing(nodes) would return nil. It stops at
+// the first violation and describes none, for loops that poll a ring
+// until it converges: formatting every violation of a ring still forming
+// was 40% of such a test's CPU.
+func Converged(nodes []*Node) bool { return !violations(nodes, nil) }
+
+// violations checks every node of nodes against the sorted membership
+// and calls report for each node whose successor list or predecessor is
+// wrong, with what it holds and what it should; with report nil it
+// returns at the first such node. It reports whether it found any.
+func violations(nodes []*Node, report func(self Peer, succs, want []Peer, pred, wantPred Peer)) bool {
+	members, pos := ringOrder(nodes)
 	var truth []Peer
+	found := false
 	for _, n := range nodes {
 		st := n.State()
 		i, total := pos[st.Self], len(members)
@@ -48,14 +71,16 @@ func CheckRing(nodes []*Node) error {
 			n.mu.Unlock()
 			wantPred = members[(i+total-1)%total]
 		}
-		if !slices.Equal(st.Successors, want) {
-			errs = append(errs, fmt.Errorf("%s: successors %v, want %v", st.Self, st.Successors, want))
+		if slices.Equal(st.Successors, want) && st.Predecessor == wantPred {
+			continue
 		}
-		if st.Predecessor != wantPred {
-			errs = append(errs, fmt.Errorf("%s: predecessor %s, want %s", st.Self, st.Predecessor, wantPred))
+		found = true
+		if report == nil {
+			return true
 		}
+		report(st.Self, st.Successors, want, st.Predecessor, wantPred)
 	}
-	return errors.Join(errs...)
+	return found
 }
 
 // ringOrder returns the nodes' peers in ring order and each one's index

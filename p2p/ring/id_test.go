@@ -96,11 +96,17 @@ func TestCheckRingDetectsBrokenPointers(t *testing.T) {
 	c := newCluster(t, 5, 3, nil)
 	c.joinAll(t.Context(), 1, false)
 	c.converge(t.Context(), 10, false)
+	if !Converged(c.nodes) || CheckRing(c.nodes) != nil {
+		t.Fatalf("a converged ring fails the check: %v", CheckRing(c.nodes))
+	}
 	n := c.nodes[2]
 	n.mu.Lock()
 	n.succs[0] = n.self // pretend it lost its successor
 	n.mu.Unlock()
 	if CheckRing(c.nodes) == nil {
 		t.Fatal("CheckRing accepted a node that skips its successor")
+	}
+	if Converged(c.nodes) {
+		t.Fatal("Converged accepted a node that skips its successor")
 	}
 }

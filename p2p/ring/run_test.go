@@ -75,7 +75,7 @@ func TestRunWithFakeClock(t *testing.T) {
 	var elapsed time.Duration
 	for {
 		settle(c.clock, 3*size)
-		if CheckRing(c.nodes) == nil && c.fingersOK() == nil {
+		if Converged(c.nodes) && c.fingersOK() == nil {
 			break
 		}
 		if elapsed > 2*time.Minute {
@@ -108,7 +108,7 @@ func TestRunWithFakeClock(t *testing.T) {
 	elapsed = 0
 	for {
 		settle(c.clock, 3*size)
-		if CheckRing(c.live()) == nil && c.fingersOK() == nil {
+		if Converged(c.live()) && c.fingersOK() == nil {
 			break
 		}
 		if elapsed > 2*time.Minute {

@@ -142,7 +142,7 @@ func (c *cluster) build(ctx context.Context) {
 		}
 		c.runFor(ctx, tickStep, nil)
 	}
-	c.runFor(ctx, 5*time.Minute, func() bool { return CheckRing(c.live()) == nil })
+	c.runFor(ctx, 5*time.Minute, func() bool { return Converged(c.live()) })
 	if err := CheckRing(c.live()); err != nil {
 		c.tb.Fatalf("ring did not converge: %v", firstLines(err, 5))
 	}

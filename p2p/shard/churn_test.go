@@ -466,7 +466,7 @@ func (c *churn) invariants() error {
 		for _, n := range live {
 			rns = append(rns, n.rn)
 		}
-		if ring.CheckRing(rns) == nil {
+		if ring.Converged(rns) {
 			c.healing = false
 		}
 	}
