@@ -51,12 +51,23 @@ func (n *Node) Join(ctx context.Context, bootstrap Peer) error {
 	n.emit(snap)
 
 	_ = n.notify(ctx, succ)
-	if n.shared() && !r.via.IsZero() && r.via != succ && r.via != n.self {
-		// The peer whose answer named our successor precedes us: told
-		// now, it takes us as its successor at once (HandleNotify) and
-		// notifies us at its next tick, instead of finding us a stretched
-		// stabilize interval later (shared.go).
-		_ = n.notify(ctx, r.via)
+	if n.shared() {
+		// Our predecessor, told now, takes us as its successor at once
+		// (HandleNotify) and notifies us at its next tick, instead of
+		// finding us a stretched stabilize interval later (shared.go).
+		// The successor's predecessor is it; without one, the peer whose
+		// answer named our successor. That peer is not our predecessor
+		// when it answered from a sibling's tables, as a machine's
+		// positions do (HandleFindSuccessorStep): the sibling positions
+		// a node joins through its first one then waited a stretched
+		// interval for a predecessor, 4 s of a 3-machine ring's forming.
+		pred := nb.Predecessor
+		if pred.IsZero() || pred == n.self {
+			pred = r.via
+		}
+		if !pred.IsZero() && pred != succ && pred != n.self {
+			_ = n.notify(ctx, pred)
+		}
 	}
 	return nil
 }
