@@ -26,8 +26,8 @@ import (
 //     its positions) stabilize or check its predecessor at its next tick.
 //     A notify that changes the successor, a leave notice and a revived
 //     suspect do the same for the position concerned, and a joining
-//     position notifies the predecessor its lookup found as well as its
-//     successor, so the predecessor takes it as successor at once.
+//     position notifies its successor's predecessor as well as its
+//     successor, so the predecessor takes it as successor at once (Join).
 //   - The machine routes as one: a lookup step asked of any position is
 //     answered from the tables of the position that precedes the key
 //     most closely (HandleFindSuccessorStep), as Lookup starts from it,
