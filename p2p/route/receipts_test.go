@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -24,11 +25,11 @@ func (r membersRing) Lookup(_ context.Context, key ring.ID) (ring.Peer, int, err
 // for the owner it went to, signed by the given peers.
 type signedBy struct {
 	signers []ring.Peer
-	sends   int
+	sends   atomic.Int64
 }
 
 func (s *signedBy) Send(_ context.Context, to ring.Peer, ts []Task) (Result, error) {
-	s.sends++
+	s.sends.Add(1)
 	ids := make([]shard.RecordID, len(ts))
 	for i, t := range ts {
 		u, _ := testURLs{}.Normalize(t.URL)
