@@ -2,6 +2,7 @@ package ring
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -108,5 +109,9 @@ func TestCheckRingDetectsBrokenPointers(t *testing.T) {
 	}
 	if Converged(c.nodes) {
 		t.Fatal("Converged accepted a node that skips its successor")
+	}
+	first, all := FirstViolation(c.nodes), CheckRing(c.nodes)
+	if first == nil || !strings.HasPrefix(all.Error(), first.Error()+"\n") && all.Error() != first.Error() {
+		t.Fatalf("first violation %v, CheckRing %v", first, all)
 	}
 }
