@@ -171,9 +171,6 @@ type cluster struct {
 	// accepted it (by address, with the round).
 	fetched  map[string]int
 	accepted map[string][]string
-	// acceptedMu guards accepted: a routing pass delivers its batches
-	// at once (Config.Parallel).
-	acceptedMu sync.Mutex
 }
 
 func newCluster(t *testing.T, seed uint64, n int) *cluster {
@@ -264,8 +261,6 @@ func (r recording) AcceptWithReceipts(ctx context.Context, recs []shard.Record, 
 func (r recording) HoldFor(owner string, recs []shard.Record) ([]bool, int, int, error) {
 	held, took, dups, err := r.m.HoldFor(owner, recs)
 	if err == nil {
-		r.c.acceptedMu.Lock()
-		defer r.c.acceptedMu.Unlock()
 		for i, rec := range recs {
 			if held[i] {
 				r.c.accepted[rec.URL] = append(r.c.accepted[rec.URL], r.addr+" for "+owner)
@@ -291,8 +286,6 @@ func (testSigner) Verify(p ring.Peer, msg, sig []byte) bool {
 
 func (r recording) note(recs []shard.Record, err error) error {
 	if err == nil {
-		r.c.acceptedMu.Lock()
-		defer r.c.acceptedMu.Unlock()
 		for _, rec := range recs {
 			r.c.accepted[rec.URL] = append(r.c.accepted[rec.URL], r.addr)
 		}

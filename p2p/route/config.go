@@ -20,13 +20,6 @@ type Config struct {
 	// MaxBatch bounds the tasks sent to an owner in one batch. Default
 	// protocol.MaxBatchTasks, what one task batch may carry on the wire.
 	MaxBatch int
-	// Parallel is how many batches a routing pass (Router.Route) delivers
-	// at once. A machine of many ring positions sends a pass's links to
-	// many more owners than one of one position, each batch a round trip
-	// (and its receipts' check), and a page's done mark waits until its
-	// links are settled: delivered one after the other, the batches of a
-	// pass took seconds on a loaded machine. Default 8.
-	Parallel int
 	// RetryMin and RetryMax bound the backoff between two deliveries of a
 	// task that could not be delivered (Backoff). Defaults 100 ms and
 	// 10 s.
@@ -68,7 +61,6 @@ func DefaultConfig() Config {
 		OwnerCacheTTL: 5 * time.Second,
 		OwnerCacheMax: 100_000,
 		MaxBatch:      protocol.MaxBatchTasks,
-		Parallel:      8,
 		RetryMin:      100 * time.Millisecond,
 		RetryMax:      10 * time.Second,
 		Helpers:       1,
@@ -89,9 +81,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBatch <= 0 || c.MaxBatch > d.MaxBatch {
 		c.MaxBatch = d.MaxBatch
-	}
-	if c.Parallel <= 0 {
-		c.Parallel = d.Parallel
 	}
 	if c.RetryMin <= 0 {
 		c.RetryMin = d.RetryMin

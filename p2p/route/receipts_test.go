@@ -2,7 +2,6 @@ package route
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
@@ -25,11 +24,11 @@ func (r membersRing) Lookup(_ context.Context, key ring.ID) (ring.Peer, int, err
 // for the owner it went to, signed by the given peers.
 type signedBy struct {
 	signers []ring.Peer
-	sends   atomic.Int64
+	sends   int
 }
 
 func (s *signedBy) Send(_ context.Context, to ring.Peer, ts []Task) (Result, error) {
-	s.sends.Add(1)
+	s.sends++
 	ids := make([]shard.RecordID, len(ts))
 	for i, t := range ts {
 		u, _ := testURLs{}.Normalize(t.URL)

@@ -18,8 +18,7 @@ type Ring interface {
 }
 
 // Transport carries a batch of tasks to a remote owner and brings back its
-// answer, which accounts for every task. A routing pass calls Send from
-// several goroutines at once (Config.Parallel).
+// answer, which accounts for every task.
 type Transport interface {
 	Send(ctx context.Context, to ring.Peer, tasks []Task) (Result, error)
 }
@@ -124,25 +123,14 @@ func NewRouter(r Ring, owner *Owner, send Transport, cfg Config) *Router {
 // Config returns the router's configuration, defaults filled in.
 func (r *Router) Config() Config { return r.cfg }
 
-// Route delivers tasks to their owners once, Config.Parallel batches at
-// a time. fromOutbox says that the tasks come from a durable outbox,
-// which keeps them until they are settled: this node then accepts those
-// it owns without a sync (see Owner.Accept).
+// Route delivers tasks to their owners once. fromOutbox says that the
+// tasks come from a durable outbox, which keeps them until they are
+// settled: this node then accepts those it owns without a sync (see
+// Owner.Accept).
 func (r *Router) Route(ctx context.Context, tasks []Task, fromOutbox bool) Delivery {
 	batches, d := r.Plan(ctx, tasks)
-	got := make([]Delivery, len(batches))
-	slots := make(chan struct{}, r.cfg.Parallel)
-	var wg sync.WaitGroup
-	for i, b := range batches {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			got[i] = r.Deliver(ctx, b, fromOutbox)
-		})
-	}
-	wg.Wait()
-	for _, g := range got {
-		d.add(g)
+	for _, b := range batches {
+		d.add(r.Deliver(ctx, b, fromOutbox))
 	}
 	return d
 }
