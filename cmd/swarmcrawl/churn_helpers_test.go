@@ -436,19 +436,19 @@ func (s *swarm) checkCrawlQuality(maxExtra int) {
 
 // checkKillDuplicates asserts that the fetches repeated after SIGKILLs are
 // the pages the killed processes fetched last: every repeat of a page
-// follows an answer to a process killed at most window later (a page is
-// reported done to the replicas once its links are settled with their
-// owners, and the killed process took the report of its last pages with
-// it), except at most maxOther repeats; and that no request broke
+// follows an answer to a process killed at most window(process) later (a
+// page is reported done to the replicas once its links are settled with
+// their owners, and the killed process took the report of its last pages
+// with it), except at most maxOther repeats; and that no request broke
 // robots.txt or politeness. It returns how many repeats the kills explain
 // and the oldest such answer's age at its kill.
-func (s *swarm) checkKillDuplicates(window time.Duration, maxOther int) (explained int, oldest time.Duration) {
+func (s *swarm) checkKillDuplicates(window func(*proc) time.Duration, maxOther int) (explained int, oldest time.Duration) {
 	s.t.Helper()
 	var other []string
 	for u, reqs := range s.web.Repeated() {
 		for i, r := range reqs[1:] {
 			first := reqs[i] // the fetch this one repeats
-			if age, ok := s.killedAfter(first); ok && age <= window {
+			if p, age, ok := s.killedAfter(first); ok && age <= window(p) {
 				explained++
 				oldest = max(oldest, age)
 				continue
@@ -460,16 +460,16 @@ func (s *swarm) checkKillDuplicates(window time.Duration, maxOther int) (explain
 	}
 	sort.Strings(other)
 	if len(other) > maxOther {
-		s.t.Errorf("%d fetches repeat a page that no process killed within %v of its answer had fetched; at most %d allowed: %v",
-			len(other), window, maxOther, other[:min(10, len(other))])
+		s.t.Errorf("%d fetches repeat a page that no process killed within its window of unreported pages after its answer had fetched; at most %d allowed: %v",
+			len(other), maxOther, other[:min(10, len(other))])
 	}
 	s.checkRules()
 	return explained, oldest
 }
 
 // killedAfter reports whether the process that made r was killed with
-// SIGKILL after r was answered, and how long after.
-func (s *swarm) killedAfter(r synthweb.Request) (time.Duration, bool) {
+// SIGKILL after r was answered, which process, and how long after.
+func (s *swarm) killedAfter(r synthweb.Request) (*proc, time.Duration, bool) {
 	name := nodeOf(r)
 	for _, m := range s.nodes {
 		if m.name != name {
@@ -477,12 +477,15 @@ func (s *swarm) killedAfter(r synthweb.Request) (time.Duration, bool) {
 		}
 		i := incarnation(m, r.Time)
 		if i >= len(m.killed) || m.killed[i].IsZero() || r.Answered().IsZero() {
-			return 0, false
+			return nil, 0, false
 		}
-		at := m.killed[i]
-		return at.Sub(r.Answered()), true
+		p := m.p
+		if i < len(m.past) {
+			p = m.past[i]
+		}
+		return p, m.killed[i].Sub(r.Answered()), true
 	}
-	return 0, false
+	return nil, 0, false
 }
 
 // checkRules asserts that no request broke robots.txt or politeness and

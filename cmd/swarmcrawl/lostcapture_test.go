@@ -85,8 +85,10 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The last pages' records, and their done marks on the replicas.
-	time.Sleep(2 * time.Second)
+	// The last pages' records, and their done marks on the replicas: a
+	// mark the victim held alone would have its page fetched again by
+	// the ordinary takeover, which this test does not count on.
+	waitDoneMarksReplicated(t, bin, nodes, time.Minute)
 	crawled := time.Since(start)
 	if d := web.Duplicates(); len(d) > 0 {
 		t.Fatalf("the crawl itself fetched pages twice (the test counts refetches): %v", d)
@@ -267,6 +269,32 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 	}
 	t.Logf("%d captures lost; all fetched again %s after the kill (grace %s), %d of them queued again by the lost-capture watch, %d robots.txt requests since the kill; the export took %s and ended %s after the kill (the test waits %s for late refetches first); test wall %s",
 		len(lost), allBack.Round(time.Millisecond), lostGrace, requeued, robots, exportTook.Round(time.Millisecond), whole.Round(time.Millisecond), 3*lostGrace, time.Since(start).Round(time.Millisecond))
+}
+
+// waitDoneMarksReplicated waits (bounded) until no node has work in
+// flight, links to deliver or done marks its replicas have not been sent
+// (status done_marks), twice in a row.
+func waitDoneMarksReplicated(t *testing.T, bin string, nodes []*proc, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for calm := 0; calm < 2; {
+		var busy []string
+		for i, n := range nodes {
+			st := n.status(t, bin)
+			if d := st.DoneMarks; d.WaitingLinks+int(d.Unsent)+st.Outbox+int(st.Crawl.InFlight) > 0 {
+				busy = append(busy, fmt.Sprintf("node %d: %d in flight, %d links to deliver, done marks %+v", i, st.Crawl.InFlight, st.Outbox, d))
+			}
+		}
+		if len(busy) == 0 {
+			calm++
+		} else {
+			calm = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("done marks still not at the replicas %s after the crawl: %v", timeout, busy)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // responsesIn returns the URLs of the response records in a node's WARC

@@ -151,6 +151,10 @@ func printStatus(w io.Writer, st *node.Status) {
 		}
 	}
 	fmt.Fprintf(w, "routing     %d tasks routed, %d waiting, %d lookups (%.2f hops mean), %d send errors\n", st.Routed, st.Outbox, st.Lookups, st.MeanLookupHops, st.SendErrors)
+	if d := st.DoneMarks; d.WaitingLinks > 0 || d.Unsent > 0 {
+		fmt.Fprintf(w, "done marks  %d waiting for their pages' links, %d for the replicas; the oldest finished %s ago\n",
+			d.WaitingLinks, d.Unsent, (time.Duration(d.OldestMS) * time.Millisecond).String())
+	}
 	if d := st.Delegation; d.HotQueue > 0 || d.Delegated > 0 || d.Helped > 0 {
 		fmt.Fprintf(w, "hot hosts   %d tasks fetched by helpers (%d batches, %d failed), %d fetched for other owners\n",
 			d.Delegated, d.BatchesSent, d.DelegateFails, d.Helped)

@@ -320,6 +320,22 @@ func startAdversary(t *testing.T, opts advOptions) *adversary {
 	return a
 }
 
+// hostRequests lists the requests to the host a violation names, each with
+// its time and the node that made it (its User-Agent), to tell a race
+// between honest nodes from one involving the hostile member.
+func (a *adversary) hostRequests(violation string) string {
+	host, _, _ := strings.Cut(violation, ":")
+	var b strings.Builder
+	fmt.Fprintf(&b, "requests to %s:", host)
+	log := a.web.Web.Log()
+	for _, r := range log {
+		if r.Host == host {
+			fmt.Fprintf(&b, "\n  +%v %s %q", r.Time.Sub(log[0].Time).Round(time.Microsecond), r.Path, r.UserAgent)
+		}
+	}
+	return b.String()
+}
+
 // newStranger returns a fresh hostile identity (listening nowhere, without
 // the swarm key), closed when the test ends. Call it again for a second
 // identity.
@@ -492,7 +508,7 @@ func (a *adversary) check() {
 		t.Errorf("%d robots.txt violations on the synthetic web, e.g. %v", len(v), v[:min(5, len(v))])
 	}
 	if v := a.web.CheckPoliteness(advDelay); len(v) > 0 {
-		t.Errorf("%d politeness violations on the synthetic web, e.g. %v", len(v), v[:min(5, len(v))])
+		t.Errorf("%d politeness violations on the synthetic web, e.g. %v\n%s", len(v), v[:min(5, len(v))], a.hostRequests(v[0]))
 	}
 	robots, polite := a.web.siteViolations()
 	if len(robots) > 0 {

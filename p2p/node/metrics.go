@@ -64,6 +64,8 @@ var (
 	descOutOfScope     = desc("out_of_scope_total", "URLs this node refused as their owner because they are out of the crawl's scope, by reason: not_seed_host, not_seed_domain, excluded, not_included, unauthorized_seed.", "reason")
 	descScopeDropped   = desc("scope_dropped_total", "Queued tasks dropped before any request because they are out of the crawl's scope.")
 	descLostRequeued   = desc("lost_captures_requeued_total", "URLs queued again because every capture of theirs was held by peers gone longer than the capture grace period.")
+	descDoneUnsafe     = desc("done_marks_unreplicated", "Done marks only this node holds: waiting for their pages' links to be settled or for a heartbeat to the replicas.")
+	descDoneOldest     = desc("done_marks_oldest_seconds", "How long ago the oldest done mark only this node holds was finished; 0 with none.")
 	descSeedsRefused   = desc("seed_marks_refused_total", "Seed marks (of routed tasks and of records from peers) not honoured: no signature by a seeder this node accepts over the URL.")
 )
 
@@ -120,6 +122,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descScopeDropped, st.Scope.Dropped)
 	counter(descLostRequeued, st.LostCaptures.Requeued)
 	counter(descSeedsRefused, st.Scope.SeedMarksRefused)
+	gauge(descDoneUnsafe, float64(int64(st.DoneMarks.WaitingLinks)+st.DoneMarks.Unsent))
+	gauge(descDoneOldest, float64(st.DoneMarks.OldestMS)/1000)
 }
 
 func boolValue(b bool) float64 {

@@ -230,7 +230,7 @@ func (n *Node) build() error {
 	n.ring = n.pos[0].ring
 
 	n.outbox = newOutbox(n.db, n.log, cfg.OutboxMemory)
-	n.progressQ = route.NewProgress(n.outbox)
+	n.progressQ = route.NewProgress(n.outbox, nil)
 	n.finished = &finishedURLs{links: n.outbox, progress: n.progressQ, log: n.log}
 	n.fetchTr = p2p.NewFetchTransport(h, n.streams, n.log)
 	n.warcSrv = newArchiveServer(filepath.Join(cfg.DataDir, WARCDir))

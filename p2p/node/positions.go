@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -201,11 +203,12 @@ func (ps positions) HoldFor(owner string, recs []shard.Record) (held []bool, too
 	return held, took, dups, nil
 }
 
-// Progress hands each position's manager the finished records and host
-// states of its own keys (shard.Manager.Progress), for its replicas.
-func (ps positions) Progress(recs []shard.Record, hosts []shard.HostState) error {
+// ProgressSince hands each position's manager the finished records and
+// host states of its own keys (shard.Manager.ProgressSince), for its
+// replicas; the oldest of them was finished at since.
+func (ps positions) ProgressSince(recs []shard.Record, hosts []shard.HostState, since time.Time) error {
 	if len(ps) == 1 {
-		return ps[0].shard.Progress(recs, hosts)
+		return ps[0].shard.ProgressSince(recs, hosts, since)
 	}
 	groups := ps.group(recs, ps.owner)
 	hostGroups := make(map[*position][]shard.HostState, 1)
@@ -216,7 +219,7 @@ func (ps positions) Progress(recs []shard.Record, hosts []shard.HostState) error
 	var errs []error
 	for _, p := range ps {
 		if len(groups[p])+len(hostGroups[p]) > 0 {
-			if err := p.shard.Progress(groups[p], hostGroups[p]); err != nil {
+			if err := p.shard.ProgressSince(groups[p], hostGroups[p], since); err != nil {
 				errs = append(errs, fmt.Errorf("position %d: %w", p.index, err))
 			}
 		}

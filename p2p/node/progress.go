@@ -65,9 +65,9 @@ type progress struct {
 }
 
 // progressSink takes the crawler's progress for the replicas: the
-// positions' shard managers (shard.Manager.Progress).
+// positions' shard managers (shard.Manager.ProgressSince).
 type progressSink interface {
-	Progress(recs []shard.Record, hosts []shard.HostState) error
+	ProgressSince(recs []shard.Record, hosts []shard.HostState, since time.Time) error
 }
 
 // Run reports progress until ctx ends.
@@ -90,11 +90,11 @@ func (p *progress) Run(ctx context.Context) {
 // flushFinished hands the shard manager every finished URL whose page's
 // links are settled.
 func (p *progress) flushFinished() {
-	ready := p.finished.TakeSettled()
+	ready, since := p.finished.TakeSettled()
 	if len(ready) == 0 {
 		return
 	}
-	if err := p.shard.Progress(ready, nil); err != nil {
+	if err := p.shard.ProgressSince(ready, nil, since); err != nil {
 		p.log.Warn("recording progress failed", "urls", len(ready), "err", err)
 	}
 }
@@ -111,7 +111,7 @@ func (p *progress) flushHosts() {
 		}
 	}
 	if err == nil && len(hosts) > 0 {
-		err = p.shard.Progress(nil, hosts)
+		err = p.shard.ProgressSince(nil, hosts, time.Now())
 	}
 	if err != nil {
 		p.log.Warn("recording host states failed", "err", err)

@@ -66,6 +66,24 @@ type Status struct {
 	// LostCaptures reports the watch over the peers holding this node's
 	// captures, and the URLs fetched again because theirs were gone.
 	LostCaptures LostCaptureStatus `json:"lost_captures"`
+	// DoneMarks reports the done marks only this node holds so far.
+	DoneMarks DoneMarkStatus `json:"done_marks"`
+}
+
+// DoneMarkStatus reports the done marks (the records of fetched URLs) this
+// node holds alone: a mark waits for the links found on its page to be
+// settled with their owners, then for the next heartbeat to take it to
+// the replicas. Were the node killed now, the range's next owner would
+// fetch those URLs again.
+type DoneMarkStatus struct {
+	// WaitingLinks counts the marks waiting for their pages' links;
+	// Unsent the marks and host states waiting for a heartbeat or riding
+	// one.
+	WaitingLinks int   `json:"waiting_links"`
+	Unsent       int64 `json:"unsent"`
+	// OldestMS is how long ago, in milliseconds, the oldest of them was
+	// finished; 0 with none.
+	OldestMS int64 `json:"oldest_ms"`
 }
 
 // DiskStatus reports the free space of the disk that holds the store,
@@ -309,12 +327,29 @@ func (n *Node) shardStats() shard.Stats {
 		st.WatchFetches += s.WatchFetches
 		st.WatchedIn += s.WatchedIn
 		st.HeldFor += s.HeldFor
+		st.Unsent += s.Unsent
+		if !s.UnsentSince.IsZero() && (st.UnsentSince.IsZero() || s.UnsentSince.Before(st.UnsentSince)) {
+			st.UnsentSince = s.UnsentSince
+		}
 	}
 	return st
 }
 
-func (n *Node) shardStatus() ShardStatus {
-	st := n.shardStats()
+// doneMarkStatus reports the done marks waiting in the node's progress
+// queue and in its positions' shard managers (st).
+func (n *Node) doneMarkStatus(st shard.Stats) DoneMarkStatus {
+	ds := DoneMarkStatus{WaitingLinks: n.progressQ.Waiting(), Unsent: st.Unsent}
+	oldest := n.progressQ.Oldest()
+	if !st.UnsentSince.IsZero() && (oldest.IsZero() || st.UnsentSince.Before(oldest)) {
+		oldest = st.UnsentSince
+	}
+	if !oldest.IsZero() {
+		ds.OldestMS = max(time.Since(oldest).Milliseconds(), 1)
+	}
+	return ds
+}
+
+func (n *Node) shardStatus(st shard.Stats) ShardStatus {
 	return ShardStatus{
 		Replicas:        n.shardCfg.Replicas,
 		Claims:          claimInfos(st.Claims),
@@ -427,6 +462,7 @@ func (n *Node) Status() Status {
 	st := n.ring.State()
 	self := st.Self
 	rs := n.router.Stats()
+	shardSt := n.shardStats()
 	s := Status{
 		PeerID:  n.host.ID().String(),
 		RingID:  self.ID.String(),
@@ -440,7 +476,7 @@ func (n *Node) Status() Status {
 		Routed:  rs.Routed,
 		Lookups: rs.Lookups,
 		Crawl:   n.crawler.Stats(),
-		Shard:   n.shardStatus(),
+		Shard:   n.shardStatus(shardSt),
 		Disk:    n.diskStatus(),
 	}
 	s.SendErrors = rs.SendErrors
@@ -450,6 +486,7 @@ func (n *Node) Status() Status {
 	s.Resources = n.resourceStatus()
 	s.NAT = n.natStatus()
 	s.LostCaptures = n.lost.Status()
+	s.DoneMarks = n.doneMarkStatus(shardSt)
 	if s.Lookups > 0 {
 		s.MeanLookupHops = float64(rs.LookupHops) / float64(s.Lookups)
 	}
@@ -474,6 +511,6 @@ func (n *Node) Status() Status {
 		s.RingShare += pi.Range.Share
 	}
 	s.RingShare = min(s.RingShare, 1)
-	s.OwnedHosts = n.ownedHosts(n.shardStats().Claims)
+	s.OwnedHosts = n.ownedHosts(shardSt.Claims)
 	return s
 }

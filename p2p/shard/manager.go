@@ -253,6 +253,14 @@ type Stats struct {
 	// Unplaced counts lookups that found a sender's ID owned by another
 	// peer: a sender the ring does not hold where it sits (member.go).
 	Unplaced int64
+	// Unsent counts the progress (done records and host states handed
+	// to Progress) no heartbeat has yet taken to the replicas, whether
+	// it waits for the next heartbeat or is on its way; UnsentSince is
+	// when the oldest of it was finished (ProgressSince), zero with
+	// nothing unsent. A node that dies now loses that progress: its
+	// replicas fetch those URLs again.
+	Unsent      int64
+	UnsentSince time.Time
 }
 
 // Manager keeps one node's shard state: which ranges it claims and under
@@ -338,8 +346,14 @@ type Manager struct {
 	lastWatchScan time.Time
 	progRecs      []Record
 	progHosts     []HostState
-	degraded      bool
-	stats         Stats
+	// progSince is when the oldest of progRecs and progHosts was
+	// finished; sending and sendingSince the same of the progress the
+	// heartbeat in progress carries (Stats.Unsent).
+	progSince    time.Time
+	sending      int
+	sendingSince time.Time
+	degraded     bool
+	stats        Stats
 }
 
 var _ Handler = (*Manager)(nil)
@@ -537,8 +551,16 @@ func rangesOf(m segMap) []Range {
 
 // Progress records state changes of owned records (Done marks, host
 // states): written locally now and replicated with the next heartbeat,
-// asynchronously.
+// asynchronously. It is ProgressSince with the time now.
 func (m *Manager) Progress(recs []Record, hosts []HostState) error {
+	return m.ProgressSince(recs, hosts, m.clock.Now())
+}
+
+// ProgressSince is Progress of changes the oldest of which was made at
+// since (a URL finished while its page's links were being settled):
+// Stats.UnsentSince reports it until a heartbeat has taken them to the
+// replicas.
+func (m *Manager) ProgressSince(recs []Record, hosts []HostState, since time.Time) error {
 	if len(recs) > 0 {
 		if err := m.st.PutRecords(recs); err != nil {
 			return fmt.Errorf("shard: progress: store records: %w", err)
@@ -550,6 +572,9 @@ func (m *Manager) Progress(recs []Record, hosts []HostState) error {
 		}
 	}
 	m.mu.Lock()
+	if len(recs)+len(hosts) > 0 && (len(m.progRecs)+len(m.progHosts) == 0 || since.Before(m.progSince)) {
+		m.progSince = since
+	}
 	m.progRecs = append(m.progRecs, recs...)
 	m.progHosts = append(m.progHosts, hosts...)
 	m.mu.Unlock()
@@ -568,6 +593,15 @@ func (m *Manager) Stats() Stats {
 	s.LeaseValid = m.own.leaseValid(now, noReplica)
 	s.Degraded = m.degraded
 	s.Watching = int64(len(m.watch))
+	if n := len(m.progRecs) + len(m.progHosts); n > 0 {
+		s.Unsent, s.UnsentSince = int64(n), m.progSince
+	}
+	if m.sending > 0 {
+		s.Unsent += int64(m.sending)
+		if s.UnsentSince.IsZero() || m.sendingSince.Before(s.UnsentSince) {
+			s.UnsentSince = m.sendingSince
+		}
+	}
 	return s
 }
 

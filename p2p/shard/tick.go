@@ -556,7 +556,15 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 			hosts = append(hosts, h)
 		}
 	}
-	m.progRecs, m.progHosts = nil, nil
+	if n := len(m.progRecs) + len(m.progHosts); n > 0 {
+		m.sending, m.sendingSince = n, m.progSince
+		defer func() {
+			m.mu.Lock()
+			m.sending, m.sendingSince = 0, time.Time{}
+			m.mu.Unlock()
+		}()
+	}
+	m.progRecs, m.progHosts, m.progSince = nil, nil, time.Time{}
 	m.mu.Unlock()
 	if late != nil {
 		m.sendLate(ctx, pieces, late)

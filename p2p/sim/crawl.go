@@ -49,8 +49,8 @@ func (v *vnode) Settled(ids []uint64) bool {
 // whose links are all settled (route.Progress), as a node's progress loop
 // does.
 func (v *vnode) flushProgress() {
-	if recs := v.progress.TakeSettled(); len(recs) > 0 {
-		if err := v.m.Progress(recs, nil); err != nil {
+	if recs, since := v.progress.TakeSettled(); len(recs) > 0 {
+		if err := v.m.ProgressSince(recs, nil, since); err != nil {
 			v.s.progressErrors++
 		}
 	}

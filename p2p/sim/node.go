@@ -91,7 +91,7 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	}
 	s.ids[id] = true
 	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, unsettled: map[uint64]struct{}{}}
-	v.progress = route.NewProgress(v)
+	v.progress = route.NewProgress(v, clock{&s.w})
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
 	rcfg := s.rcfg
 	rcfg.Positions = s.cfg.VNodes // shared maintenance, as a peer's positions
