@@ -150,7 +150,11 @@ func printStatus(w io.Writer, st *node.Status) {
 			fmt.Fprintf(w, "            %s%s: %s\n", tr.Host, tr.Pattern, tr.Reason)
 		}
 	}
-	fmt.Fprintf(w, "routing     %d tasks routed, %d waiting, %d lookups (%.2f hops mean), %d send errors\n", st.Routed, st.Outbox, st.Lookups, st.MeanLookupHops, st.SendErrors)
+	fmt.Fprintf(w, "routing     %d tasks routed, %d waiting, %d lookups (%.2f hops mean), %d send errors", st.Routed, st.Outbox, st.Lookups, st.MeanLookupHops, st.SendErrors)
+	if st.RoutePasses > 0 {
+		fmt.Fprintf(w, "; %d passes of %.1f batches, %.0f ms mean", st.RoutePasses, float64(st.RouteBatches)/float64(st.RoutePasses), st.RoutePassMS)
+	}
+	fmt.Fprintln(w)
 	if d := st.DoneMarks; d.WaitingLinks > 0 || d.Unsent > 0 {
 		fmt.Fprintf(w, "done marks  %d waiting for their pages' links, %d for the replicas; the oldest finished %s ago\n",
 			d.WaitingLinks, d.Unsent, (time.Duration(d.OldestMS) * time.Millisecond).String())

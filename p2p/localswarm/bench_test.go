@@ -76,7 +76,9 @@ func BenchmarkSingleNodeCrawl(b *testing.B) {
 // again. Six nodes crawl a 200-host synthetic web, with one ring position
 // each and with 16; every 100 ms the test reads each node's oldest done
 // mark. Reports the median, the 90th percentile and the largest sample
-// (the oldest over the nodes), in ms, and the crawl's pages/s.
+// (the oldest over the nodes), in ms, the crawl's pages/s, and the
+// delivery loop's batches per pass and mean pass time (status
+// route_batches, route_pass_ms).
 func BenchmarkDoneMarkLag(b *testing.B) {
 	cfg := synthweb.DefaultConfig()
 	cfg.Seed = 21
@@ -94,6 +96,8 @@ func BenchmarkDoneMarkLag(b *testing.B) {
 
 func benchDoneMarkLag(b *testing.B, web *synthweb.Web, vnodes int) {
 	var samples []int64
+	var passes, batches int64
+	var passMS float64
 	var pages int
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
@@ -124,6 +128,11 @@ func benchDoneMarkLag(b *testing.B, web *synthweb.Web, vnodes int) {
 			b.Fatalf("crawl incomplete: %d pages missing", n)
 		}
 		pages += web.Requested()
+		for _, n := range swarm.Nodes {
+			st := n.Status()
+			passes, batches = passes+st.RoutePasses, batches+st.RouteBatches
+			passMS += st.RoutePassMS * float64(st.RoutePasses)
+		}
 		_ = swarm.Close()
 		cancel()
 	}
@@ -134,5 +143,9 @@ func benchDoneMarkLag(b *testing.B, web *synthweb.Web, vnodes int) {
 		b.ReportMetric(float64(samples[len(samples)-1]), "max-ms")
 	}
 	b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
+	if passes > 0 {
+		b.ReportMetric(float64(batches)/float64(passes), "batches/pass")
+		b.ReportMetric(passMS/float64(passes), "ms/pass")
+	}
 	b.ReportMetric(0, "ns/op")
 }

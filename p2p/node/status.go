@@ -41,12 +41,19 @@ type Status struct {
 	Seen  int64 `json:"seen"`
 	Pages int64 `json:"pages"`
 	// Outbox counts discovered links waiting for delivery to their owner.
-	Outbox         int         `json:"outbox"`
-	Routed         int64       `json:"routed"`
-	Lookups        int64       `json:"lookups"`
-	MeanLookupHops float64     `json:"mean_lookup_hops"`
-	SendErrors     int64       `json:"send_errors"`
-	Crawl          crawl.Stats `json:"crawl"`
+	Outbox         int     `json:"outbox"`
+	Routed         int64   `json:"routed"`
+	Lookups        int64   `json:"lookups"`
+	MeanLookupHops float64 `json:"mean_lookup_hops"`
+	SendErrors     int64   `json:"send_errors"`
+	// RoutePasses counts the delivery loop's passes over the outbox,
+	// RouteBatches their batches (one per owning ring position), and
+	// RoutePassMS is a pass's mean time in milliseconds: a fetched page's
+	// done mark waits for the pass that settles its links.
+	RoutePasses  int64       `json:"route_passes"`
+	RouteBatches int64       `json:"route_batches"`
+	RoutePassMS  float64     `json:"route_pass_ms"`
+	Crawl        crawl.Stats `json:"crawl"`
 	// Shard is the node's replication and ownership state.
 	Shard ShardStatus `json:"shard"`
 	// Delegation counts the fetches of hot hosts handed to helpers and
@@ -480,6 +487,10 @@ func (n *Node) Status() Status {
 		Disk:    n.diskStatus(),
 	}
 	s.SendErrors = rs.SendErrors
+	s.RoutePasses, s.RouteBatches = rs.Passes, rs.Batches
+	if rs.Passes > 0 {
+		s.RoutePassMS = float64(rs.PassTime) / float64(time.Millisecond) / float64(rs.Passes)
+	}
 	s.Isolated = st.Isolated
 	s.Delegation = n.delegationStatus(s.Crawl)
 	s.Scope = n.scopeStatus(s.Crawl)

@@ -371,3 +371,30 @@ func TestRouterTakesItsPositionsAsSelf(t *testing.T) {
 		t.Fatalf("batch for another machine's position: %d sends, delivery %+v; want 1 send", tr.sends, d)
 	}
 }
+
+// slowTransport accepts every batch after advancing the clock by took, as
+// a round trip to the owner would take.
+type slowTransport struct {
+	clock *ring.FakeClock
+	took  time.Duration
+}
+
+func (s slowTransport) Send(_ context.Context, _ ring.Peer, ts []Task) (Result, error) {
+	s.clock.Advance(s.took)
+	return Result{Accepted: len(ts)}, nil
+}
+
+// TestRouterCountsPasses: the router's stats say how many passes it made,
+// how many batches they sent and how long they took (status route_passes,
+// route_batches, route_pass_ms): what a done mark waits for.
+func TestRouterCountsPasses(t *testing.T) {
+	clock := ring.NewFakeClock(time.Unix(1_700_000_000, 0))
+	r := &stubRing{self: ring.Peer{ID: 1, Addr: "self"}, owner: ring.Peer{ID: 2, Addr: "other"}}
+	rt := NewRouter(r, nil, slowTransport{clock: clock, took: 40 * time.Millisecond}, Config{MaxBatch: 10, Clock: clock})
+	rt.Route(context.Background(), testTasks(1, 25), false)
+	rt.Route(context.Background(), testTasks(100, 5), false)
+	st := rt.Stats()
+	if st.Passes != 2 || st.Batches != 4 || st.PassTime != 160*time.Millisecond {
+		t.Errorf("passes %d, batches %d, time %v; want 2 passes of 4 batches in all, 160ms", st.Passes, st.Batches, st.PassTime)
+	}
+}

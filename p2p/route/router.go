@@ -90,6 +90,9 @@ type Router struct {
 	succs map[string]cachedSuccs
 
 	routed     atomic.Int64 // tasks delivered to an owner (new or duplicate)
+	passes     atomic.Int64 // routing passes (Route calls)
+	batches    atomic.Int64 // their batches
+	passNanos  atomic.Int64 // their time, summed
 	lookups    atomic.Int64
 	lookupHops atomic.Int64
 	sendErrors atomic.Int64
@@ -128,10 +131,14 @@ func (r *Router) Config() Config { return r.cfg }
 // settled: this node then accepts those it owns without a sync (see
 // Owner.Accept).
 func (r *Router) Route(ctx context.Context, tasks []Task, fromOutbox bool) Delivery {
+	start := r.cfg.Clock.Now()
 	batches, d := r.Plan(ctx, tasks)
 	for _, b := range batches {
 		d.add(r.Deliver(ctx, b, fromOutbox))
 	}
+	r.passes.Add(1)
+	r.batches.Add(int64(len(batches)))
+	r.passNanos.Add(int64(r.cfg.Clock.Now().Sub(start)))
 	return d
 }
 
@@ -303,13 +310,20 @@ type RouterStats struct {
 	// Hops counts lookups by hop count; the last slot holds
 	// MaxHopsCounted and more.
 	Hops [MaxHopsCounted + 1]int64
+	// Passes counts routing passes (Route), Batches their batches (one
+	// per owning ring position) and PassTime their time, summed: a page's
+	// done mark waits for the pass that settles its links, so long passes
+	// are what keep marks with their fetcher alone.
+	Passes, Batches int64
+	PassTime        time.Duration
 }
 
 // Stats returns the router's counts so far.
 func (r *Router) Stats() RouterStats {
 	s := RouterStats{Routed: r.routed.Load(), Lookups: r.lookups.Load(), LookupHops: r.lookupHops.Load(),
 		SendErrors: r.sendErrors.Load(), Throttled: r.throttled.Load(),
-		Unvouched: r.unvouched.Load(), Fallbacks: r.fallbacks.Load()}
+		Unvouched: r.unvouched.Load(), Fallbacks: r.fallbacks.Load(),
+		Passes: r.passes.Load(), Batches: r.batches.Load(), PassTime: time.Duration(r.passNanos.Load())}
 	for i := range s.Hops {
 		s.Hops[i] = r.hops[i].Load()
 	}
