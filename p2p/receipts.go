@@ -8,6 +8,7 @@ import (
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
 	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+	"github.com/swarmcrawl/swarmcrawl/protocol"
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
@@ -66,8 +67,10 @@ func EncodeReceipts(rs []shard.Receipt) []*pb.Receipt {
 	return out
 }
 
-// maxReceipts bounds the receipts read from one answer: one per replica.
-const maxReceipts = 16
+// maxReceipts bounds the receipts read from one answer: one per replica
+// of each ring position the batch touched (a batch goes to a machine and
+// may carry tasks of all its positions), at most 4 replicas each.
+const maxReceipts = 4 * protocol.MaxStatusPositions
 
 // DecodeReceipts reads receipts from a peer, dropping those whose signer
 // is no ring position or whose signature is out of bounds (the check that

@@ -65,7 +65,7 @@ var (
 	descScopeDropped   = desc("scope_dropped_total", "Queued tasks dropped before any request because they are out of the crawl's scope.")
 	descLostRequeued   = desc("lost_captures_requeued_total", "URLs queued again because every capture of theirs was held by peers gone longer than the capture grace period.")
 	descRoutePasses    = desc("route_passes_total", "Passes of the delivery loop over the outbox.")
-	descRouteBatches   = desc("route_batches_total", "Task batches those passes sent, one per owning ring position.")
+	descRouteBatches   = desc("route_batches_total", "Task batches those passes sent, one per owning node.")
 	descRouteSeconds   = desc("route_pass_seconds_total", "Time those passes took, summed.")
 	descDoneUnsafe     = desc("done_marks_unreplicated", "Done marks only this node holds: waiting for their pages' links to be settled or for a heartbeat to the replicas.")
 	descDoneOldest     = desc("done_marks_oldest_seconds", "How long ago the oldest done mark only this node holds was finished; 0 with none.")

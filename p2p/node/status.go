@@ -47,7 +47,7 @@ type Status struct {
 	MeanLookupHops float64 `json:"mean_lookup_hops"`
 	SendErrors     int64   `json:"send_errors"`
 	// RoutePasses counts the delivery loop's passes over the outbox,
-	// RouteBatches their batches (one per owning ring position), and
+	// RouteBatches their batches (one per owning node), and
 	// RoutePassMS is a pass's mean time in milliseconds: a fetched page's
 	// done mark waits for the pass that settles its links.
 	RoutePasses  int64       `json:"route_passes"`

@@ -57,10 +57,28 @@ type memTransport struct {
 }
 
 // Send implements Transport. Like the libp2p transport, it refuses an
-// answer that does not account for every task sent.
+// answer that does not account for every task sent. A batch goes to a
+// machine (Router.Plan): the tasks of each of its positions (Task.Owner)
+// go to that position's owner, within one delivery, as a node's
+// positions share one owner; a position no longer registered hands its
+// tasks back.
 func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Result, error) {
 	t.net.mu.Lock()
-	a, ok := t.net.owners[to.Addr]
+	_, ok := t.net.owners[to.Addr]
+	var order []string
+	parts := map[string][]Task{}
+	acceptors := map[string]Acceptor{}
+	for _, x := range tasks {
+		addr := to.Addr
+		if !x.Owner.IsZero() && x.Owner.Machine() == to.Machine() {
+			addr = x.Owner.Addr
+		}
+		if _, seen := parts[addr]; !seen {
+			order = append(order, addr)
+			acceptors[addr] = t.net.owners[addr]
+		}
+		parts[addr] = append(parts[addr], x)
+	}
 	t.net.mu.Unlock()
 	if !ok {
 		if err := t.net.net.Reachable(ctx, t.self.Addr, to.Addr); err != nil {
@@ -71,7 +89,28 @@ func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Re
 	var res Result
 	var callErr error
 	err := t.net.net.Deliver(ctx, t.self.Addr, to.Addr, func() {
-		res, callErr = a.Accept(ctx, slices.Clone(tasks), false, false)
+		for _, addr := range order {
+			part := parts[addr]
+			acc := acceptors[addr]
+			if acc == nil {
+				res.NotOwned = append(res.NotOwned, part...)
+				continue
+			}
+			r, err := acc.Accept(ctx, slices.Clone(part), false, false)
+			if err != nil {
+				callErr = err
+				return
+			}
+			if got := r.Count(); got != len(part) {
+				callErr = fmt.Errorf("owner %s accounted for %d of %d", addr, got, len(part))
+				return
+			}
+			res.Accepted += r.Accepted
+			res.Duplicates += r.Duplicates
+			res.NotOwned = append(res.NotOwned, r.NotOwned...)
+			res.Rejected = append(res.Rejected, r.Rejected...)
+			res.Receipts = append(res.Receipts, r.Receipts...)
+		}
 	})
 	if err == nil {
 		err = callErr

@@ -76,11 +76,14 @@ type FallbackTransport interface {
 // suspectMax bounds the owners remembered as suspect.
 const suspectMax = 4096
 
-// vouched reports whether res's receipts vouch for the tasks owner
-// acknowledged of sent.
-func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res Result) bool {
+// maxChecks bounds the receipt signatures checked for one position's part
+// of a batch: what one answer could hold before batches went to machines.
+const maxChecks = 16
+
+// vouched reports whether res's receipts vouch for covered, the tasks
+// owner acknowledged (its part of the batch).
+func (r *Router) vouched(ctx context.Context, owner ring.Peer, covered []Task, res Result) bool {
 	c := r.receipts
-	covered := ackedTasks(sent, res)
 	if len(covered) == 0 {
 		return true
 	}
@@ -99,7 +102,7 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 	msg := shard.ReceiptMessage(owner.Addr, ids)
 	// The owner's successors are looked up lazily, nearest first, and
 	// only as far as the receipts need: usually the first one signed.
-	valid := 0
+	valid, checks := 0, 0
 	var seen []string
 	found := 0
 	for k := 1; k <= 2*c.Replicas && valid < c.Need; k++ {
@@ -113,7 +116,17 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 			if rc.Signer != p || slices.Contains(seen, p.Addr) {
 				continue
 			}
-			if len(rc.Sig) == 0 || len(rc.Sig) > shard.MaxReceiptSig || !c.Verifier.Verify(rc.Signer, msg, rc.Sig) {
+			if len(rc.Sig) == 0 || len(rc.Sig) > shard.MaxReceiptSig {
+				continue
+			}
+			// An answer holds the receipts of every position the batch
+			// touched, some signer's for several of them: a position's
+			// part gets at most maxChecks signature checks, so that a
+			// hostile owner's copies of a signer's name cost no more.
+			if checks++; checks > maxChecks {
+				return false
+			}
+			if !c.Verifier.Verify(rc.Signer, msg, rc.Sig) {
 				continue
 			}
 			seen = append(seen, p.Addr)
@@ -129,8 +142,8 @@ func (r *Router) vouched(ctx context.Context, owner ring.Peer, sent []Task, res 
 // vouchedFresh is vouched, asked once more with the owner's successors
 // looked up afresh when the remembered ones do not vouch: the ring may
 // have moved since.
-func (r *Router) vouchedFresh(ctx context.Context, owner ring.Peer, sent []Task, res Result) bool {
-	if r.vouched(ctx, owner, sent, res) {
+func (r *Router) vouchedFresh(ctx context.Context, owner ring.Peer, covered []Task, res Result) bool {
+	if r.vouched(ctx, owner, covered, res) {
 		return true
 	}
 	now := r.cfg.Clock.Now()
@@ -141,7 +154,7 @@ func (r *Router) vouchedFresh(ctx context.Context, owner ring.Peer, sent []Task,
 		delete(r.succs, owner.Addr)
 	}
 	r.mu.Unlock()
-	return stale && r.vouched(ctx, owner, sent, res)
+	return stale && r.vouched(ctx, owner, covered, res)
 }
 
 // A note on the signers. An owner's replicas are its first K successors

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,12 +144,23 @@ func (r *Router) Route(ctx context.Context, tasks []Task, fromOutbox bool) Deliv
 }
 
 // Plan looks up the owner of every task's key and groups the tasks into
-// batches by owner, in the order the owners were first met, each at most
-// MaxBatch tasks. Tasks whose lookup failed come back undelivered.
+// batches by the owner's machine, in the order the machines were first
+// met, each at most MaxBatch tasks: a machine's ring positions share one
+// owner, so one batch (one round trip, one synced accept) carries the
+// tasks of all of them. Each task keeps the position found for it
+// (Task.Owner), whose receipts vouch for it; a batch's To is the first
+// of them. Tasks whose lookup failed come back undelivered.
 func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 	var d Delivery
-	groups := map[ring.Peer][]Task{}
-	var order []ring.Peer
+	// A machine's positions this node counts as its own (Config.Local)
+	// go in a batch of their own: this node's owner takes them.
+	type dest struct {
+		machine string
+		local   bool
+	}
+	groups := map[dest][]Task{}
+	first := map[dest]ring.Peer{}
+	var order []dest
 	for _, t := range tasks {
 		to, err := r.lookup(ctx, ring.ID(t.Key))
 		if err != nil {
@@ -156,17 +168,20 @@ func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 			d.Undelivered = append(d.Undelivered, t)
 			continue
 		}
-		if _, ok := groups[to]; !ok {
-			order = append(order, to)
+		m := dest{to.Machine(), r.local(to)}
+		if _, ok := groups[m]; !ok {
+			order = append(order, m)
+			first[m] = to
 		}
-		groups[to] = append(groups[to], t)
+		t.Owner = to
+		groups[m] = append(groups[m], t)
 	}
 	var out []Batch
-	for _, to := range order {
-		g := groups[to]
+	for _, m := range order {
+		g := groups[m]
 		for len(g) > 0 {
 			n := min(len(g), r.cfg.MaxBatch)
-			out = append(out, Batch{To: to, Tasks: g[:n:n]})
+			out = append(out, Batch{To: first[m], Tasks: g[:n:n]})
 			g = g[n:]
 		}
 	}
@@ -175,14 +190,28 @@ func (r *Router) Plan(ctx context.Context, tasks []Task) ([]Batch, Delivery) {
 
 // Deliver hands one batch to its owner: this node's own Owner when the
 // batch is for this node (any of its ring positions), else over the
-// transport.
+// transport. With receipts checked, the tasks of a suspected position go
+// to its successors instead, and each position's acknowledged tasks need
+// its own replicas' receipts.
 func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery {
+	var d Delivery
+	self := r.local(b.To)
+	if !self && r.receipts != nil {
+		var send []Task
+		for owner, ts := range byOwner(b) {
+			if r.suspected(owner) {
+				d.add(r.fallback(ctx, owner, ts))
+			} else {
+				send = append(send, ts...)
+			}
+		}
+		if len(send) == 0 {
+			return d
+		}
+		b.Tasks = send
+	}
 	var res Result
 	var err error
-	self := r.local(b.To)
-	if !self && r.suspected(b.To) {
-		return r.fallback(ctx, b.To, b.Tasks)
-	}
 	if self {
 		// This node's own: seeds its clients were allowed to submit, and
 		// links its crawler found.
@@ -192,23 +221,73 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	}
 	if err != nil {
 		r.failed(b, err)
-		return Delivery{Undelivered: b.Tasks}
-	}
-	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 && !r.vouchedFresh(ctx, b.To, b.Tasks, res) {
-		// The owner's word alone: not an acceptance (receipts.go).
-		r.unvouched.Add(1)
-		r.suspect(b.To)
-		r.cfg.Logger.Debug("acknowledgement not vouched for by the owner's replicas", "to", b.To.Addr, "tasks", res.Accepted+res.Duplicates)
-		d := r.fallback(ctx, b.To, ackedTasks(b.Tasks, res))
-		d.Rejected = append(d.Rejected, res.Rejected...)
-		d.Undelivered = append(d.Undelivered, res.NotOwned...)
+		d.Undelivered = append(d.Undelivered, b.Tasks...)
 		return d
 	}
+	d.Rejected = append(d.Rejected, res.Rejected...)
+	d.Undelivered = append(d.Undelivered, res.NotOwned...)
 	if len(res.NotOwned) > 0 {
-		r.forget(b.To)
+		r.forget(owners(b.To, res.NotOwned)...)
 	}
-	r.routed.Add(int64(res.Accepted + res.Duplicates))
-	return Delivery{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: res.Rejected, Undelivered: res.NotOwned}
+	acked := ackedTasks(b.Tasks, res)
+	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 {
+		// Each position's acknowledged tasks, vouched for by its own
+		// replicas; the owner's word alone is not an acceptance
+		// (receipts.go).
+		var vouched []Task
+		for owner, ts := range byOwner(Batch{To: b.To, Tasks: acked}) {
+			if r.vouchedFresh(ctx, owner, ts, res) {
+				vouched = append(vouched, ts...)
+				continue
+			}
+			r.unvouched.Add(1)
+			r.suspect(owner)
+			r.cfg.Logger.Debug("acknowledgement not vouched for by the owner's replicas", "to", owner.Addr, "tasks", len(ts))
+			d.add(r.fallback(ctx, owner, ts))
+		}
+		acked = vouched
+	}
+	r.routed.Add(int64(len(acked)))
+	// The owner counts new and duplicate tasks for the whole batch: when
+	// a position's part went to its successors instead, the split of the
+	// rest is the nearest the counts allow.
+	d.Duplicates += min(res.Duplicates, len(acked))
+	d.Accepted += len(acked) - min(res.Duplicates, len(acked))
+	return d
+}
+
+// owners returns the distinct positions tasks were found at (to for
+// those without one).
+func owners(to ring.Peer, tasks []Task) []ring.Peer {
+	var out []ring.Peer
+	for _, t := range tasks {
+		o := t.Owner
+		if o.IsZero() {
+			o = to
+		}
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// ownerOf returns the position t was found at, b.To when it has none.
+func ownerOf(b Batch, t Task) ring.Peer {
+	if t.Owner.IsZero() {
+		return b.To
+	}
+	return t.Owner
+}
+
+// byOwner groups a batch's tasks by the position each was found at.
+func byOwner(b Batch) map[ring.Peer][]Task {
+	out := make(map[ring.Peer][]Task, 1)
+	for _, t := range b.Tasks {
+		o := ownerOf(b, t)
+		out[o] = append(out[o], t)
+	}
+	return out
 }
 
 // local reports whether a batch for p is this node's own: p is Self, or
@@ -230,7 +309,7 @@ func (r *Router) failed(b Batch, err error) {
 		return
 	}
 	r.sendErrors.Add(1)
-	r.forget(b.To)
+	r.forget(append(owners(b.To, b.Tasks), b.To)...)
 	if _, ok := errors.AsType[Incompatible](err); ok && r.firstWarning(b.To.Addr) {
 		log.Warn("an owner cannot take this node's tasks: links for its keys wait", "to", b.To.Addr, "err", err)
 		return
@@ -285,12 +364,13 @@ func (r *Router) firstWarning(owner string) bool {
 	return true
 }
 
-// forget drops cached ownership pointing at p, after p failed or refused.
-func (r *Router) forget(p ring.Peer) {
+// forget drops cached ownership pointing at any of ps, after they failed
+// or refused.
+func (r *Router) forget(ps ...ring.Peer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, c := range r.cache {
-		if c.peer == p {
+		if slices.Contains(ps, c.peer) {
 			delete(r.cache, k)
 		}
 	}
@@ -311,7 +391,7 @@ type RouterStats struct {
 	// MaxHopsCounted and more.
 	Hops [MaxHopsCounted + 1]int64
 	// Passes counts routing passes (Route), Batches their batches (one
-	// per owning ring position) and PassTime their time, summed: a page's
+	// per owning machine) and PassTime their time, summed: a page's
 	// done mark waits for the pass that settles its links, so long passes
 	// are what keep marks with their fetcher alone.
 	Passes, Batches int64

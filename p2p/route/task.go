@@ -1,6 +1,9 @@
 package route
 
-import "github.com/swarmcrawl/swarmcrawl/p2p/shard"
+import (
+	"github.com/swarmcrawl/swarmcrawl/p2p/ring"
+	"github.com/swarmcrawl/swarmcrawl/p2p/shard"
+)
 
 // Task is one URL on its way to its owner. Key is the URL's ring key,
 // computed once by whoever made the task (URLs.Key); an owner computes its
@@ -14,6 +17,11 @@ type Task struct {
 	Depth     int    // links followed from a seed
 	Redirects int    // redirects followed to reach the URL
 	SeedProof string // comparable, like the rest of a task
+	// Owner is the ring position the sender's lookup found for Key, set
+	// by Router.Plan: a batch goes to a machine and may carry tasks of
+	// several of its positions, and each position's receipts vouch for
+	// its own. It does not travel on the wire.
+	Owner ring.Peer
 }
 
 // URLs is how the layer reads a URL: the crawl engine's normal form and
