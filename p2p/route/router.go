@@ -198,11 +198,11 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	self := r.local(b.To)
 	if !self && r.receipts != nil {
 		var send []Task
-		for owner, ts := range byOwner(b) {
-			if r.suspected(owner) {
-				d.add(r.fallback(ctx, owner, ts))
+		for _, p := range byOwner(b, b.Tasks) {
+			if r.suspected(p.owner) {
+				d.add(r.fallback(ctx, p.owner, p.tasks))
 			} else {
-				send = append(send, ts...)
+				send = append(send, p.tasks...)
 			}
 		}
 		if len(send) == 0 {
@@ -227,7 +227,7 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	d.Rejected = append(d.Rejected, res.Rejected...)
 	d.Undelivered = append(d.Undelivered, res.NotOwned...)
 	if len(res.NotOwned) > 0 {
-		r.forget(owners(b.To, res.NotOwned)...)
+		r.forget(owners(b, res.NotOwned)...)
 	}
 	acked := ackedTasks(b.Tasks, res)
 	if !self && r.receipts != nil && res.Accepted+res.Duplicates > 0 {
@@ -235,15 +235,15 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 		// replicas; the owner's word alone is not an acceptance
 		// (receipts.go).
 		var vouched []Task
-		for owner, ts := range byOwner(Batch{To: b.To, Tasks: acked}) {
-			if r.vouchedFresh(ctx, owner, ts, res) {
-				vouched = append(vouched, ts...)
+		for _, p := range byOwner(b, acked) {
+			if r.vouchedFresh(ctx, p.owner, p.tasks, res) {
+				vouched = append(vouched, p.tasks...)
 				continue
 			}
 			r.unvouched.Add(1)
-			r.suspect(owner)
-			r.cfg.Logger.Debug("acknowledgement not vouched for by the owner's replicas", "to", owner.Addr, "tasks", len(ts))
-			d.add(r.fallback(ctx, owner, ts))
+			r.suspect(p.owner)
+			r.cfg.Logger.Debug("acknowledgement not vouched for by the owner's replicas", "to", p.owner.Addr, "tasks", len(p.tasks))
+			d.add(r.fallback(ctx, p.owner, p.tasks))
 		}
 		acked = vouched
 	}
@@ -256,16 +256,12 @@ func (r *Router) Deliver(ctx context.Context, b Batch, fromOutbox bool) Delivery
 	return d
 }
 
-// owners returns the distinct positions tasks were found at (to for
-// those without one).
-func owners(to ring.Peer, tasks []Task) []ring.Peer {
+// owners returns the distinct positions tasks of b were found at, in
+// the order met.
+func owners(b Batch, tasks []Task) []ring.Peer {
 	var out []ring.Peer
 	for _, t := range tasks {
-		o := t.Owner
-		if o.IsZero() {
-			o = to
-		}
-		if !slices.Contains(out, o) {
+		if o := ownerOf(b, t); !slices.Contains(out, o) {
 			out = append(out, o)
 		}
 	}
@@ -280,12 +276,24 @@ func ownerOf(b Batch, t Task) ring.Peer {
 	return t.Owner
 }
 
-// byOwner groups a batch's tasks by the position each was found at.
-func byOwner(b Batch) map[ring.Peer][]Task {
-	out := make(map[ring.Peer][]Task, 1)
-	for _, t := range b.Tasks {
+// part is the tasks of a batch found at one position.
+type part struct {
+	owner ring.Peer
+	tasks []Task
+}
+
+// byOwner splits tasks of b by the position each was found at, in the
+// order the positions were met (the simulator replays a run exactly).
+func byOwner(b Batch, tasks []Task) []part {
+	var out []part
+	for _, t := range tasks {
 		o := ownerOf(b, t)
-		out[o] = append(out[o], t)
+		i := slices.IndexFunc(out, func(p part) bool { return p.owner == o })
+		if i < 0 {
+			i = len(out)
+			out = append(out, part{owner: o})
+		}
+		out[i].tasks = append(out[i].tasks, t)
 	}
 	return out
 }
@@ -309,7 +317,7 @@ func (r *Router) failed(b Batch, err error) {
 		return
 	}
 	r.sendErrors.Add(1)
-	r.forget(append(owners(b.To, b.Tasks), b.To)...)
+	r.forget(append(owners(b, b.Tasks), b.To)...)
 	if _, ok := errors.AsType[Incompatible](err); ok && r.firstWarning(b.To.Addr) {
 		log.Warn("an owner cannot take this node's tasks: links for its keys wait", "to", b.To.Addr, "err", err)
 		return
