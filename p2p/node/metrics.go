@@ -127,7 +127,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSeedsRefused, st.Scope.SeedMarksRefused)
 	counter(descRoutePasses, st.RoutePasses)
 	counter(descRouteBatches, st.RouteBatches)
-	ch <- prometheus.MustNewConstMetric(descRouteSeconds, prometheus.CounterValue, st.RoutePassMS*float64(st.RoutePasses)/1000)
+	ch <- prometheus.MustNewConstMetric(descRouteSeconds, prometheus.CounterValue, n.router.Stats().PassTime.Seconds())
 	gauge(descDoneUnsafe, float64(int64(st.DoneMarks.WaitingLinks)+st.DoneMarks.Unsent))
 	gauge(descDoneOldest, float64(st.DoneMarks.OldestMS)/1000)
 }

@@ -335,9 +335,7 @@ func (n *Node) shardStats() shard.Stats {
 		st.WatchedIn += s.WatchedIn
 		st.HeldFor += s.HeldFor
 		st.Unsent += s.Unsent
-		if !s.UnsentSince.IsZero() && (st.UnsentSince.IsZero() || s.UnsentSince.Before(st.UnsentSince)) {
-			st.UnsentSince = s.UnsentSince
-		}
+		st.UnsentSince = earliest(st.UnsentSince, s.UnsentSince)
 	}
 	return st
 }
@@ -346,14 +344,18 @@ func (n *Node) shardStats() shard.Stats {
 // queue and in its positions' shard managers (st).
 func (n *Node) doneMarkStatus(st shard.Stats) DoneMarkStatus {
 	ds := DoneMarkStatus{WaitingLinks: n.progressQ.Waiting(), Unsent: st.Unsent}
-	oldest := n.progressQ.Oldest()
-	if !st.UnsentSince.IsZero() && (oldest.IsZero() || st.UnsentSince.Before(oldest)) {
-		oldest = st.UnsentSince
-	}
-	if !oldest.IsZero() {
+	if oldest := earliest(n.progressQ.Oldest(), st.UnsentSince); !oldest.IsZero() {
 		ds.OldestMS = max(time.Since(oldest).Milliseconds(), 1)
 	}
 	return ds
+}
+
+// earliest returns the earlier of two times, zero standing for none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (n *Node) shardStatus(st shard.Stats) ShardStatus {

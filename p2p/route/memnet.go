@@ -60,24 +60,15 @@ type memTransport struct {
 // answer that does not account for every task sent. A batch goes to a
 // machine (Router.Plan): the tasks of each of its positions (Task.Owner)
 // go to that position's owner, within one delivery, as a node's
-// positions share one owner; a position no longer registered hands its
-// tasks back.
+// positions share one owner; a position no longer registered (or of
+// another machine, which Plan never sends) hands its tasks back.
 func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Result, error) {
 	t.net.mu.Lock()
 	_, ok := t.net.owners[to.Addr]
-	var order []string
-	parts := map[string][]Task{}
-	acceptors := map[string]Acceptor{}
-	for _, x := range tasks {
-		addr := to.Addr
-		if !x.Owner.IsZero() && x.Owner.Machine() == to.Machine() {
-			addr = x.Owner.Addr
-		}
-		if _, seen := parts[addr]; !seen {
-			order = append(order, addr)
-			acceptors[addr] = t.net.owners[addr]
-		}
-		parts[addr] = append(parts[addr], x)
+	parts := byOwner(Batch{To: to}, tasks)
+	acceptors := make([]Acceptor, len(parts))
+	for i, p := range parts {
+		acceptors[i] = t.net.owners[p.owner.Addr]
 	}
 	t.net.mu.Unlock()
 	if !ok {
@@ -89,10 +80,9 @@ func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Re
 	var res Result
 	var callErr error
 	err := t.net.net.Deliver(ctx, t.self.Addr, to.Addr, func() {
-		for _, addr := range order {
-			part := parts[addr]
-			acc := acceptors[addr]
-			if acc == nil {
+		for i, p := range parts {
+			part, acc := p.tasks, acceptors[i]
+			if acc == nil || p.owner.Machine() != to.Machine() {
 				res.NotOwned = append(res.NotOwned, part...)
 				continue
 			}
@@ -102,7 +92,7 @@ func (t *memTransport) Send(ctx context.Context, to ring.Peer, tasks []Task) (Re
 				return
 			}
 			if got := r.Count(); got != len(part) {
-				callErr = fmt.Errorf("owner %s accounted for %d of %d", addr, got, len(part))
+				callErr = fmt.Errorf("owner %s accounted for %d of %d", p.owner.Addr, got, len(part))
 				return
 			}
 			res.Accepted += r.Accepted

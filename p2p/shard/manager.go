@@ -572,13 +572,21 @@ func (m *Manager) ProgressSince(recs []Record, hosts []HostState, since time.Tim
 		}
 	}
 	m.mu.Lock()
-	if len(recs)+len(hosts) > 0 && (len(m.progRecs)+len(m.progHosts) == 0 || since.Before(m.progSince)) {
-		m.progSince = since
+	if len(recs)+len(hosts) > 0 {
+		m.progSince = earliest(m.progSince, since)
 	}
 	m.progRecs = append(m.progRecs, recs...)
 	m.progHosts = append(m.progHosts, hosts...)
 	m.mu.Unlock()
 	return nil
+}
+
+// earliest returns the earlier of two times, zero standing for none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Stats returns a snapshot of the Manager's claims and counters.
@@ -593,15 +601,8 @@ func (m *Manager) Stats() Stats {
 	s.LeaseValid = m.own.leaseValid(now, noReplica)
 	s.Degraded = m.degraded
 	s.Watching = int64(len(m.watch))
-	if n := len(m.progRecs) + len(m.progHosts); n > 0 {
-		s.Unsent, s.UnsentSince = int64(n), m.progSince
-	}
-	if m.sending > 0 {
-		s.Unsent += int64(m.sending)
-		if s.UnsentSince.IsZero() || m.sendingSince.Before(s.UnsentSince) {
-			s.UnsentSince = m.sendingSince
-		}
-	}
+	s.Unsent = int64(len(m.progRecs) + len(m.progHosts) + m.sending)
+	s.UnsentSince = earliest(m.progSince, m.sendingSince)
 	return s
 }
 
