@@ -45,7 +45,7 @@ func BenchmarkVNodesHostSpreadMonteCarlo(b *testing.B) {
 	for _, h := range web.Hosts() {
 		keys = append(keys, ring.ID(urls.HostKey(h)))
 	}
-	for _, v := range []int{1, 8, 16, 24, 32} {
+	for _, v := range []int{1, 8, 16, 24, 32, 48, 64} {
 		b.Run(fmt.Sprintf("V=%d", v), func(b *testing.B) {
 			var ratios []float64
 			for range b.N {
