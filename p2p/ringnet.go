@@ -37,9 +37,10 @@ func NewRingTransport(h host.Host, s *Streams) *RingTransport {
 }
 
 // Serve answers ring RPCs for the node's ring positions: hs[i] is
-// position i (RingPeerAt), hs[0] the position its peer ID gives. A request
-// goes to the position it names (RingRequest.to_position); one naming a
-// position the node does not have is refused.
+// position i (RingPeerAt), nil where the node holds no position i, hs[0]
+// the position its peer ID gives. A request goes to the position it names
+// (RingRequest.to_position); one naming a position the node does not have
+// is refused.
 func (t *RingTransport) Serve(hs ...ring.Handler) {
 	if len(hs) == 0 || len(hs) > MaxPositions {
 		panic(fmt.Sprintf("ring transport: %d positions, want 1 to %d", len(hs), MaxPositions))
@@ -55,8 +56,8 @@ func (t *RingTransport) Serve(hs ...ring.Handler) {
 func (t *RingTransport) serve(hs []ring.Handler, sender peer.ID, req *pb.RingRequest) *pb.RingResponse {
 	fail := func(err error) *pb.RingResponse { return &pb.RingResponse{Error: err.Error()} }
 	ack := &pb.RingResponse{Body: &pb.RingResponse_Ack{Ack: &pb.Ack{}}}
-	if req.ToPosition >= uint32(len(hs)) {
-		return fail(fmt.Errorf("no ring position %d here (%d positions)", req.ToPosition, len(hs)))
+	if req.ToPosition >= uint32(len(hs)) || hs[req.ToPosition] == nil {
+		return fail(fmt.Errorf("no ring position %d here", req.ToPosition))
 	}
 	if req.FromPosition >= MaxPositions {
 		return fail(fmt.Errorf("sender position %d: at most %d", req.FromPosition, MaxPositions-1))

@@ -208,8 +208,9 @@ func (t *ShardTransport) Pull(ctx context.Context, to ring.Peer, req *shard.Pull
 }
 
 // Serve answers the four shard protocols for the node's ring positions:
-// hs[i] serves the requests for position i (RingPeerAt), hs[0] those for
-// the position its peer ID gives. A request for a position the node does
+// hs[i] serves the requests for position i (RingPeerAt), nil where the
+// node holds no position i, hs[0] those for the position its peer ID
+// gives. A request for a position the node does
 // not have, or from a sender position of no peer, is refused, and so is
 // one that does not decode into valid records.
 func (t *ShardTransport) Serve(hs ...shard.Handler) {
@@ -244,8 +245,8 @@ func newShardRequest(pid string) positioned {
 func serveShard(ctx context.Context, hs []shard.Handler, sender peer.ID, pid string, m positioned) proto.Message {
 	var bad string
 	switch {
-	case m.GetToPosition() >= uint32(len(hs)):
-		bad = fmt.Sprintf("%s: no ring position %d here (%d positions)", pid, m.GetToPosition(), len(hs))
+	case m.GetToPosition() >= uint32(len(hs)) || hs[m.GetToPosition()] == nil:
+		bad = fmt.Sprintf("%s: no ring position %d here", pid, m.GetToPosition())
 	case m.GetFromPosition() >= MaxPositions:
 		bad = fmt.Sprintf("%s: sender position %d, at most %d", pid, m.GetFromPosition(), MaxPositions-1)
 	}

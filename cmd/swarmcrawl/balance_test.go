@@ -123,6 +123,7 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 	// past that, the next status counts them afresh, after the crawl.
 	time.Sleep(6 * time.Second)
 	var owned, fetched []int64
+	var shares []string
 	var hosts, pages int64
 	// byArcs counts the web's hosts whose keys fall in each node's arcs:
 	// what the node should own, to check owned_hosts against.
@@ -134,6 +135,7 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 		}
 		owned = append(owned, st.OwnedHosts)
 		fetched = append(fetched, st.Crawl.Fetched)
+		shares = append(shares, fmt.Sprintf("%.3f", st.RingShare))
 		hosts += st.OwnedHosts
 		pages += st.Crawl.Fetched
 		for _, h := range s.web.Hosts() {
@@ -161,9 +163,9 @@ func crawlBalance(b *testing.B, v int) balanceRun {
 	if cpuSeeded > 0 && cpuCrawled > 0 {
 		r.crawlCPU = cpuCrawled - cpuSeeded
 	}
-	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v (%v CPU); hosts owned %v (max/mean %.2f; the web's hosts in the nodes' arcs %v), pages fetched %v (max/mean %.2f); %v CPU in all",
+	b.Logf("V=%d: ring of %d positions in %v, crawled %d pages in %v (%v CPU); ring shares %v; hosts owned %v (max/mean %.2f; the web's hosts in the nodes' arcs %v), pages fetched %v (max/mean %.2f); %v CPU in all",
 		v, v*balanceNodes, joined.Round(time.Millisecond), len(s.truth), crawled.Round(time.Millisecond), r.crawlCPU.Round(time.Millisecond),
-		owned, r.hosts, byArcs, fetched, r.pages, r.cpu.Round(time.Millisecond))
+		shares, owned, r.hosts, byArcs, fetched, r.pages, r.cpu.Round(time.Millisecond))
 	return r
 }
 

@@ -26,6 +26,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	partition := fs.Float64("partition", 0, "fraction of nodes cut off for 30s, halfway through --duration")
 	loss := fs.Float64("loss", 0, "probability that a message is lost")
 	dishonest := fs.Float64("dishonest", 0, "fraction of nodes that acknowledge and drop the URLs they own, withhold their predecessors' leases and squat their successors' ranges")
+	randomPositions := fs.Bool("random-positions", false, "put every position of a node where its identity alone puts it, rather than choosing each among 4 candidates, to compare")
 	noDefences := fs.Bool("no-defences", false, "turn off the defences against dishonest nodes (receipts, watching replicas, lease from a quorum), to compare")
 	graph := fs.String("graph", "", "adjacency list to crawl: line i lists the pages page i links to (LAW WebGraph ASCII)")
 	hosts := fs.String("hosts", "", "with --graph: each page's host, one a line (default: consecutive pages grouped by --pages-per-host)")
@@ -52,7 +53,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	cfg := d
 	cfg.Seed, cfg.Nodes, cfg.VNodes, cfg.Replicas = *seed, *nodes, *vnodes, *replicas
 	cfg.Churn, cfg.Burst, cfg.Partition, cfg.Loss, cfg.Dishonest = *churn, *burst, *partition, *loss, *dishonest
-	cfg.NoDefences = *noDefences
+	cfg.NoDefences, cfg.RandomPositions = *noDefences, *randomPositions
 	cfg.CrashShare = *crashShare
 	if *crashShare == 0 {
 		cfg.CrashShare = -1 // explicitly none

@@ -226,7 +226,12 @@ func (n *Node) build() error {
 	h := n.host
 	n.streams = p2p.NewStreams(h, 0, n.cfg.RingWork)
 	n.ringTr = p2p.NewRingTransport(h, n.streams)
-	n.pos = newPositions(cfg.VNodes, n.ringTr, func(i int) ring.Peer { return p2p.RingPeerAt(h.ID(), i) }, cfg.Ring)
+	bootstrap, _ := p2p.ParseAddrInfos(cfg.Bootstrap) // checked by Config.effective
+	idx, err := n.placement(context.Background(), bootstrap)
+	if err != nil {
+		return fmt.Errorf("new node: %w", err)
+	}
+	n.pos = newPositions(idx, n.ringTr, func(i int) ring.Peer { return p2p.RingPeerAt(h.ID(), i) }, cfg.Ring)
 	n.ring = n.pos[0].ring
 
 	n.outbox = newOutbox(n.db, n.log, cfg.OutboxMemory)
@@ -258,7 +263,6 @@ func (n *Node) build() error {
 		crawlCfg.DelegateBudget = n.shardCfg.Lease
 	}
 	n.crawlCfg = crawlCfg
-	var err error
 	n.crawler, err = crawl.New(crawlCfg, n.db, pageStore{db: n.db, archive: n.archive, mode: keyMode}, n.outbox)
 	if err != nil {
 		return fmt.Errorf("new node: %w", err)
@@ -291,7 +295,7 @@ func (n *Node) build() error {
 	if keyMode == urls.KeyHost {
 		n.watcher = newWatcher(n.log, 0, watchBudgetFor(shardCfg.WatchTimeout), n.crawler.FetchBatch)
 	}
-	for _, p := range n.pos {
+	for slot, p := range n.pos {
 		pc := shardCfg
 		pc.Positions = len(n.pos) // shared maintenance (shard.Config.Positions)
 		if len(n.pos) > 1 {
@@ -299,7 +303,7 @@ func (n *Node) build() error {
 		}
 		var app shard.App = n.intake
 		if n.watcher != nil {
-			app = watchingApp{intake: n.intake, w: n.watcher, pos: p.index}
+			app = watchingApp{intake: n.intake, w: n.watcher, pos: slot}
 		}
 		tr := checkedTransport{Transport: n.shardTr.Position(p.index), check: n.peerState, log: n.log}
 		p.shard, err = shard.New(p.own, tr, shardStorage{db: n.db, epochs: epochsMetaOf(p.index), seeds: n.seeds}, app, pc)
@@ -382,9 +386,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.ringTr.Serve(n.pos.ringHandlers()...)
 	p2p.ServeArchive(n.streams, n.warcSrv.list, n.warcSrv.read)
-	handlers := make([]shard.Handler, len(n.pos))
-	for i, p := range n.pos {
-		handlers[i] = checkedHandler{Handler: p.shard, check: n.peerState, log: n.log}
+	handlers := make([]shard.Handler, n.pos.maxIndex()+1) // by position index; nil where none
+	for _, p := range n.pos {
+		handlers[p.index] = checkedHandler{Handler: p.shard, check: n.peerState, log: n.log}
 	}
 	n.shardTr.Serve(handlers...)
 	n.tasks.ServeTasks(n.acceptTasks)

@@ -84,6 +84,7 @@ func TestIdentitySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := first.ID()
+	placed := selves(first)
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,17 +95,48 @@ func TestIdentitySurvivesRestart(t *testing.T) {
 	if mode := fi.Mode().Perm(); mode != 0o600 {
 		t.Errorf("identity key mode %o, want 600", mode)
 	}
+	// Restarted as a member of a swarm, whose ring would place its
+	// positions elsewhere.
+	swarm := startSwarm(t, 2)
+	cfg.Bootstrap = swarm.Nodes[0].Addrs()
 	second, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Close()
 	if second.ID() != id {
 		t.Fatalf("peer ID changed across restart: %s then %s", id, second.ID())
 	}
 	if p2p.RingID(id) != second.Ring().Self().ID {
 		t.Fatal("ring position is not derived from the peer ID")
 	}
+	// The positions placed at the first start are kept: a restarted node
+	// takes back its own ranges, not new ones.
+	if got := selves(second); !slices.Equal(got, placed) {
+		t.Fatalf("positions moved across restart:\n%v\nthen\n%v", placed, got)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// With another --vnodes they are placed again, position 0 where the
+	// peer ID puts it.
+	cfg.VNodes, cfg.Bootstrap = 4, nil
+	third, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if got := selves(third); len(got) != 4 || got[0] != placed[0] {
+		t.Fatalf("4 positions after 16: %v", got)
+	}
+}
+
+// selves lists the ring members of n's positions, position 0 first.
+func selves(n *node.Node) []ring.Peer {
+	var out []ring.Peer
+	for _, r := range n.Positions() {
+		out = append(out, r.Self())
+	}
+	return out
 }
 
 func TestCorruptIdentityIsAnError(t *testing.T) {

@@ -274,10 +274,12 @@ func (ps positions) machineAlone() bool {
 	return true
 }
 
-// newPositions builds the node's ring positions: ring members that answer
-// for one another's keys (ring.Config.Siblings), each with its ownership.
-// The shard managers come later (buildShards).
-func newPositions(n int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg ring.Config) positions {
+// newPositions builds the node's ring positions, of the indexes idx
+// (placement), position 0 first: ring members that answer for one
+// another's keys (ring.Config.Siblings), each with its ownership. The
+// shard managers come later (buildShards).
+func newPositions(idx []int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg ring.Config) positions {
+	n := len(idx)
 	ps := make(positions, n)
 	if n > 1 {
 		siblings := make([]*ring.Node, n)
@@ -291,18 +293,28 @@ func newPositions(n int, tr *p2p.RingTransport, self func(i int) ring.Peer, cfg 
 			}
 		}()
 	}
-	for i := range ps {
+	for k, i := range idx {
 		r := ring.NewNode(self(i), tr, cfg)
-		ps[i] = &position{index: i, ring: r, own: shard.NewOwnership(r)}
+		ps[k] = &position{index: i, ring: r, own: shard.NewOwnership(r)}
 	}
 	return ps
 }
 
-// ringHandlers are the positions' ring members, for the ring transport.
+// ringHandlers are the positions' ring members, for the ring transport:
+// out[i] is position index i, nil for an index the node does not hold.
 func (ps positions) ringHandlers() []ring.Handler {
-	out := make([]ring.Handler, len(ps))
-	for i, p := range ps {
-		out[i] = p.ring
+	out := make([]ring.Handler, ps.maxIndex()+1)
+	for _, p := range ps {
+		out[p.index] = p.ring
 	}
 	return out
+}
+
+// maxIndex is the highest index of the positions.
+func (ps positions) maxIndex() int {
+	m := 0
+	for _, p := range ps {
+		m = max(m, p.index)
+	}
+	return m
 }

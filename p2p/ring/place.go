@@ -2,113 +2,122 @@ package ring
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
 // Placing a machine's positions. A machine of V positions whose places
 // are all drawn at random owns a share of the ring that spreads about
 // 1/sqrt(V) around the mean: with 8 machines of 16 positions the busiest
-// owns more than 1.5 times the mean in one swarm of four. Place lets a
-// machine that is joining choose each further position among a few
+// owns more than 1.5 times the mean in one swarm of four. A machine that
+// joins may instead choose each further position among a few
 // candidates, all of which any peer can check (they come from its
 // identity and an index under a bound the checkers know), so the choice
 // gives nobody a place it could not already take with more positions.
-// The candidate chosen is the one that splits the longest arc of the
-// ring nearest its middle (score): each position takes from the machine
-// that has most to give, and takes about half of it. In a model of 8
-// machines joining one after another, 16 positions each chosen among 4
-// candidates, the busiest machine's share of 1,000 hosts is at most 1.5
-// times the mean in 99% of identity sets, against 75% for positions
-// drawn at random (docs/scale.md, "Placing positions").
+// It looks up the arc each candidate would split (ArcAround) and keeps,
+// for each position, the candidate that splits the longest arc nearest
+// its middle (Choose, score): each position takes from the machine that
+// has most to give, and takes about half of it (route.PlacePositions).
 
-// ErrNoCandidates is returned by Place when it is given no candidate.
-var ErrNoCandidates = errors.New("ring: place: no candidates")
+// Arc is the arc (Pred, Succ] of the ring that holds a key, as the
+// members near the key know it (ArcAround); Pred == Succ is the whole
+// ring.
+type Arc struct {
+	Pred, Succ ID
+}
 
-// Place returns the candidate whose joining would take about half of the
-// longest arc of the ring: for each candidate c it finds the member s
-// that owns c.ID now and s's predecessor p, so that c would split the
-// arc (p, s], and it keeps the candidate with the highest score of that
-// split. placed are the positions of this machine already chosen (its
-// first one included) that are not members yet: they split the arcs as
-// members would. The lookups start at via, as a joining node's do, so n
-// need not be a member; with via zero they are n's own (Lookup), and a
-// node that knows no other member sees the whole ring, split by placed
-// alone. A candidate whose owner or predecessor cannot be found is
-// passed over; when no candidate could be scored, Place returns the
-// first one and the last error, so that a machine that cannot see the
-// ring still joins, where its identity alone puts it.
-func (n *Node) Place(ctx context.Context, via Peer, candidates []Peer, placed []ID) (Peer, error) {
+// Choose returns the candidate whose joining would take about half of
+// the longest arc of the ring: arcs[i] is the arc that holds
+// candidates[i] (ArcAround), known[i] whether it could be found. placed
+// are the positions of the machine already chosen (its first one
+// included) that are not members yet: they split the arcs as members
+// would. Choose keeps the candidate with the highest score of its split;
+// when no arc is known it returns the first candidate and false, so that
+// a machine that cannot see the ring still joins, where its identity
+// alone puts it.
+func Choose(candidates []Peer, arcs []Arc, known []bool, placed []ID) (Peer, bool) {
 	if len(candidates) == 0 {
-		return Peer{}, ErrNoCandidates
+		return Peer{}, false
 	}
 	best, bestScore, scored := candidates[0], uint64(0), false
-	var lastErr error
-	for _, c := range candidates {
-		if err := ctx.Err(); err != nil {
-			return candidates[0], fmt.Errorf("ring: place: %w", err)
-		}
-		pred, succ, err := n.arcAround(ctx, via, c.ID)
-		if err != nil {
-			lastErr = err
+	for i, c := range candidates {
+		if i >= len(arcs) || i >= len(known) || !known[i] {
 			continue
 		}
-		pred, succ = narrow(c.ID, pred, succ, placed)
+		pred, succ := narrow(c.ID, arcs[i].Pred, arcs[i].Succ, placed)
 		if s := score(c.ID, pred, succ); !scored || s > bestScore {
 			best, bestScore, scored = c, s, true
 		}
 	}
-	if !scored {
-		return candidates[0], fmt.Errorf("ring: place: no candidate could be placed: %w", lastErr)
-	}
-	return best, nil
+	return best, scored
 }
 
-// arcAround returns the arc (pred, succ] of the ring that holds key: succ
-// is the member owning key, found from via (zero: by n's own Lookup),
-// pred that member's predecessor.
+// ArcAround returns the arc of the ring that holds key, as the members
+// near key know it: Succ is the member owning key, found through via as
+// a joining node finds its successor (n need not be a member; with via
+// zero by n's own Lookup), and Pred the nearest of what precedes key
+// among that member's predecessor and the peer whose answer named it.
+// Either may be the fresher: a position that joined a moment ago is its
+// successor's predecessor before its predecessor names it, and then sits
+// between key and the owner the walk found, and becomes Succ. A node
+// that knows no other member sees the whole ring.
+func (n *Node) ArcAround(ctx context.Context, via Peer, key ID) (Arc, error) {
+	pred, succ, err := n.arcAround(ctx, via, key)
+	return Arc{Pred: pred, Succ: succ}, err
+}
+
 func (n *Node) arcAround(ctx context.Context, via Peer, key ID) (pred, succ ID, err error) {
-	var owner Peer
+	var owner, namer Peer
 	if via.IsZero() {
 		owner, _, err = n.Lookup(ctx, key)
 	} else {
 		var r route
 		r, err = n.walk(ctx, key, Peer{}, nil, via, false)
-		owner = r.owner
+		owner, namer = r.owner, r.via
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("owner of %s: %w", key, err)
 	}
+	var ownerPred Peer
 	if owner == n.self {
-		p := n.Predecessor()
-		if p.IsZero() {
+		ownerPred = n.Predecessor()
+		if ownerPred.IsZero() && namer.IsZero() {
 			// Alone, or not told its predecessor yet: the node's arc
 			// is the whole ring as far as it knows.
 			return n.self.ID, n.self.ID, nil
 		}
-		return p.ID, n.self.ID, nil
+	} else {
+		nb, err := n.neighbours(ctx, owner)
+		if err != nil && namer.IsZero() {
+			return 0, 0, fmt.Errorf("neighbours of %s: %w", owner, err)
+		}
+		ownerPred = nb.Predecessor
 	}
-	nb, err := n.neighbours(ctx, owner)
-	if err != nil {
-		return 0, 0, fmt.Errorf("neighbours of %s: %w", owner, err)
+	var p Peer
+	s := owner
+	for _, m := range []Peer{ownerPred, namer} {
+		switch {
+		case m.IsZero() || m == s || m.ID == key:
+		case m.ID.inOpen(key, s.ID):
+			s = m // a member between key and the owner found
+		case p.IsZero() || m.ID.inOpen(p.ID, key):
+			p = m
+		}
 	}
-	if nb.Predecessor.IsZero() {
-		return 0, 0, fmt.Errorf("%s knows no predecessor yet", owner)
+	if p.IsZero() {
+		return 0, 0, fmt.Errorf("no member known before %s (owner %s)", key, owner)
 	}
-	return nb.Predecessor.ID, owner.ID, nil
+	return p.ID, s.ID, nil
 }
 
 // narrow shrinks the arc (pred, succ] holding key to the part between
 // the placed positions nearest key on either side.
 func narrow(key, pred, succ ID, placed []ID) (ID, ID) {
 	for _, p := range placed {
-		if p == key {
-			continue
-		}
-		// The whole ring when pred == succ; Between handles it.
-		if p.Between(pred, key) && p != pred {
+		switch {
+		case p == key:
+		case p.inOpen(pred, key):
 			pred = p
-		} else if p.Between(key, succ) {
+		case p.inOpen(key, succ):
 			succ = p
 		}
 	}
@@ -126,6 +135,9 @@ func score(key, pred, succ ID) uint64 {
 		// The whole ring: every split gives one arc; measure it as
 		// 2^64 - 1 so that it outranks every real arc.
 		d = ^uint64(0)
+	}
+	if a >= d {
+		return 0 // key is not inside the arc: nothing known of it
 	}
 	rest := d - a
 	return d/2 + min(a, rest)

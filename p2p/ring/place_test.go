@@ -2,7 +2,6 @@ package ring
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -56,16 +55,29 @@ func placedCluster(t *testing.T, machines, v, choices int, seed uint64) *cluster
 		if m > 0 {
 			via = c.nodes[0].Self()
 		}
+		// The arcs of every candidate are looked up at once, then each
+		// position takes the best of its candidates, counting those
+		// taken before (route.PlacePositions).
+		cands := make([][]Peer, v)
+		for slot := 1; slot < v; slot++ {
+			for j := range choices {
+				cands[slot] = append(cands[slot], Peer{ID: draw(), Addr: fmt.Sprintf("m%03d/%d", m, slot+j*v)})
+			}
+		}
 		placed := []ID{first.Self().ID}
 		var chosen []Peer
+		arcs := make([][]Arc, v)
+		known := make([][]bool, v)
 		for slot := 1; slot < v; slot++ {
-			cands := make([]Peer, choices)
-			for j := range cands {
-				cands[j] = Peer{ID: draw(), Addr: fmt.Sprintf("m%03d/%d", m, slot+j*v)}
+			for _, c := range cands[slot] {
+				a, err := first.ArcAround(ctx, via, c.ID)
+				arcs[slot], known[slot] = append(arcs[slot], a), append(known[slot], err == nil)
 			}
-			p, err := first.Place(ctx, via, cands, placed)
-			if err != nil {
-				t.Fatalf("place slot %d of m%03d: %v", slot, m, err)
+		}
+		for slot := 1; slot < v; slot++ {
+			p, ok := Choose(cands[slot], arcs[slot], known[slot], placed)
+			if !ok {
+				t.Fatalf("no arc of slot %d of m%03d known", slot, m)
 			}
 			placed, chosen = append(placed, p.ID), append(chosen, p)
 		}
@@ -190,21 +202,35 @@ func TestPlaceSplitsLongestArc(t *testing.T) {
 		// the machine at 0: the middle of a quarter is best.
 		{"placed positions split arcs", []Peer{middle, cand(3*q + q/16), short}, []ID{3*q + 1}, short},
 	} {
-		got, err := prober.Place(ctx, members[0].Self(), tc.cands, tc.placed)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
+		var arcs []Arc
+		var known []bool
+		for _, c := range tc.cands {
+			a, err := prober.ArcAround(ctx, members[0].Self(), c.ID)
+			if err != nil {
+				t.Fatalf("%s: arc of %s: %v", tc.name, c.ID, err)
+			}
+			arcs, known = append(arcs, a), append(known, true)
+		}
+		got, ok := Choose(tc.cands, arcs, known, tc.placed)
+		if !ok {
+			t.Fatalf("%s: nothing chosen", tc.name)
 		}
 		if got != tc.want {
 			t.Errorf("%s: placed at %s, want %s", tc.name, got.ID, tc.want.ID)
 		}
 	}
-	// Through a member that does not answer, no candidate is scored: the
-	// first is taken, with the error.
-	net.Crash("m1")
-	if got, err := prober.Place(ctx, members[1].Self(), []Peer{short, middle}, nil); err == nil || got != short {
-		t.Errorf("through a dead member: got %s, %v; want the first candidate and an error", got.ID, err)
+	// A candidate whose arc is not known is passed over; with none known
+	// the first is taken, and Choose says so.
+	a, _ := prober.ArcAround(ctx, members[0].Self(), middle.ID)
+	if got, ok := Choose([]Peer{middle, short}, []Arc{a, {}}, []bool{true, false}, nil); !ok || got != middle {
+		t.Errorf("one arc known: got %s, %v; want %s", got.ID, ok, middle.ID)
 	}
-	if _, err := prober.Place(ctx, members[0].Self(), nil, nil); !errors.Is(err, ErrNoCandidates) {
-		t.Errorf("no candidates: %v, want ErrNoCandidates", err)
+	if got, ok := Choose([]Peer{short, middle}, []Arc{{}, {}}, []bool{false, false}, nil); ok || got != short {
+		t.Errorf("no arc known: got %s, %v; want the first candidate, not chosen", got.ID, ok)
+	}
+	// Through a member that does not answer, the arc is not found.
+	net.Crash("m1")
+	if _, err := prober.ArcAround(ctx, members[1].Self(), middle.ID); err == nil {
+		t.Error("arc found through a dead member")
 	}
 }

@@ -50,9 +50,7 @@ func (s *Sim) scheduleDeparture(p *physNode, d time.Duration) {
 		}
 		s.w.after(time.Duration(s.rng.Int64N(int64(10*time.Second))), func() {
 			np := s.newPhys()
-			for _, v := range np.vnodes {
-				s.join(v)
-			}
+			s.joinMachine(np)
 			s.joins++
 			if s.churnOn {
 				s.scheduleDeparture(np, s.session())

@@ -66,6 +66,12 @@ type Config struct {
 	// a lease is renewed by the first successor alone
 	// (shard.Config.LeaseFromFirst).
 	NoDefences bool
+	// RandomPositions puts every position of a machine where its
+	// identity alone puts it (one draw each), as before issue 28's
+	// placement, to compare: by default a machine's positions after the
+	// first are each chosen among route.PlaceChoices candidates through a
+	// member (route.PlacePositions), as a peer's are.
+	RandomPositions bool
 	// Loss is the probability that a message (request or reply) is lost.
 	// Default 0.
 	Loss float64

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"time"
@@ -70,12 +71,38 @@ func (s *Sim) newPhys() *physNode {
 	s.phys = append(s.phys, p)
 	p.liveIdx = len(s.live)
 	s.live = append(s.live, p)
-	for i := range s.cfg.VNodes {
-		addr := "n" + strconv.Itoa(p.idx)
-		if s.cfg.VNodes > 1 {
-			addr += "/" + strconv.Itoa(i) // a machine's positions: ring.Peer.Machine
+	name := "n" + strconv.Itoa(p.idx)
+	if s.cfg.VNodes == 1 {
+		p.vnodes = append(p.vnodes, s.newVnode(p, ring.Peer{ID: s.freeID(), Addr: name}))
+	} else {
+		// Position 0 goes where the machine's identity puts it; it
+		// places the others through a member, before any joins, as a
+		// peer does (route.PlacePositions), unless RandomPositions.
+		// A machine's positions: ring.Peer.Machine.
+		at := func(i int) ring.Peer { return ring.Peer{ID: s.freeID(), Addr: name + "/" + strconv.Itoa(i)} }
+		first := s.newVnode(p, at(0))
+		p.vnodes = append(p.vnodes, first)
+		var rest []ring.Peer
+		if s.cfg.RandomPositions {
+			for i := 1; i < s.cfg.VNodes; i++ {
+				rest = append(rest, at(i))
+			}
+		} else {
+			var via ring.Peer
+			if m, ok := s.randomMember(p.group); ok {
+				via = m.peer
+			}
+			act := s.act
+			s.act = actMaint // placing is ring maintenance traffic
+			var err error
+			if rest, err = route.PlacePositions(s.ctx, first.peer.ID, s.cfg.VNodes, at, s.probe(first, via)); err != nil {
+				s.placeFailures++
+			}
+			s.act = act
 		}
-		p.vnodes = append(p.vnodes, s.newVnode(p, addr))
+		for _, peer := range rest {
+			p.vnodes = append(p.vnodes, s.newVnode(p, peer))
+		}
 	}
 	if s.partitioned {
 		p.group = 1
@@ -84,13 +111,21 @@ func (s *Sim) newPhys() *physNode {
 	return p
 }
 
-func (s *Sim) newVnode(p *physNode, addr string) *vnode {
+// freeID draws a ring position no vnode holds.
+func (s *Sim) freeID() ring.ID {
 	id := ring.ID(s.rng.Uint64())
 	for s.ids[id] {
 		id = ring.ID(s.rng.Uint64())
 	}
-	s.ids[id] = true
-	v := &vnode{s: s, phys: p, peer: ring.Peer{ID: id, Addr: addr}, alive: true, unsettled: map[uint64]struct{}{}}
+	return id
+}
+
+// newVnode builds the ring position peer of p, registered on the
+// network but not joined.
+func (s *Sim) newVnode(p *physNode, peer ring.Peer) *vnode {
+	s.ids[peer.ID] = true
+	addr := peer.Addr
+	v := &vnode{s: s, phys: p, peer: peer, alive: true, unsettled: map[uint64]struct{}{}}
 	v.progress = route.NewProgress(v, clock{&s.w})
 	rt := &ringTransport{s: s, v: v, in: s.rnet.Transport(v.peer), wait: s.rcfg.RPCTimeout}
 	rcfg := s.rcfg
@@ -144,6 +179,42 @@ func (s *Sim) newVnode(p *physNode, addr string) *vnode {
 	s.tnet.Register(v.peer, v.owner)
 	s.byAddr[addr] = v
 	return v
+}
+
+// probe is route.Probe for a machine placing its positions from first
+// (not joined) through via: the lookups run in turn but count as made at
+// once, as a peer makes them, so the event is charged the slowest.
+func (s *Sim) probe(first *vnode, via ring.Peer) route.Probe {
+	return func(ctx context.Context, keys []ring.ID) ([]ring.Arc, []error) {
+		arcs, errs := make([]ring.Arc, len(keys)), make([]error, len(keys))
+		base, slowest := s.w.charge, s.w.charge
+		for i, k := range keys {
+			s.w.charge = base
+			arcs[i], errs[i] = first.rn.ArcAround(ctx, via, k)
+			slowest = max(slowest, s.w.charge)
+		}
+		s.w.charge = slowest
+		return arcs, errs
+	}
+}
+
+// joinMachine joins the positions of p, a machine newPhys built. A
+// machine that placed its positions (route.PlacePositions) joins once
+// the lookups that took are done, in an event of its own at that time:
+// run in the placing event, its positions would read a clock that many
+// round trips ahead of every event that runs in between, and put off
+// their maintenance until the others caught up with them.
+func (s *Sim) joinMachine(p *physNode) {
+	join := func() {
+		for _, v := range p.vnodes {
+			s.join(v)
+		}
+	}
+	if s.w.charge == 0 {
+		join()
+		return
+	}
+	s.w.after(0, join)
 }
 
 // join enters v into the ring through a random member, or creates the

@@ -90,6 +90,7 @@ type ReportConfig struct {
 	Seed            uint64  `json:"seed"`
 	Nodes           int     `json:"nodes"`
 	VNodes          int     `json:"vnodes"`
+	RandomPositions bool    `json:"random_positions,omitempty"`
 	Replicas        int     `json:"replicas"`
 	Churn           float64 `json:"churn_per_min"`
 	MedianSessionS  float64 `json:"median_session_s,omitempty"`
@@ -105,7 +106,7 @@ type ReportConfig struct {
 
 func reportConfig(c Config) ReportConfig {
 	rc := ReportConfig{
-		Seed: c.Seed, Nodes: c.Nodes, VNodes: c.VNodes, Replicas: c.Replicas,
+		Seed: c.Seed, Nodes: c.Nodes, VNodes: c.VNodes, RandomPositions: c.RandomPositions, Replicas: c.Replicas,
 		Churn: c.Churn, Burst: c.Burst, Partition: c.Partition, Loss: c.Loss,
 		DurationSeconds: c.Duration.Seconds(), DelaySeconds: c.Delay.Seconds(),
 	}
@@ -233,13 +234,17 @@ type CrawlReport struct {
 
 // ChurnReport counts membership events.
 type ChurnReport struct {
-	Joins        int64 `json:"joins"`
-	Leaves       int64 `json:"leaves"`
-	Crashes      int64 `json:"crashes"`
-	Partitions   int64 `json:"partitions"`
-	JoinRetries  int64 `json:"join_retries"`
-	LeaveErrors  int64 `json:"leave_errors"`
-	FinalMembers int   `json:"final_positions"`
+	Joins       int64 `json:"joins"`
+	Leaves      int64 `json:"leaves"`
+	Crashes     int64 `json:"crashes"`
+	Partitions  int64 `json:"partitions"`
+	JoinRetries int64 `json:"join_retries"`
+	// PlaceFailures counts machines whose positions could not all be
+	// placed (route.PlacePositions): those went where their identity put
+	// them.
+	PlaceFailures int64 `json:"place_failures"`
+	LeaveErrors   int64 `json:"leave_errors"`
+	FinalMembers  int   `json:"final_positions"`
 	// MaxAlone is the most joined positions that took themselves for the
 	// whole ring (ring.Node.Alone) at any second of the crawl phase, and
 	// MaxIsolated the most that knew themselves cut off
@@ -318,7 +323,7 @@ func (s *Sim) finish(r *Report) {
 	r.HopBound = 0.5*math.Log2(float64(max(len(s.live), 1))) + 1
 	r.Churn = ChurnReport{
 		Joins: s.joins, Leaves: s.leaves, Crashes: s.crashes, Partitions: s.partitions,
-		JoinRetries: s.joinFailures, LeaveErrors: s.leaveErrors, FinalMembers: len(s.members),
+		JoinRetries: s.joinFailures, PlaceFailures: s.placeFailures, LeaveErrors: s.leaveErrors, FinalMembers: len(s.members),
 		MaxAlone: s.maxAlone, MaxIsolated: s.maxIsolated,
 	}
 	if b := s.burst; b != nil {
@@ -600,8 +605,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	ch := r.Churn
-	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d incomplete leaves; %d positions at the end; at most %d positions alone (owning the whole ring) and %d isolated at once\n",
-		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.LeaveErrors, ch.FinalMembers, ch.MaxAlone, ch.MaxIsolated)
+	fmt.Fprintf(&b, "churn: %d joins, %d leaves, %d crashes, %d partitions, %d join retries, %d machines placed blind, %d incomplete leaves; %d positions at the end; at most %d positions alone (owning the whole ring) and %d isolated at once\n",
+		ch.Joins, ch.Leaves, ch.Crashes, ch.Partitions, ch.JoinRetries, ch.PlaceFailures, ch.LeaveErrors, ch.FinalMembers, ch.MaxAlone, ch.MaxIsolated)
 	if br := r.Burst; br != nil {
 		fmt.Fprintf(&b, "burst at %v: %d nodes crashed; %d runs of more than K consecutive positions (longest %d), %d arcs lost every copy; owners repaired after %s, ring after %s\n",
 			seconds(br.AtSeconds), br.Crashed, br.RunsOverK, br.LongestRun, br.DoomedArcs, repairTime(br.OwnersRepairedS), repairTime(br.RingRepairedS))

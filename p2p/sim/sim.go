@@ -135,6 +135,7 @@ type Sim struct {
 
 	joins, leaves, crashes, partitions        int64
 	joinFailures, leaveErrors, progressErrors int64
+	placeFailures                             int64 // machines that could not see the ring to place their positions
 	retiredWork                               []int64
 	maxAlone, maxIsolated                     int     // ChurnReport
 	nodeSeconds                               float64 // physical node-seconds of the crawl phase
@@ -260,10 +261,7 @@ func (s *Sim) run() *Report {
 // over by witness or gives up and reroutes (see "Stuck releases" in
 // docs/scale.md).
 func (s *Sim) grow(built *bool) {
-	p := s.newPhys()
-	for _, v := range p.vnodes {
-		s.join(v)
-	}
+	s.joinMachine(s.newPhys())
 	s.joins++
 	if len(s.phys) >= s.cfg.Nodes {
 		*built = true
