@@ -3,6 +3,7 @@ package p2p_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 	"github.com/swarmcrawl/swarmcrawl/protocol/pb"
 )
 
-// Virtual nodes on the wire: one libp2p host serves three ring positions
+// Virtual nodes on the wire: one libp2p host serves three ring positions,
+// of indexes 0, 1 and 4 (placed positions need not be consecutive),
 // through one ring transport, another host one. The four positions form
 // one ring over real streams, and every key resolves, from every
 // position, to its true successor. Each position is where its peer ID and
@@ -34,20 +36,22 @@ func TestRingPositionsOverLibp2p(t *testing.T) {
 	if err := a.Connect(ctx, b.Peerstore().PeerInfo(b.ID())); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(h host.Host, positions int) []*ring.Node {
+	// serve holds the positions of the indexes idx, which need not be
+	// consecutive, as a node's placed positions are not.
+	serve := func(h host.Host, idx ...int) []*ring.Node {
 		s := p2p.NewStreams(h, 0, p2p.NoRingWork)
 		t.Cleanup(s.Close)
 		tr := p2p.NewRingTransport(h, s)
 		var nodes []*ring.Node
-		var handlers []ring.Handler
-		for i := range positions {
+		handlers := make([]ring.Handler, slices.Max(idx)+1)
+		for _, i := range idx {
 			n := ring.NewNode(p2p.RingPeerAt(h.ID(), i), tr, cfg)
-			nodes, handlers = append(nodes, n), append(handlers, n)
+			nodes, handlers[i] = append(nodes, n), n
 		}
 		tr.Serve(handlers...)
 		return nodes
 	}
-	all := append(serve(a, 3), serve(b, 1)...)
+	all := append(serve(a, 0, 1, 4), serve(b, 0)...)
 	all[0].Create()
 	for _, n := range all[1:] {
 		if err := n.Join(ctx, all[0].Self()); err != nil {
@@ -102,17 +106,19 @@ func TestRingPositionsOverLibp2p(t *testing.T) {
 	}
 	// b speaks for its position 0 but names a's position 1.
 	other := &pb.Peer{RingId: uint64(all[1].Self().ID), PeerId: []byte(a.ID()), Position: 1}
-	if err := c.Call(ctx, a.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: other}}, ToPosition: 2}, resp); err != nil {
+	if err := c.Call(ctx, a.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Notify{Notify: &pb.Notify{Candidate: other}}, ToPosition: 4}, resp); err != nil {
 		t.Fatal(err)
 	}
 	if resp.Error == "" {
 		t.Fatal("a notify naming another peer's position was taken")
 	}
-	// A position a does not have.
-	if err := c.Call(ctx, a.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}, ToPosition: 3}, resp); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(resp.Error, "no ring position 3") {
-		t.Fatalf("a ping to a missing position: %q", resp.Error)
+	// Positions a does not have: between two it holds, and past them.
+	for _, i := range []uint32{3, 5} {
+		if err := c.Call(ctx, a.ID(), protocol.RingID, &pb.RingRequest{Body: &pb.RingRequest_Ping{Ping: &pb.Ping{}}, ToPosition: i}, resp); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resp.Error, fmt.Sprintf("no ring position %d", i)) {
+			t.Fatalf("a ping to missing position %d: %q", i, resp.Error)
+		}
 	}
 }

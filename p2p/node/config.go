@@ -90,8 +90,10 @@ type Config struct {
 	// Default 100,000.
 	OutboxMemory int
 	// VNodes is how many ring positions (virtual nodes) the node holds,
-	// 1 to MaxVNodes: position 0 where its peer ID puts it, position i
-	// where the peer ID and i put it (p2p.PositionID). The node owns the
+	// 1 to MaxVNodes: position 0 where its peer ID puts it, each other
+	// one where the peer ID and its index put it (p2p.PositionID), the
+	// index chosen among 4 when the node first starts, by the arcs of
+	// the ring (placement.go), and kept in the store. The node owns the
 	// union of their arcs, so more positions spread a swarm's keys more
 	// evenly over its machines; the positions share the machine's ring
 	// and shard maintenance, so V = 16 costs about 1.5 to 1.7 times the

@@ -26,7 +26,9 @@ import (
 // of identity sets against 75% at 16: beyond 12 positions each sends
 // its own heartbeats every 2.8 s, so they grow with V, and 8 processes
 // on 2 cores used 4.2 times V = 1's CPU to crawl at 32 against 3.3 at
-// 16.
+// 16. Placed rather than drawn (PlacePositions), 16 positions kept the
+// busiest of 8 processes within 1.5 times the mean hosts in 9 runs of
+// 10 (median 1.27) and within 1.21 times the mean share of the ring.
 const DefaultVNodes = 16
 
 // PlaceChoices is how many candidates each of a machine's further
