@@ -61,12 +61,8 @@ func Choose(candidates []Peer, arcs []Arc, known []bool, placed []ID) (Peer, boo
 // between key and the owner the walk found, and becomes Succ. A node
 // that knows no other member sees the whole ring.
 func (n *Node) ArcAround(ctx context.Context, via Peer, key ID) (Arc, error) {
-	pred, succ, err := n.arcAround(ctx, via, key)
-	return Arc{Pred: pred, Succ: succ}, err
-}
-
-func (n *Node) arcAround(ctx context.Context, via Peer, key ID) (pred, succ ID, err error) {
 	var owner, namer Peer
+	var err error
 	if via.IsZero() {
 		owner, _, err = n.Lookup(ctx, key)
 	} else {
@@ -75,7 +71,7 @@ func (n *Node) arcAround(ctx context.Context, via Peer, key ID) (pred, succ ID, 
 		owner, namer = r.owner, r.via
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("owner of %s: %w", key, err)
+		return Arc{}, fmt.Errorf("owner of %s: %w", key, err)
 	}
 	var ownerPred Peer
 	if owner == n.self {
@@ -83,12 +79,12 @@ func (n *Node) arcAround(ctx context.Context, via Peer, key ID) (pred, succ ID, 
 		if ownerPred.IsZero() && namer.IsZero() {
 			// Alone, or not told its predecessor yet: the node's arc
 			// is the whole ring as far as it knows.
-			return n.self.ID, n.self.ID, nil
+			return Arc{Pred: n.self.ID, Succ: n.self.ID}, nil
 		}
 	} else {
 		nb, err := n.neighbours(ctx, owner)
 		if err != nil && namer.IsZero() {
-			return 0, 0, fmt.Errorf("neighbours of %s: %w", owner, err)
+			return Arc{}, fmt.Errorf("neighbours of %s: %w", owner, err)
 		}
 		ownerPred = nb.Predecessor
 	}
@@ -104,9 +100,9 @@ func (n *Node) arcAround(ctx context.Context, via Peer, key ID) (pred, succ ID, 
 		}
 	}
 	if p.IsZero() {
-		return 0, 0, fmt.Errorf("no member known before %s (owner %s)", key, owner)
+		return Arc{}, fmt.Errorf("no member known before %s (owner %s)", key, owner)
 	}
-	return p.ID, s.ID, nil
+	return Arc{Pred: p.ID, Succ: s.ID}, nil
 }
 
 // narrow shrinks the arc (pred, succ] holding key to the part between
