@@ -7,7 +7,9 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -784,6 +786,9 @@ func (s *swarm) waitClaimsPartition(timeout time.Duration) map[*member]nodeStatu
 // and the end of its log; use it with defer right after newSwarm.
 func (s *swarm) report() {
 	if !s.t.Failed() {
+		if os.Getenv("SWARMCRAWL_TEST_LOGS_ALL") != "" {
+			s.keepLogs()
+		}
 		return
 	}
 	log := s.web.Log()
@@ -827,6 +832,45 @@ func (s *swarm) report() {
 		fmt.Fprintf(&b, "--- log, last lines:\n%s", lastLines(logOf(m.p), 40))
 		s.t.Log(b.String())
 	}
+	s.keepLogs()
+}
+
+// keepLogs writes every node's whole log, its killed processes' too,
+// under $SWARMCRAWL_TEST_LOGS/<test>/ when that is set: the report shows
+// only their last lines, and a rare failure needs all of them.
+func (s *swarm) keepLogs() {
+	root := os.Getenv("SWARMCRAWL_TEST_LOGS")
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(s.t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Logf("keep logs: %v", err)
+		return
+	}
+	for _, m := range s.nodes {
+		for i, p := range append(slices.Clone(m.past), m.p) {
+			name := filepath.Join(dir, fmt.Sprintf("%s.%d.log", m.name, i+1))
+			if err := os.WriteFile(name, []byte(logOf(p)), 0o644); err != nil {
+				s.t.Logf("keep logs: %v", err)
+			}
+		}
+	}
+	for _, m := range s.nodes {
+		// A running node's store, copied live: leveldb recovers its journal
+		// when the copy is opened.
+		if out, err := exec.Command("cp", "-a", m.p.data, filepath.Join(dir, m.name+".data")).CombinedOutput(); err != nil {
+			s.t.Logf("keep logs: copy %s: %v: %s", m.p.data, err, out)
+		}
+	}
+	var web strings.Builder
+	for _, r := range s.web.Log() {
+		fmt.Fprintf(&web, "%v %s %s %d %s\n", r.Time.Sub(s.start).Round(time.Millisecond), nodeOf(r), r.URL, r.Status, r.Time.UTC().Format(time.RFC3339Nano))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.log"), []byte(web.String()), 0o644); err != nil {
+		s.t.Logf("keep logs: %v", err)
+	}
+	s.t.Logf("whole logs kept in %s", dir)
 }
 
 // logOf returns what a node process has written to stderr so far.

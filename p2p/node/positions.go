@@ -97,9 +97,11 @@ func (ps positions) group(recs []shard.Record, pick func(uint64) *position) map[
 }
 
 // Accept implements route.Replicator: each position's manager takes the
-// records of the keys it owns, and replicates them to its replicas. A key
-// no position owns goes to position 0, which refuses it
-// (shard.ErrNotOwned).
+// records of the keys it owns, and replicates them to its replicas; the
+// records of a key no position owns are refused (shard.ErrNotOwned). When
+// some positions took their records and others failed or were refused,
+// the error is a *route.PartlyStored naming the records not taken
+// (partly).
 func (ps positions) Accept(ctx context.Context, recs []shard.Record) error {
 	return ps.accept(ctx, recs, (*shard.Manager).Accept)
 }
@@ -115,7 +117,7 @@ func (ps positions) accept(ctx context.Context, recs []shard.Record, fn func(*sh
 	}
 	// The positions replicate to their replicas at the same time: a
 	// batch spread over V positions waits for one round trip, not V.
-	groups := ps.group(recs, ps.owner)
+	groups := ps.group(recs, ps.owning)
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -128,22 +130,73 @@ func (ps positions) accept(ctx context.Context, recs []shard.Record, fn func(*sh
 		}
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return partly(ps, groups, nil, errs)
+}
+
+// owning returns the position that may work on key now, nil when none
+// may.
+func (ps positions) owning(key uint64) *position {
+	for _, p := range ps {
+		if p.own.Owns(key) {
+			return p
+		}
+	}
+	return nil
+}
+
+// partly is the error of a write spread over the positions (groups and
+// held by owning), errs[i] being position i's: nil when every record went
+// to a position that took it, a *route.PartlyStored naming the records
+// and held IDs not taken (of failed positions, and of keys no position
+// owns, under nil) when some were, else all the errors.
+func partly(ps positions, groups map[*position][]shard.Record, held map[*position][]shard.RecordID, errs []error) error {
+	var failed []shard.RecordID
+	if n := len(groups[nil]) + len(held[nil]); n > 0 {
+		errs = append(errs, fmt.Errorf("%d records of keys no ring position owns: %w", n, shard.ErrNotOwned))
+		for _, r := range groups[nil] {
+			failed = append(failed, shard.IDOf(r))
+		}
+		failed = append(failed, held[nil]...)
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		return nil
+	}
+	took := false
+	for i, p := range ps {
+		if len(groups[p])+len(held[p]) == 0 {
+			continue
+		}
+		if errs[i] == nil {
+			took = true
+			continue
+		}
+		for _, r := range groups[p] {
+			failed = append(failed, shard.IDOf(r))
+		}
+		failed = append(failed, held[p]...)
+	}
+	if !took {
+		return err
+	}
+	return &route.PartlyStored{Failed: failed, Err: err}
 }
 
 // AcceptWithReceipts implements route.ReceiptReplicator: each position's
 // manager takes the records of the keys it owns, and the held records of
 // those keys, and asks its replicas for receipts over them; the receipts
-// of every position come back together. A key no position owns goes to
-// position 0, which refuses it (shard.ErrNotOwned).
+// of every position come back together. The records of a key no position
+// owns are refused (shard.ErrNotOwned); some records not taken, the error
+// is a *route.PartlyStored, with the receipts of the positions that took
+// theirs (partly).
 func (ps positions) AcceptWithReceipts(ctx context.Context, recs []shard.Record, held []shard.RecordID, own bool) ([]shard.Receipt, error) {
 	if len(ps) == 1 {
 		return ps[0].shard.AcceptWithReceipts(ctx, recs, held, own)
 	}
-	groups := ps.group(recs, ps.owner)
+	groups := ps.group(recs, ps.owning)
 	heldGroups := make(map[*position][]shard.RecordID, 1)
 	for _, id := range held {
-		p := ps.owner(id.Key)
+		p := ps.owning(id.Key)
 		heldGroups[p] = append(heldGroups[p], id)
 	}
 	errs := make([]error, len(ps))
@@ -161,7 +214,7 @@ func (ps positions) AcceptWithReceipts(ctx context.Context, recs []shard.Record,
 		}
 	}
 	wg.Wait()
-	return slices.Concat(receipts...), errors.Join(errs...)
+	return slices.Concat(receipts...), partly(ps, groups, heldGroups, errs)
 }
 
 // HoldFor implements route.Holder: each position, in order, holds for

@@ -280,14 +280,17 @@ type ShardStatus struct {
 	Unplaced int64 `json:"unplaced"`
 	// Issue 29's watch on owners: HeldFor counts the URLs senders gave
 	// this node to hold for its predecessor because the predecessor's
-	// acknowledgement came without its replicas' receipts; Watching the
+	// acknowledgement came without its replicas' receipts, and
+	// HeldForwarded the held URLs it pushed to that predecessor, which
+	// took them; Watching the
 	// hosts this node holds pending URLs of for a predecessor, and
 	// WatchFetches the URLs it took over to fetch itself, their owner
 	// having neither fetched nor explained them within
 	// shard.Config.WatchTimeout.
-	HeldFor      int64 `json:"held_for_owner"`
-	Watching     int64 `json:"watching"`
-	WatchFetches int64 `json:"watch_fetches"`
+	HeldFor       int64 `json:"held_for_owner"`
+	HeldForwarded int64 `json:"held_forwarded"`
+	Watching      int64 `json:"watching"`
+	WatchFetches  int64 `json:"watch_fetches"`
 }
 
 // ClaimInfo is one claimed range: (From, To] at Epoch, held by Owner.
@@ -334,6 +337,7 @@ func (n *Node) shardStats() shard.Stats {
 		st.WatchFetches += s.WatchFetches
 		st.WatchedIn += s.WatchedIn
 		st.HeldFor += s.HeldFor
+		st.HeldForwarded += s.HeldForwarded
 		st.Unsent += s.Unsent
 		st.UnsentSince = earliest(st.UnsentSince, s.UnsentSince)
 	}
@@ -376,6 +380,7 @@ func (n *Node) shardStatus(st shard.Stats) ShardStatus {
 		Implausible:     st.Implausible,
 		FutureEpochs:    st.FutureEpochs,
 		HeldFor:         st.HeldFor,
+		HeldForwarded:   st.HeldForwarded,
 		Watching:        st.Watching,
 		WatchFetches:    st.WatchFetches,
 		Witnessed:       st.Witnessed,

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -80,7 +81,9 @@ func (in *Intake) Exclusive(fn func() error) error {
 // a link): its record must be marked. Admit returns the admitted URLs and
 // the number of duplicates; when Room or replicate fails nothing is
 // queued and the error is returned with the admitted URLs, which the
-// caller hands back to the sender.
+// caller hands back to the sender; when replicate returns a
+// *PartlyStored error, the admitted URLs it does not name are queued, and
+// the error is returned with all of them.
 func (in *Intake) Admit(offered []Admission, replicate func(fresh []Admission) error) (fresh []Admission, duplicates int, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -125,6 +128,27 @@ func (in *Intake) Admit(offered []Admission, replicate func(fresh []Admission) e
 		return fresh, duplicates, err
 	}
 	if err := replicate(fresh); err != nil {
+		var part *PartlyStored
+		if !errors.As(err, &part) {
+			return fresh, duplicates, err
+		}
+		// Stored and replicated in part: that part is queued, as a
+		// whole batch would be.
+		failed := make(map[[2]uint64]bool, len(part.Failed))
+		for _, id := range part.Failed {
+			failed[[2]uint64{id.Key, id.Hash}] = true
+		}
+		var taken []Admission
+		for _, a := range fresh {
+			if !failed[[2]uint64{a.Key, a.Hash}] {
+				taken = append(taken, a)
+			}
+		}
+		if len(taken) > 0 {
+			if qerr := in.queue.Queue(taken); qerr != nil {
+				return fresh, duplicates, qerr
+			}
+		}
 		return fresh, duplicates, err
 	}
 	if err := in.queue.Queue(fresh); err != nil {

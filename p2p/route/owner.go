@@ -27,6 +27,28 @@ type Replicator interface {
 	AcceptOwn(ctx context.Context, recs []shard.Record) error
 }
 
+// PartlyStored is the error of a Replicator (or ReceiptReplicator) that
+// stored and replicated some of the records and not others: a node's
+// ring positions each take the keys they own, and one of them can lose
+// its claim, or its lease, between the owner's check and the write.
+// Failed are the records, new or held, that it did not take; the others
+// it did take (and, asked for them, returned their receipts). Owner.Accept
+// queues those and hands the failed ones back as not owned: before, one
+// failed position failed the whole batch, leaving the records the others
+// had stored neither queued nor marked seen, and the sender, getting no
+// receipts, gave them to the replicas to hold, where they waited for the
+// replicas' watch (TestGrowthJoins: a page fetched a minute late).
+type PartlyStored struct {
+	Failed []shard.RecordID
+	Err    error
+}
+
+func (e *PartlyStored) Error() string {
+	return fmt.Sprintf("%d records not stored: %v", len(e.Failed), e.Err)
+}
+
+func (e *PartlyStored) Unwrap() error { return e.Err }
+
 // ReceiptReplicator is a Replicator whose replicas sign receipts for what
 // they hold (shard.Manager.AcceptWithReceipts): an Owner over one returns
 // them with its acknowledgement (see "Verifiable acknowledgements" in
@@ -186,7 +208,29 @@ func (o *Owner) Accept(ctx context.Context, tasks []Task, seeder, fromOutbox boo
 			res.Receipts = rs
 		}
 	}
+	var part *PartlyStored
 	switch {
+	case errors.As(err, &part):
+		// The admissions the replicator took are queued (Intake.Admit);
+		// the others go back to the sender, to route again.
+		failed := make(map[shard.RecordID]bool, len(part.Failed))
+		for _, id := range part.Failed {
+			failed[id] = true
+		}
+		for _, a := range offered {
+			if failed[shard.RecordID{Key: a.Key, Hash: a.Hash}] {
+				res.NotOwned = append(res.NotOwned, a.Task)
+			}
+		}
+		freshFailed := 0
+		for _, a := range fresh {
+			if failed[shard.RecordID{Key: a.Key, Hash: a.Hash}] {
+				freshFailed++
+			}
+		}
+		res.Accepted = len(fresh) - freshFailed
+		res.Duplicates = dups - (len(res.NotOwned) - freshFailed)
+		return res, nil
 	case errors.Is(err, shard.ErrNotOwned) || errors.Is(err, shard.ErrStale):
 		for _, a := range fresh {
 			res.NotOwned = append(res.NotOwned, a.Task)

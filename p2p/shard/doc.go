@@ -79,7 +79,10 @@
 // and at once for a new replica or a new claim, the owner compares a
 // 64-bucket digest of each claim with each replica; for differing buckets
 // it pulls what the replica has (a promoted owner may lack records that
-// a degraded write left on the other replica) and pushes what it has.
+// a degraded write left on the other replica) and pushes what it has. A
+// replica that missed a write (failed, refused, not stored) has its next
+// round brought forward to Lease/2 from then, doubling while rounds with
+// it keep failing (Manager.missed): what it missed is not sent again.
 //
 // # Ownership changes
 //

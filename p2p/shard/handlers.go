@@ -112,11 +112,7 @@ func (m *Manager) HandleReplicate(ctx context.Context, from ring.Peer, req *Writ
 	}
 	if reply.StoreError == "" && len(recs) > 0 {
 		m.mu.Lock()
-		rank := 2
-		if pred == from {
-			rank = 1
-		}
-		m.watchLocked(from.Addr, rank, recs, now)
+		m.watchLocked(from.Addr, recs, now)
 		m.mu.Unlock()
 	}
 	if req.WantReceipt && reply.StoreError == "" && reply.Refused == "" && len(rejected) == 0 {

@@ -248,8 +248,9 @@ type Stats struct {
 	// because the ring named another owner or could not tell (ringNames).
 	// HeldFor counts the records senders gave this node to hold for a
 	// predecessor whose acknowledgement its replicas did not vouch for
-	// (Manager.HoldFor).
-	Watching, WatchFetches, WatchedIn, WatchMoved, HeldFor int64
+	// (Manager.HoldFor); HeldForwarded those of them (and of the pending
+	// ones it held already) it pushed to that owner, which took them.
+	Watching, WatchFetches, WatchedIn, WatchMoved, HeldFor, HeldForwarded int64
 	// Unplaced counts lookups that found a sender's ID owned by another
 	// peer: a sender the ring does not hold where it sits (member.go).
 	Unplaced int64
@@ -333,6 +334,9 @@ type Manager struct {
 	// again.
 	seen     []ring.Peer
 	lastSync map[string]time.Time
+	// owed holds the replicas that missed a write (see missedLocked),
+	// each with the wait before its brought-forward round.
+	owed map[string]time.Duration
 	// syncDue is when the next replica's anti-entropy round is due; zero
 	// when unknown (the replica set changed).
 	syncDue  time.Time
@@ -344,8 +348,12 @@ type Manager struct {
 	// a replica and whether their owner makes progress (watch.go).
 	watch         map[uint64]*watched
 	lastWatchScan time.Time
-	progRecs      []Record
-	progHosts     []HostState
+	// forward holds, per owner, the records HoldFor took for it, to push
+	// to it at the next tick (forwardHeld); forwardN counts them.
+	forward   map[string][]Record
+	forwardN  int
+	progRecs  []Record
+	progHosts []HostState
 	// progSince is when the oldest of progRecs and progHosts was
 	// finished; sending and sendingSince the same of the progress the
 	// heartbeat in progress carries (Stats.Unsent).
@@ -386,6 +394,7 @@ func New(own *Ownership, tr Transport, st Storage, app App, cfg Config) (*Manage
 		placed:    make(map[string]placed),
 		watch:     make(map[uint64]*watched),
 		lastSync:  make(map[string]time.Time),
+		owed:      make(map[string]time.Duration),
 		waitStart: r.Clock().Now(),
 		serial:    cfg.Sequential,
 	}
@@ -511,13 +520,16 @@ func (m *Manager) acceptWith(ctx context.Context, recs []Record, held []RecordID
 		switch {
 		case r.err != nil:
 			failed++
+			m.missed(r.peer)
 			m.log.Debug("replicate on accept failed", "to", r.peer, "err", r.err)
 			continue
 		case r.reply.Refused != "":
 			failed++
+			m.missed(r.peer)
 			m.log.Warn("replica refused this node's claim", "to", r.peer, "reason", r.reply.Refused)
 		case r.reply.StoreError != "":
 			failed++
+			m.missed(r.peer)
 			m.log.Warn("replica could not store accepted URLs", "to", r.peer, "err", r.reply.StoreError)
 		case onReply != nil && len(r.reply.Rejected) == 0:
 			onReply(r.peer, r.reply)
@@ -732,6 +744,40 @@ func fanout[T any](m *Manager, ctx context.Context, peers []ring.Peer, call func
 	}
 	wg.Wait()
 	return out
+}
+
+// missed notes that replica p did not take a write: it failed, or p
+// refused the claims (say, p does not yet hold this node where it sits in
+// the ring) or could not store the records. The records and Done marks of
+// that write are not sent to p again (a heartbeat's progress goes once),
+// and p, which watches this node's pending records, would take the pages
+// this node fetched for pages it neglects. So p's next anti-entropy round,
+// which brings it everything it lacks, is brought forward to
+// Lease/2 from now; while rounds with p keep failing the wait doubles, up
+// to the usual interval (antiEntropy).
+func (m *Manager) missed(p ring.Peer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.missedLocked(p, m.clock.Now())
+}
+
+func (m *Manager) missedLocked(p ring.Peer, now time.Time) {
+	if _, ok := m.owed[p.Addr]; ok || !slices.Contains(m.replicas, p) {
+		return // brought forward already, or no longer a replica
+	}
+	m.owed[p.Addr] = m.cfg.Lease / 2
+	m.syncAtLocked(p, now.Add(m.cfg.Lease/2))
+}
+
+// syncAtLocked makes p's next anti-entropy round due at the latest at at.
+func (m *Manager) syncAtLocked(p ring.Peer, at time.Time) {
+	every := m.cfg.syncEvery()
+	if t, ok := m.lastSync[p.Addr]; ok && t.Add(every).After(at) {
+		m.lastSync[p.Addr] = at.Add(-every)
+	}
+	if m.syncDue.IsZero() || at.Before(m.syncDue) {
+		m.syncDue = at
+	}
 }
 
 // handleRejected takes in the higher epochs a replica reported, except

@@ -134,6 +134,7 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.reconcileStale(ctx, v)
 	m.checkWitnesses(ctx)
 	m.watchTick(ctx, now)
+	m.forwardHeld(ctx)
 }
 
 // observe notes changes of the view and of the replica set.
@@ -161,6 +162,11 @@ func (m *Manager) observe(v view, now time.Time) {
 		for addr := range m.lastSync {
 			if !slices.ContainsFunc(replicas, func(p ring.Peer) bool { return p.Addr == addr }) {
 				delete(m.lastSync, addr)
+			}
+		}
+		for addr := range m.owed {
+			if !slices.ContainsFunc(replicas, func(p ring.Peer) bool { return p.Addr == addr }) {
+				delete(m.owed, addr)
 			}
 		}
 	}
@@ -580,13 +586,16 @@ func (m *Manager) heartbeat(ctx context.Context, now time.Time) {
 	acks, firstAck, firstRefused := 0, false, false
 	for i, r := range res {
 		if r.err != nil {
+			m.missed(r.peer)
 			m.log.Debug("heartbeat failed", "to", r.peer, "err", r.err)
 			continue
 		}
 		if r.reply.StoreError != "" {
+			m.missed(r.peer)
 			m.log.Warn("replica could not store progress", "to", r.peer, "err", r.reply.StoreError)
 		}
 		if r.reply.Refused != "" {
+			m.missed(r.peer)
 			m.log.Warn("replica refused this node's claims", "to", r.peer, "reason", r.reply.Refused)
 			firstRefused = firstRefused || i == 0
 		}
@@ -653,27 +662,44 @@ func (m *Manager) antiEntropy(ctx context.Context, now time.Time) {
 	}
 	m.mu.Unlock()
 	for _, p := range due {
+		clean := true
 		for _, c := range claims {
 			if ctx.Err() != nil {
 				return
 			}
-			m.syncClaim(ctx, p, c)
+			if !m.syncClaim(ctx, p, c) {
+				clean = false
+			}
 		}
+		m.mu.Lock()
+		if wait, ok := m.owed[p.Addr]; ok {
+			if clean {
+				delete(m.owed, p.Addr)
+			} else if slices.Contains(m.replicas, p) {
+				// Still missing writes: try again, less often.
+				wait = min(2*wait, every)
+				m.owed[p.Addr] = wait
+				m.syncAtLocked(p, now.Add(wait))
+			}
+		}
+		m.mu.Unlock()
 	}
 }
 
 // syncClaim reconciles one claim with one replica: compare digests; for
 // differing buckets, pull what the replica has (it may hold records this
 // node lacks, say after a degraded write before a promotion) and push
-// what this node has.
-func (m *Manager) syncClaim(ctx context.Context, p ring.Peer, c Claim) {
+// what this node has. It reports whether the replica now holds what this
+// node does: false when a step failed or the replica refused or could
+// not store the push.
+func (m *Manager) syncClaim(ctx context.Context, p ring.Peer, c Claim) bool {
 	diff, err := m.diffBuckets(ctx, p, c.Range)
 	if err != nil {
 		m.log.Debug("digest failed", "to", p, "range", c.Range, "err", err)
-		return
+		return false
 	}
 	if diff == nil {
-		return
+		return true
 	}
 	if _, err := m.pullFrom(ctx, p, c.Range, diff); err != nil {
 		m.log.Debug("anti-entropy pull failed", "from", p, "range", c.Range, "err", err)
@@ -683,23 +709,27 @@ func (m *Manager) syncClaim(ctx context.Context, p ring.Peer, c Claim) {
 		page, more, err := m.pageRecords(c.Range, after, m.cfg.ChunkRecords, diff)
 		if err != nil {
 			m.log.Warn("anti-entropy scan", "range", c.Range, "err", err)
-			return
+			return false
 		}
 		if len(page) == 0 {
-			return
+			return true
 		}
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.AckTimeout)
 		reply, err := m.tr.Replicate(cctx, p, &WriteRequest{Claims: []Claim{c}, Records: page})
 		cancel()
 		if err != nil {
-			return
+			return false
 		}
 		if len(reply.Rejected) > 0 {
 			m.handleRejected(reply.Rejected)
-			return
+			return false
+		}
+		if reply.Refused != "" || reply.StoreError != "" {
+			// The rest would be dropped as well.
+			return false
 		}
 		if !more {
-			return
+			return true
 		}
 		last := page[len(page)-1]
 		after = &cursor{last.Key, last.Hash}

@@ -21,11 +21,12 @@ import (
 // its pending records of the key to the app (Watcher), which fetches them
 // under the host's politeness as it fetches its own, and reports the
 // Done marks (WatchDone), which also go to the owner's next replica, this
-// node's successor. The n-th replica of an owner (by this node's view:
-// the first when the owner is its predecessor, else the second) waits n
-// times WatchTimeout, so the next steps in when the first does nothing
-// either: suppressing a host takes its owner and all K replicas, or an
-// owner and a first replica that claims fetches it did not make.
+// node's successor. The n-th replica of an owner (by this node's view of
+// the ring at each scan: the first when the owner is its predecessor,
+// else the second) waits n times WatchTimeout, so the next steps in when
+// the first does nothing either: suppressing a host takes its owner and
+// all K replicas, or an owner and a first replica that claims fetches it
+// did not make.
 //
 // Watching is per host key (the ring key of a URL is its host's), so the
 // state is one entry per host, not per URL, bounded by maxWatched; an
@@ -57,13 +58,12 @@ type watched struct {
 	owner    string
 	since    time.Time // first pending record held
 	lastDone time.Time // last Done mark for the key
-	rank     int       // 1 for the owner's first replica, 2 for later ones
 	taken    bool      // handed to the app already
 }
 
-// watchLocked notes records stored as a replica of owner's claims, this
-// node being its rank-th replica. Callers hold m.mu.
-func (m *Manager) watchLocked(owner string, rank int, recs []Record, now time.Time) {
+// watchLocked notes records stored as a replica of owner's claims.
+// Callers hold m.mu.
+func (m *Manager) watchLocked(owner string, recs []Record, now time.Time) {
 	if m.cfg.WatchTimeout < 0 {
 		return
 	}
@@ -73,12 +73,12 @@ func (m *Manager) watchLocked(owner string, rank int, recs []Record, now time.Ti
 			if r.Done || len(m.watch) >= maxWatched {
 				continue
 			}
-			w = &watched{owner: owner, since: now, rank: rank}
+			w = &watched{owner: owner, since: now}
 			m.watch[r.Key] = w
 		}
 		switch {
 		case w.owner != owner:
-			w.owner, w.since, w.lastDone, w.rank, w.taken = owner, now, time.Time{}, rank, false
+			w.owner, w.since, w.lastDone, w.taken = owner, now, time.Time{}, false
 		case !r.Done && !w.taken && !w.lastDone.Before(w.since):
 			// The wait for the last pending records ended with a Done
 			// mark: this one starts a new wait.
@@ -136,6 +136,11 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		taken bool
 	}
 	var todo []due
+	// The first replica is the owner's successor as the ring stands now:
+	// judged when the records came, during joins, two replicas could both
+	// take themselves for it and step in together (TestGrowthJoins saw
+	// two nodes fetch one host's pages side by side).
+	pred := m.ring.Predecessor().Addr
 	for k, e := range m.watch {
 		owner := m.table.max(Range{From: ring.ID(k - 1), To: ring.ID(k)}).Owner
 		if m.own.claims.covers(k) || owner != e.owner {
@@ -150,7 +155,11 @@ func (m *Manager) watchTick(ctx context.Context, now time.Time) {
 		// FailureTimeout) is watched: a silent one's range is promotion's
 		// to take back, and its records are fetched by its successor then.
 		alive := now.Sub(m.heard[e.owner].at) <= m.cfg.FailureTimeout
-		if e.taken || alive && now.Sub(last) > time.Duration(e.rank)*m.cfg.WatchTimeout {
+		rank := time.Duration(2)
+		if e.owner == pred {
+			rank = 1
+		}
+		if e.taken || alive && now.Sub(last) > rank*m.cfg.WatchTimeout {
 			todo = append(todo, due{k, e.owner, e.taken})
 		}
 	}
@@ -244,8 +253,11 @@ func (m *Manager) ringNames(ctx context.Context, k ring.ID, owner string, now ti
 // and this node does not claim. held[i] tells whether recs[i] is held
 // here now (taken, or held already: dups of them); the others are not
 // this node's to hold. The records are watched like any other a replica
-// holds: owner gets them at its next anti-entropy round (it pulls what
-// its replicas have), and if it neither fetches nor explains them, this
+// holds, and pushed to owner at the next tick (forwardHeld), those held
+// already as well while pending: an owner that could not get its
+// replicas to vouch for a write may never have queued its URLs, and its
+// next anti-entropy round, which would pull them, may come after this
+// node's watch ran out. If owner neither fetches nor explains them, this
 // node fetches them itself.
 func (m *Manager) HoldFor(owner string, recs []Record) (held []bool, took, dups int, err error) {
 	held = make([]bool, len(recs))
@@ -258,18 +270,22 @@ func (m *Manager) HoldFor(owner string, recs []Record) (held []bool, took, dups 
 		held[i] = e.Owner == owner && !m.own.claims.covers(r.Key) && !m.releasing.covers(r.Key)
 	}
 	m.mu.Unlock()
-	var fresh []Record
+	var fresh, pending []Record
 	for i, r := range recs {
 		if !held[i] {
 			continue
 		}
-		if _, ok, err := m.storedRecord(r.Key, r.Hash); err != nil {
+		if s, ok, err := m.storedRecord(r.Key, r.Hash); err != nil {
 			return nil, 0, 0, fmt.Errorf("shard: hold for %s: %w", owner, err)
 		} else if ok {
 			dups++
+			if !s.Done {
+				pending = append(pending, s)
+			}
 			continue
 		}
 		fresh = append(fresh, r)
+		pending = append(pending, r)
 	}
 	if len(fresh) > 0 {
 		if err := m.st.PutRecords(fresh); err != nil {
@@ -277,13 +293,75 @@ func (m *Manager) HoldFor(owner string, recs []Record) (held []bool, took, dups 
 		}
 	}
 	now := m.clock.Now()
-	rank := 2
-	if m.ring.Predecessor().Addr == owner {
-		rank = 1
-	}
 	m.mu.Lock()
-	m.watchLocked(owner, rank, fresh, now)
+	m.watchLocked(owner, fresh, now)
 	m.stats.HeldFor += int64(len(fresh))
+	for _, r := range pending {
+		if m.forwardN >= maxForward {
+			break // the watch still covers them
+		}
+		if m.forward == nil {
+			m.forward = make(map[string][]Record)
+		}
+		m.forward[owner] = append(m.forward[owner], r)
+		m.forwardN++
+	}
 	m.mu.Unlock()
 	return held, len(fresh), dups, nil
+}
+
+// maxForward bounds the held records waiting to be pushed to their
+// owners (forwardHeld).
+const maxForward = 1 << 14
+
+// forwardHeld (step 9) pushes the records HoldFor took since the last
+// tick to their owners, as a merge (the replica's own records, which
+// the owner takes from a successor as it takes any merge), in chunks of
+// ChunkRecords in key order, whatever the keys: the owner
+// stores them and queues those it has not seen. The owner is looked up
+// by the first record's key; one the ring no longer names for it gets
+// nothing (it handed the range on, with the records), nor does one that
+// refuses: the watch covers both.
+func (m *Manager) forwardHeld(ctx context.Context) {
+	m.mu.Lock()
+	fw := m.forward
+	m.forward, m.forwardN = nil, 0
+	m.mu.Unlock()
+	owners := make([]string, 0, len(fw))
+	for o := range fw {
+		owners = append(owners, o)
+	}
+	slices.Sort(owners) // the same every run, as a simulation needs
+	for _, owner := range owners {
+		recs := fw[owner]
+		if ctx.Err() != nil {
+			return
+		}
+		to, _, err := m.ring.Lookup(ctx, ring.ID(recs[0].Key))
+		if err != nil || to.Addr != owner {
+			continue
+		}
+		slices.SortFunc(recs, func(a, b Record) int {
+			if c := cmpUint64(a.Key, b.Key); c != 0 {
+				return c
+			}
+			return cmpUint64(a.Hash, b.Hash)
+		})
+		for len(recs) > 0 {
+			// A chunk's keys, in order, span (first-1, last].
+			n := min(len(recs), m.cfg.ChunkRecords)
+			r := Range{From: ring.ID(recs[0].Key - 1), To: ring.ID(recs[n-1].Key)}
+			cctx, cancel := context.WithTimeout(ctx, m.cfg.AckTimeout)
+			reply, err := m.tr.Handoff(cctx, to, &HandoffRequest{Range: r, Merge: true, Final: true, Records: recs[:n]})
+			cancel()
+			if err != nil || !reply.Accepted {
+				m.log.Debug("push held records to their owner", "to", to, "range", r, "records", n, "err", err)
+			} else {
+				m.mu.Lock()
+				m.stats.HeldForwarded += int64(n)
+				m.mu.Unlock()
+			}
+			recs = recs[n:]
+		}
+	}
 }
