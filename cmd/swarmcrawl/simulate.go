@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/swarmcrawl/swarmcrawl/p2p/sim"
@@ -91,7 +94,27 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// The first interrupt stops the run and reports what was simulated
+	// so far; the next one kills the process, as it would without this.
+	stop := make(chan struct{})
+	cfg.Stop = stop
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var waiter sync.WaitGroup
+	waiter.Go(func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			fmt.Fprintf(stderr, "simulate: %v: stopping; the report covers the run until now (another interrupt kills the process)\n", s)
+			close(stop)
+		case <-done:
+		}
+	})
 	rep, err := sim.Run(cfg)
+	close(done)
+	waiter.Wait()
+	signal.Stop(sigs)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestSimulate runs a small simulation through the command line: a crawl
@@ -69,5 +71,50 @@ func TestSimulate(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := run([]string{"simulate", "--hosts", hostsFile}, nil, &bytes.Buffer{}, &stderr); code != 2 {
 		t.Errorf("--hosts without --graph: exit %d, want 2; %s", code, stderr.String())
+	}
+}
+
+// TestSimulateInterrupted: an interrupt during the crawl stops the
+// simulation, which prints its report of the run until then, says where
+// it stopped, and exits 0: a long run stopped by its user keeps what it
+// measured.
+func TestSimulateInterrupted(t *testing.T) {
+	var stdout bytes.Buffer
+	var buf bytes.Buffer
+	stderr := &lockedWriter{w: &buf}
+	read := func() string {
+		stderr.mu.Lock()
+		defer stderr.mu.Unlock()
+		return buf.String()
+	}
+	// Long enough that the interrupt comes during the crawl.
+	args := []string{"simulate", "--nodes", "100", "--vnodes", "1", "--pages", "20000", "--duration", "30m", "--settle", "1m", "--seed", "4"}
+	code := make(chan int, 1)
+	go func() { code <- run(args, nil, &stdout, stderr) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(read(), " crawl ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no crawl progress within 2 minutes:\n%s", read())
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("the simulation ended (exit %d) before it was interrupted:\n%s", c, read())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// The progress line comes from within the run: its handler is set.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d after an interrupt:\n%s", c, read())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the simulation did not stop within 2 minutes of the interrupt")
+	}
+	if !strings.Contains(read(), "stopping") || !strings.Contains(stdout.String(), "STOPPED at ") || !strings.Contains(stdout.String(), "coverage") {
+		t.Errorf("after an interrupt: stderr\n%s\nreport\n%s", read(), stdout.String())
 	}
 }

@@ -75,6 +75,11 @@ type Report struct {
 	Churn  ChurnReport   `json:"churn"`
 	Burst  *BurstReport  `json:"burst,omitempty"`
 
+	// StoppedAtSeconds is the simulated time at which Config.Stop halted
+	// the run (0: it ran to its end). The phases after it did not run:
+	// the figures are those of the run until then.
+	StoppedAtSeconds float64 `json:"stopped_at_s,omitempty"`
+
 	Events       int64   `json:"events"`
 	WallSeconds  float64 `json:"wall_s"`
 	PeakRSSBytes uint64  `json:"peak_rss_bytes"`
@@ -541,6 +546,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, ", burst %.0f%%, partition %.0f%%, loss %.2f%%, %v simulated, seed %d\n",
 		100*c.Burst, 100*c.Partition, 100*c.Loss, seconds(c.DurationSeconds), c.Seed)
+	if r.StoppedAtSeconds > 0 {
+		fmt.Fprintf(&b, "STOPPED at %v of simulated time: the figures are those of the run until then; the phases after it (settling, final lookups) did not run\n", seconds(r.StoppedAtSeconds))
+	}
 	fmt.Fprintf(&b, "build: %v of joins, settled %v after (%v)\n", seconds(r.BuildSeconds), r.BuildSettled, seconds(r.BuildSettleSeconds))
 	if r.BuildUnsettled != "" {
 		fmt.Fprintf(&b, "  not settled after the build: %s\n", r.BuildUnsettled)

@@ -167,6 +167,7 @@ func newSim(cfg Config) *Sim {
 		ids:    map[ring.ID]bool{},
 		g:      cfg.Graph,
 	}
+	s.w.stop = cfg.Stop
 	s.rnet = ring.NewMemNet(int64(cfg.Seed))
 	s.rnet.SetDropRate(cfg.Loss)
 	s.snet = shard.NewMemNet(s.rnet)
@@ -208,6 +209,9 @@ func (s *Sim) run() *Report {
 	s.w.runUntil(time.Duration(math.MaxInt64), func() bool { return built })
 	rep.BuildSeconds = s.w.now.Seconds()
 	rep.BuildSettleSeconds, rep.BuildSettled, rep.BuildUnsettled = s.settle(false)
+	if s.w.halted {
+		return s.stopped(rep)
+	}
 
 	s.phase = phaseCrawl
 	crawlStart := s.w.now
@@ -239,6 +243,9 @@ func (s *Sim) run() *Report {
 		rep.maintKind(k, d, s.nodeSeconds)
 	}
 	rep.coverageAtDuration = s.coverage()
+	if s.w.halted {
+		return s.stopped(rep)
+	}
 
 	s.phase = phaseDrain
 	s.churnOn = false
@@ -248,6 +255,14 @@ func (s *Sim) run() *Report {
 	rep.FinalSettleSeconds, rep.FinalSettled, rep.FinalUnsettled = s.settle(s.g != nil)
 	s.phase = phaseFinal
 	s.finalProbes()
+	s.finish(rep)
+	return rep
+}
+
+// stopped ends a run that Config.Stop halted: what was simulated so far
+// is reported, no settling phase or final lookups.
+func (s *Sim) stopped(rep *Report) *Report {
+	rep.StoppedAtSeconds = s.w.now.Seconds()
 	s.finish(rep)
 	return rep
 }
@@ -285,7 +300,7 @@ func (s *Sim) settle(crawlIdle bool) (float64, bool, string) {
 		if err == nil {
 			return (s.w.now - start).Seconds(), true, ""
 		}
-		if s.w.now-start >= s.cfg.Settle {
+		if s.w.now-start >= s.cfg.Settle || s.w.halted {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			return (s.w.now - start).Seconds(), false, msg
 		}

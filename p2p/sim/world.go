@@ -84,7 +84,14 @@ type world struct {
 	q      eventHeap
 	seq    uint64
 	events int64
+	// stop, when closed, halts runUntil between two events (checked
+	// every stopEvery events); halted says it did.
+	stop   <-chan struct{}
+	halted bool
 }
+
+// stopEvery is how many events runUntil runs between two looks at stop.
+const stopEvery = 1024
 
 // at schedules fn at virtual time t (not before now).
 func (w *world) at(t time.Duration, fn func()) {
@@ -100,11 +107,23 @@ func (w *world) after(d time.Duration, fn func()) { w.at(w.now+w.charge+d, fn) }
 
 // runUntil runs events in order until the next one is due after end or
 // stop returns true (checked between events); the clock then reads end,
-// or the time of the last event run if stop ended it.
+// or the time of the last event run if stop ended it, or the world was
+// halted (w.stop closed).
 func (w *world) runUntil(end time.Duration, stop func() bool) {
 	for len(w.q) > 0 && w.q[0].at <= end {
 		if stop != nil && stop() {
 			return
+		}
+		if w.halted {
+			return
+		}
+		if w.stop != nil && w.events%stopEvery == 0 {
+			select {
+			case <-w.stop:
+				w.halted = true
+				return
+			default:
+			}
 		}
 		e := w.q.pop()
 		w.now, w.charge = e.at, 0
