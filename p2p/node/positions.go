@@ -65,10 +65,8 @@ func (ps positions) Owns(key uint64) bool {
 // owner returns the position that may work on key now, else the position
 // whose ring arc holds key, else position 0.
 func (ps positions) owner(key uint64) *position {
-	for _, p := range ps {
-		if p.own.Owns(key) {
-			return p
-		}
+	if p := ps.owning(key); p != nil {
+		return p
 	}
 	return ps.arc(key)
 }
