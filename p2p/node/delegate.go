@@ -84,11 +84,15 @@ type fetchTransport struct{ t *p2p.FetchTransport }
 func (f fetchTransport) Connected(p ring.Peer) bool { return f.t.Connected(p) }
 
 // Fetch implements route.FetchTransport: a batch that never reached the
-// helper wraps route.ErrNoHelper.
+// helper wraps route.ErrNoHelper, and a helper's busy reply is a
+// *route.Busy with the load it reported, so that Send asks the next.
 func (f fetchTransport) Fetch(ctx context.Context, to ring.Peer, r fetchReq) (*pb.FetchBatchReply, error) {
 	reply, err := f.t.Fetch(ctx, to, r.req, r.wait)
 	if errors.Is(err, p2p.ErrNotDelivered) {
 		return nil, fmt.Errorf("%w: %w", err, route.ErrNoHelper)
+	}
+	if err == nil && reply.GetBusy() {
+		return nil, &route.Busy{Load: replyLoad(reply)}
 	}
 	return reply, err
 }

@@ -123,3 +123,33 @@ func TestHelperDeclinesWhenBusierThanTheOwner(t *testing.T) {
 		t.Errorf("%d batches fetched", fetched)
 	}
 }
+
+// TestOwnerAsksTheNextHelperWhenBusy: a helper's busy reply (busier than
+// the owner after the batch) reaches the routing layer as route.Busy with
+// the helper's load, so the owner asks the host's next helper at once and
+// does not fetch the batch itself; the busy helper fetched nothing.
+func TestOwnerAsksTheNextHelperWhenBusy(t *testing.T) {
+	busy := newTestHelper(t, fetchAll)
+	busy.srv.load = func() int { return 1000 }
+	idle := newTestHelper(t, fetchAll)
+	idle.srv.load = func() int { return 0 }
+	d := newTestOwner(t, busy, idle)
+	idle.pred.Store(d.host.ID().String())
+	// Both successors share the host's batches (as a host's helper slots
+	// do), the busy one asked first.
+	self, succs := p2p.RingPeer(d.host.ID()), []ring.Peer{p2p.RingPeer(busy.h.ID()), p2p.RingPeer(idle.h.ID())}
+	d.route = route.NewDelegator(route.FetchTransport[fetchReq, *pb.FetchBatchReply](fetchTransport{d.fetch}), 2,
+		func(uint64) (ring.Peer, []ring.Peer) { return self, succs })
+	d.route.UseLoad(func() int { return 50 }, func(r fetchReq) int { return len(r.req.GetTasks()) }, trimBatch)
+	res, err := d.Delegate(context.Background(), testBatch(3))
+	if err != nil || res == nil {
+		t.Fatalf("Delegate = %v, %v; want the idle helper's outcome", res, err)
+	}
+	if busy.srv.busy.Load() != 1 || busy.calls.Load() != 0 || idle.calls.Load() != 1 {
+		t.Errorf("busy helper declined %d and fetched %d batches, idle fetched %d; want 1, 0, 1",
+			busy.srv.busy.Load(), busy.calls.Load(), idle.calls.Load())
+	}
+	if d.noHelper.Load() != 0 {
+		t.Errorf("%d batches left to the owner", d.noHelper.Load())
+	}
+}

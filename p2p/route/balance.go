@@ -106,6 +106,32 @@ func (d *Delegator[Req, Rep]) Report(p ring.Peer, load int) {
 	d.loads[p.Machine()] = load
 }
 
+// heard returns the load last heard from p's machine, with the batches
+// sent it since (0: never heard).
+func (d *Delegator[Req, Rep]) heard(p ring.Peer) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.loads[p.Machine()]
+}
+
+// sentTo counts a batch of size pages towards p's load until it reports
+// again, as Choose does for the helper it puts first.
+func (d *Delegator[Req, Rep]) sentTo(p ring.Peer, size int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sentToLocked(p, size)
+}
+
+// sentToLocked is sentTo with d.mu held.
+func (d *Delegator[Req, Rep]) sentToLocked(p ring.Peer, size int) {
+	if d.loads == nil || size <= 0 {
+		return
+	}
+	if _, ok := d.loads[p.Machine()]; ok || len(d.loads) < maxLoads {
+		d.loads[p.Machine()] = min(d.loads[p.Machine()]+size, MaxLoad)
+	}
+}
+
 // Begin marks a batch of key out; it fails with ErrHostBusy while another
 // is. Every Begin that succeeds is followed by one End(key).
 func (d *Delegator[Req, Rep]) Begin(key uint64) error {
@@ -220,10 +246,6 @@ func (d *Delegator[Req, Rep]) Choose(cands []ring.Peer, own, size int) ([]ring.P
 	rest := slices.DeleteFunc(slices.Clone(cands), func(p ring.Peer) bool { return p == first })
 	slices.SortStableFunc(rest, func(a, b ring.Peer) int { return load(a) - load(b) })
 	out = append(out, rest...)
-	if d.loads != nil && size > 0 {
-		if _, ok := d.loads[first.Machine()]; ok || len(d.loads) < maxLoads {
-			d.loads[first.Machine()] = min(load(first)+size, MaxLoad)
-		}
-	}
+	d.sentToLocked(first, size)
 	return out, true
 }

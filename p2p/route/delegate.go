@@ -46,7 +46,22 @@ var (
 	// ErrNotVouched: the helper's epoch table does not say the sender
 	// holds the batch's key.
 	ErrNotVouched = errors.New("route: sender does not own the key as far as this node knows")
+	// ErrHelperBusy: the helper declined the batch as busier than the
+	// owner (Worth); it fetched nothing. A transport reports it as a
+	// *Busy, which carries the helper's load.
+	ErrHelperBusy = errors.New("route: helper declined the batch as busier than the owner")
 )
+
+// Busy is a helper's decline of a batch that would leave it busier than
+// the owner (Worth), with the load it reported; it wraps ErrHelperBusy.
+// Send records the load and asks the next helper.
+type Busy struct{ Load int }
+
+// Error implements error.
+func (b *Busy) Error() string { return fmt.Sprintf("%v (load %d)", ErrHelperBusy, b.Load) }
+
+// Unwrap makes errors.Is(err, ErrHelperBusy) hold.
+func (b *Busy) Unwrap() error { return ErrHelperBusy }
 
 // HelperOf returns the helper of turn among the first h machines, other
 // than self's, of self's successor list succs (nearest first): successive
@@ -128,9 +143,11 @@ func NewDelegator[Req, Rep any](t FetchTransport[Req, Rep], h int, successors fu
 // connected helper of the position that holds key and returns the helper
 // and its answer. It refuses (ErrHostBusy) while another batch of key is
 // out: requests to one host come from one helper at a time. A helper that
-// did not take the batch (unreachable, or it refused the sender) fetched
-// nothing, and the next is asked; when none took it the error wraps
-// ErrNoHelper. Any other error means the helper may have fetched.
+// did not take the batch (unreachable, it refused the sender, or it
+// declined as busier: *Busy, whose load is recorded) fetched nothing, and
+// the next is asked that the loads heard let take it (Worth); when none
+// took it the error wraps ErrNoHelper. Any other error means the helper
+// may have fetched.
 func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ring.Peer, Rep, error) {
 	var zero Rep
 	if err := d.Begin(key); err != nil {
@@ -150,10 +167,10 @@ func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ri
 	all := d.Candidates(ctx, key)
 	var cands []ring.Peer
 	var worth bool
+	fit := size
 	if ownf == nil {
 		cands, worth = d.Choose(all, own, size)
 	} else {
-		var fit int
 		cands, fit, worth = d.ChooseSize(all, own, size, min(MinBatch, size))
 		if worth && fit < size && trimf != nil {
 			// Its first pages only: the others stay with the owner.
@@ -167,14 +184,32 @@ func (d *Delegator[Req, Rep]) Send(ctx context.Context, key uint64, req Req) (ri
 		return ring.Peer{}, zero, fmt.Errorf("delegate key %016x: no helper on another machine: %w", key, ErrNoHelper)
 	}
 	var last error
-	for _, p := range cands {
+	for i, p := range cands {
 		if !d.t.Connected(p) {
 			continue
 		}
+		if i > 0 && !Worth(own, d.heard(p), fit) {
+			// Choose weighed the first only: a later one that this owner
+			// heard is not less loaded by two batches would decline it.
+			continue
+		}
 		rep, err := d.t.Fetch(ctx, p, req)
+		var busy *Busy
 		switch {
 		case err == nil:
+			if i > 0 {
+				d.sentTo(p, fit)
+			}
 			return p, rep, nil
+		case errors.As(err, &busy):
+			// Busier than this owner by its own count: its load is heard,
+			// and the next helper, less loaded as far as this owner
+			// knows, is asked at once rather than the owner fetching the
+			// batch itself (issue 28: the owners that kept what busy
+			// helpers declined were the busiest machines).
+			d.Report(p, busy.Load)
+			last = fmt.Errorf("delegate key %016x to %s: %w", key, p.Addr, err)
+			continue
 		case errors.Is(err, ErrNoHelper) || errors.Is(err, ErrNotHelped) || errors.Is(err, ErrNotVouched):
 			// This helper fetched nothing: the next may take the batch.
 			last = fmt.Errorf("delegate key %016x to %s: %w", key, p.Addr, err)

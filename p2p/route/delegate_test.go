@@ -298,3 +298,61 @@ func TestDelegatorSendsTheLargestWorthyBatch(t *testing.T) {
 		t.Fatalf("Send of 2 pages by an owner with 1 more: %v, helper got %v; want no batch moved", err, got)
 	}
 }
+
+// TestDelegatorAsksTheNextWhenBusy: a helper that declines a batch as
+// busier than the owner fetched nothing; Send records the load it
+// reported and asks the next helper at once, rather than leaving the
+// batch to the owner (issue 28: the owners that kept what busy helpers
+// declined were the busiest machines). A helper the loads heard say is
+// not less loaded by two batches is not asked.
+func TestDelegatorAsksTheNextWhenBusy(t *testing.T) {
+	rnet := ring.NewMemNet(1)
+	net := NewMemFetchNet[[]int, string](rnet)
+	owner := peer("o", 0)
+	helpers := []ring.Peer{peer("a", 1), peer("b", 2), peer("c", 3)}
+	var mu sync.Mutex
+	var asked []string
+	for _, h := range helpers {
+		net.Register(h, func(_ context.Context, _ string, pages []int) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, h.Addr)
+			if len(asked) == 1 {
+				return "", &Busy{Load: 37}
+			}
+			return h.Addr, nil
+		})
+	}
+	d := NewDelegator(net.Transport(owner), 3, func(uint64) (ring.Peer, []ring.Peer) { return owner, helpers })
+	queued := 40
+	d.UseLoad(func() int { return queued }, func(p []int) int { return len(p) }, func(p []int, n int) []int { return p[:n] })
+	p, rep, err := d.Send(context.Background(), 1, []int{1, 2})
+	if err != nil || len(asked) != 2 || p.Addr != asked[1] || rep != asked[1] {
+		t.Fatalf("Send = %v, %q, %v after asking %v; want the second helper asked to take it", p.Addr, rep, err, asked)
+	}
+	if got := d.heard(peer(asked[0], 0)); got != 37 {
+		t.Errorf("load heard from the busy helper %s = %d, want 37", asked[0], got)
+	}
+
+	// Two helpers: b was heard too loaded to take a batch from this
+	// owner; a declines. b is not asked, and the owner keeps the batch.
+	rnet2 := ring.NewMemNet(1)
+	net2 := NewMemFetchNet[[]int, string](rnet2)
+	a, b := peer("a", 1), peer("b", 2)
+	asked = nil
+	net2.Register(a, func(context.Context, string, []int) (string, error) {
+		asked = append(asked, "a")
+		return "", &Busy{Load: 38}
+	})
+	net2.Register(b, func(context.Context, string, []int) (string, error) {
+		asked = append(asked, "b")
+		return "b", nil
+	})
+	d2 := NewDelegator(net2.Transport(owner), 2, func(uint64) (ring.Peer, []ring.Peer) { return owner, []ring.Peer{a, b} })
+	d2.UseLoad(func() int { return queued }, func(p []int) int { return len(p) }, func(p []int, n int) []int { return p[:n] })
+	d2.Report(b, 39)
+	_, _, err = d2.Send(context.Background(), 2, []int{1, 2})
+	if !errors.Is(err, ErrNoHelper) || !errors.Is(err, ErrHelperBusy) || !equalStrings(asked, []string{"a"}) {
+		t.Fatalf("Send = %v after asking %v; want only a asked, and ErrNoHelper wrapping ErrHelperBusy", err, asked)
+	}
+}

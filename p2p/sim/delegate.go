@@ -191,8 +191,9 @@ func (a *app) delegate(q *hostQueue) bool {
 		return false
 	}
 	if q.declined {
-		// The last helper asked was busier: the owner fetches a page
-		// before it asks again, so the host does not wait on refusals.
+		// A helper for each slot declined in a row: the owner fetches
+		// a page before it asks again, so the host does not wait on
+		// declines.
 		q.declined = false
 		return false
 	}
@@ -474,7 +475,19 @@ func (s *Sim) batchBack(b *batch, fetched []int32, lastEnd time.Duration, load i
 	}
 	a, q := v.app, b.q
 	q.out = false
-	q.declined = b.declined
+	// A declined batch is offered again at once, to the helper the
+	// loads heard now put first, as a node's Send asks the host's next
+	// slot holder; only when one for each slot declined in a row does
+	// the owner fetch a page itself.
+	q.declined = false
+	if b.declined {
+		q.declines++
+		if q.declines >= route.DefaultConfig().HelperSlots {
+			q.declined, q.declines = true, 0
+		}
+	} else {
+		q.declines = 0
+	}
 	if !v.alive || a == nil {
 		return
 	}
