@@ -214,8 +214,9 @@ func (in *intake) restoreHosts(r shard.Range) (int, error) {
 }
 
 // Deactivate gives a range up: the crawler stops fetching it, waits for its
-// requests in flight and drops its queue; the hosts' politeness state goes
-// into the shard store so that it travels with the range.
+// requests in flight and drops its queue, again once the admissions in
+// flight have ended; the hosts' politeness state goes into the shard
+// store so that it travels with the range.
 func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 	snaps, err := in.crawler.ReleaseRange(ctx, inRange(r))
 	if err != nil {
@@ -266,6 +267,18 @@ func (in *intake) Deactivate(ctx context.Context, r shard.Range) error {
 	}
 	if err != nil {
 		return fmt.Errorf("deactivate %s: %w", r, err)
+	}
+	// An admission that found the range owned before it was given up may
+	// have queued its tasks since the release above: under the admission
+	// lock, every such admission has ended, and their tasks go too (their
+	// records went with the range). Any later admission finds the range
+	// not owned. The lock order is Activate's: the shard manager's first.
+	err = in.admit.Exclusive(func() error {
+		_, err := in.crawler.ReleaseRange(ctx, inRange(r))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deactivate %s: admissions in flight: %w", r, err)
 	}
 	in.log.Info("range deactivated", "range", r.String(), "hosts", len(hosts))
 	return nil

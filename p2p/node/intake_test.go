@@ -301,3 +301,52 @@ func TestIntakeDeactivateReportsFetched(t *testing.T) {
 		t.Errorf("record's metadata %+v %v, want the fetch of %v", m, err, now)
 	}
 }
+
+// TestIntakeDeactivateDropsARacingAdmission: an admission that checked
+// the range's ownership before the range was given up (its records
+// written, its tasks not yet queued) leaves nothing in the crawler's
+// queue once Deactivate returned. Before, such tasks were queued after
+// the release and stayed parked there: counted as queued for good, for
+// a range whose records had gone with the handoff.
+func TestIntakeDeactivateDropsARacingAdmission(t *testing.T) {
+	db, app := newTestIntake(t)
+	var offered []route.Admission
+	for i := range 5 {
+		u := fmt.Sprintf("http://race%d.test/", i)
+		key, _ := urls.TaskKey(u, urls.KeyHost)
+		offered = append(offered, route.Admission{Key: key, Hash: urls.URLHash(u), Task: route.Task{URL: u, Key: key, Depth: 1}})
+	}
+	written, release := make(chan struct{}), make(chan struct{})
+	admitted := make(chan error, 1)
+	go func() {
+		_, _, err := app.admit.Admit(offered, func(fresh []route.Admission) error {
+			recs := make([]shard.Record, len(fresh))
+			for i, a := range fresh {
+				recs[i] = shard.Record{Key: a.Key, Hash: a.Hash, URL: a.Task.URL, Depth: a.Task.Depth}
+			}
+			err := shardStorage{db: db}.PutRecords(recs)
+			close(written)
+			<-release // the range is given up meanwhile
+			return err
+		})
+		admitted <- err
+	}()
+	<-written
+	deactivated := make(chan error, 1)
+	go func() { deactivated <- app.Deactivate(context.Background(), shard.Range{}) }()
+	select {
+	case err := <-deactivated: // the release did not wait for the admission
+		deactivated <- err
+	case <-time.After(time.Second): // it waits for it: let it go on
+	}
+	close(release)
+	if err := <-admitted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deactivated; err != nil {
+		t.Fatal(err)
+	}
+	if q := app.crawler.Stats().Queued; q != 0 {
+		t.Errorf("%d tasks left queued for a range given up", q)
+	}
+}
