@@ -253,6 +253,9 @@ func (s *Sim) run() *Report {
 		s.heal()
 	}
 	rep.FinalSettleSeconds, rep.FinalSettled, rep.FinalUnsettled = s.settle(s.g != nil)
+	if s.w.halted {
+		return s.stopped(rep)
+	}
 	s.phase = phaseFinal
 	s.finalProbes()
 	s.finish(rep)
@@ -260,7 +263,8 @@ func (s *Sim) run() *Report {
 }
 
 // stopped ends a run that Config.Stop halted: what was simulated so far
-// is reported, no settling phase or final lookups.
+// is reported, no settling phase (or the rest of it) and no final
+// lookups.
 func (s *Sim) stopped(rep *Report) *Report {
 	rep.StoppedAtSeconds = s.w.now.Seconds()
 	s.finish(rep)

@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStopReportsTheRunSoFar: a run stopped during its crawl (the user's
@@ -36,5 +37,34 @@ func TestStopReportsTheRunSoFar(t *testing.T) {
 	}
 	if rep.FinalLookups.N != 0 || rep.FinalSettleSeconds != 0 {
 		t.Errorf("final lookups %d, final settle %.0f s: the phases after the stop ran", rep.FinalLookups.N, rep.FinalSettleSeconds)
+	}
+}
+
+// TestStopWhileSettlingReportsIt: a run stopped while it settles after
+// its crawl (where a 10,000-machine run spends its last hour) says so and
+// runs no final lookups: before, the lookups ran at once on the ring as
+// the stop left it and the report read as a run that ended.
+func TestStopWhileSettlingReportsIt(t *testing.T) {
+	cfg := small(5)
+	cfg.Nodes = 40
+	cfg.Duration = 20 * time.Second // the crawl goes on into the settling phase
+	stop := make(chan struct{})
+	cfg.Stop = stop
+	closed := false
+	cfg.Progress = func(line string) {
+		if !closed && strings.Contains(line, " drain ") {
+			close(stop)
+			closed = true
+		}
+	}
+	rep := run(t, cfg)
+	if !closed {
+		t.Fatal("no progress line while settling: the run was not stopped there")
+	}
+	if end := rep.BuildSeconds + rep.BuildSettleSeconds + cfg.Duration.Seconds(); rep.StoppedAtSeconds < end {
+		t.Fatalf("stopped at %.0f s, want while settling, after %.0f s", rep.StoppedAtSeconds, end)
+	}
+	if rep.FinalLookups.N != 0 {
+		t.Errorf("%d final lookups ran after the stop", rep.FinalLookups.N)
 	}
 }
