@@ -46,14 +46,14 @@ var (
 	// ErrNotVouched: the helper's epoch table does not say the sender
 	// holds the batch's key.
 	ErrNotVouched = errors.New("route: sender does not own the key as far as this node knows")
-	// ErrHelperBusy: the helper declined the batch as busier than the
-	// owner (Worth); it fetched nothing. A transport reports it as a
-	// *Busy, which carries the helper's load.
-	ErrHelperBusy = errors.New("route: helper declined the batch as busier than the owner")
+	// ErrHelperBusy: the helper declined the batch, busier than the
+	// owner (Worth) or without room for it; it fetched nothing. A
+	// transport reports it as a *Busy, which carries the helper's load.
+	ErrHelperBusy = errors.New("route: helper declined the batch as busy")
 )
 
-// Busy is a helper's decline of a batch that would leave it busier than
-// the owner (Worth), with the load it reported; it wraps ErrHelperBusy.
+// Busy is a helper's decline of a batch (busier than the owner, or no
+// room), with the load it reported; it wraps ErrHelperBusy.
 // Send records the load and asks the next helper.
 type Busy struct{ Load int }
 

@@ -65,10 +65,9 @@ type hostQueue struct {
 	// out: a batch of the host is at a helper (delegate); the queue
 	// waits for its reply.
 	out bool
-	// declined: the last helpers asked declined batches as busier than
-	// the owner, one for each helper slot in a row; the owner fetches the
-	// next page itself. declines counts the declines in a row.
-	declined bool
+	// declines counts the batches helpers declined in a row as busier
+	// than the owner; at one for each helper slot the owner fetches the
+	// next page itself.
 	declines int
 	// watch: the host's pages are fetched for an owner that neither
 	// fetched nor explained them (shard.Watcher), not under a claim.

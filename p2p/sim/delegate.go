@@ -190,11 +190,11 @@ func (a *app) delegate(q *hostQueue) bool {
 	if noDelegation || q.watch || len(q.pending) < delegMin || s.cfg.Delay <= 0 {
 		return false
 	}
-	if q.declined {
+	if q.declines >= route.DefaultConfig().HelperSlots {
 		// A helper for each slot declined in a row: the owner fetches
 		// a page before it asks again, so the host does not wait on
 		// declines.
-		q.declined = false
+		q.declines = 0
 		return false
 	}
 	key := uint64(s.g.hostKey(q.h))
@@ -479,12 +479,8 @@ func (s *Sim) batchBack(b *batch, fetched []int32, lastEnd time.Duration, load i
 	// loads heard now put first, as a node's Send asks the host's next
 	// slot holder; only when one for each slot declined in a row does
 	// the owner fetch a page itself.
-	q.declined = false
 	if b.declined {
 		q.declines++
-		if q.declines >= route.DefaultConfig().HelperSlots {
-			q.declined, q.declines = true, 0
-		}
 	} else {
 		q.declines = 0
 	}
