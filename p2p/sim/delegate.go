@@ -27,11 +27,12 @@ const (
 	// where the mean work is about 30 pages a machine, small batches are
 	// what bring the busiest machine near 1.5 times the mean (100
 	// machines x V=16: 1.64 with at least 4, 1.43 with 1; 1,000 x 16
-	// on cnr-2000: 1.79 with 2 to 32, 1.50 with 1 to 4, seed 1). What
-	// keeps them here is what a batch costs its host whatever its size
-	// (a full gap at the helper, a lease question, the settling): with
-	// 1 to 4 pages, hosts of up to 100 pages end at 98.3% crawled
-	// against 99.6% (docs/scale.md, session 31). Single pages no
+	// on cnr-2000, seeds 1 to 4: 1.62 to 1.91 with 2 to 32, 1.50 to
+	// 2.48 with 1 to 4). What else keeps them here is what a batch
+	// costs its host whatever its size (a full gap at the helper, a
+	// lease question, the settling): with 1 to 4 pages, hosts of up to
+	// 100 pages end at 98.3% crawled against 99.6% (docs/scale.md,
+	// session 31). Single pages no
 	// longer cost duplicates under churn (5% a minute, seeds 11 to 17:
 	// at most 0.95%, mean 0.34%, against 0.27% with 2).
 	delegBatchMax = 32
