@@ -32,9 +32,9 @@ const (
 	// costs its host whatever its size (a full gap at the helper, a
 	// lease question, the settling): with 1 to 4 pages, hosts of up to
 	// 100 pages end at 98.3% crawled against 99.6% (docs/scale.md,
-	// session 31). Single pages no
-	// longer cost duplicates under churn (5% a minute, seeds 11 to 17:
-	// at most 0.95%, mean 0.34%, against 0.27% with 2).
+	// session 31). Single pages no longer cost duplicates under churn
+	// (5% a minute, seeds 11 to 17: at most 0.95%, mean 0.34%, against
+	// 0.27% with 2).
 	delegBatchMax = 32
 	delegMin      = 2
 	// settlePoll and settleMax: how often, and how long at most, a
