@@ -63,6 +63,13 @@ type Batch struct {
 	// any request still running before then, so that none overlaps the
 	// owner's next lease on the host.
 	Wait time.Duration
+	// SinceLast is how long before the owner sent the batch the host's
+	// last request ended, as far as the owner knows: the helper's first
+	// request waits Gap less SinceLast after the batch arrived (zero: a
+	// full gap). The owner sends a batch once the host's turn has come,
+	// so it is at least Gap unless the lease itself contacted the host
+	// (robots.txt).
+	SinceLast time.Duration
 	// Tasks are fetched in order.
 	Tasks []BatchTask
 }
@@ -144,6 +151,12 @@ func (c *Crawler) delegate(ctx context.Context, l *frontier.Lease, first frontie
 		return true // stopping: End puts the batch back
 	}
 	sent := c.now()
+	b.SinceLast = b.Gap // the host's turn has come
+	if last := l.Last(); !last.IsZero() {
+		// The lease contacted the host already (admission does not
+		// today): the gap runs from there.
+		b.SinceLast = max(sent.Sub(last), 0)
+	}
 	res, err := c.cfg.Delegate.Delegate(ctx, b)
 	recv := c.now()
 	if err == nil && len(res.Results) > len(items) {

@@ -20,19 +20,31 @@ import (
 // directDelegator hands batches straight to a helper crawler in the same
 // process. failEvery > 0 makes every failEvery-th batch fail after the
 // helper fetched it, as a reply lost on the network would; noHelper makes
-// every call answer ErrNoHelper.
+// every call answer ErrNoHelper. With restOfGap the helper waits, as
+// route.Helper.Serve does, what is left of the gap when the batch arrives
+// (Gap less SinceLast) before its first request; without it, nothing.
 type directDelegator struct {
 	helper    *Crawler
 	failEvery int
 	noHelper  bool
+	restOfGap bool
 
 	calls, failed atomic.Int64
+	// turnCame counts the batches sent with the whole gap passed
+	// (SinceLast at least Gap).
+	turnCame atomic.Int64
 }
 
 func (d *directDelegator) Delegate(ctx context.Context, b *Batch) (*BatchResult, error) {
 	n := d.calls.Add(1)
 	if d.noHelper {
 		return nil, fmt.Errorf("no successor: %w", ErrNoHelper)
+	}
+	if b.SinceLast >= b.Gap {
+		d.turnCame.Add(1)
+	}
+	if d.restOfGap {
+		time.Sleep(b.Gap - min(b.SinceLast, b.Gap))
 	}
 	res, err := d.helper.FetchBatch(ctx, b)
 	if errors.Is(err, ErrBusy) {
@@ -163,6 +175,25 @@ func TestDelegateHotHosts(t *testing.T) {
 		t.Errorf("helper queue %d (want 0), owner's recrawl schedule %d (want one per page)", hs.Queued, os.Scheduled)
 	}
 	t.Logf("%d requests, %d by the helper in %d batches; owner %d fetched itself", len(w.Log()), byHelper, d.calls.Load(), os.Fetched)
+}
+
+// TestDelegateRestOfGap: a helper that waits only what is left of the gap
+// when a batch arrives (Batch.SinceLast) keeps the host's gap from the
+// owner's requests and the previous batch's (every page is seeded at once,
+// so a host's first leases are hot already), and most batches go out with
+// the host's turn come, so their helper does not wait a gap the host has
+// already had.
+func TestDelegateRestOfGap(t *testing.T) {
+	w := hotHostWeb(t)
+	const delay = 50 * time.Millisecond
+	d := &directDelegator{restOfGap: true}
+	owner, _, ring := delegatingPair(t, w, delay, d)
+	ring.seed(w.GroundTruth("swarmcrawl"))
+	crawlUntilIdle(t, owner, 60*time.Second)
+	checkCrawl(t, w, delay, 0)
+	if calls, came := d.calls.Load(), d.turnCame.Load(); calls < 4 || came*2 < calls {
+		t.Errorf("%d of %d batches sent with the host's turn come (SinceLast >= Gap); want most", came, calls)
+	}
 }
 
 // TestDelegateLostReplies loses every third reply after the helper
@@ -300,6 +331,7 @@ func TestFetchBatchRefuses(t *testing.T) {
 		"not normalised": func(b *Batch) { b.Tasks[0].Task.URL = srv.URL + "/a/../x#frag" },
 		"wait <= budget": func(b *Batch) { b.Wait = b.Budget },
 		"negative gap":   func(b *Batch) { b.Gap = -time.Second },
+		"negative since": func(b *Batch) { b.SinceLast = -time.Second },
 		"endless wait":   func(b *Batch) { b.Wait = time.Hour },
 		"negative depth": func(b *Batch) { b.Tasks[0].Task.Depth = -1 },
 	}

@@ -166,6 +166,8 @@ func (c *Crawler) checkBatch(b *Batch) error {
 		return fmt.Errorf("gap %v out of range [0, %v]", b.Gap, maxBatchWait)
 	case b.Budget <= 0 || b.Wait <= b.Budget || b.Wait > maxBatchWait:
 		return fmt.Errorf("budget %v and wait %v: want 0 < budget < wait <= %v", b.Budget, b.Wait, maxBatchWait)
+	case b.SinceLast < 0:
+		return fmt.Errorf("since last request %v: want >= 0", b.SinceLast)
 	}
 	for i, bt := range b.Tasks {
 		t := bt.Task

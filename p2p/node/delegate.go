@@ -25,8 +25,10 @@ import (
 // A helper fetches a batch for its ring predecessor that its epoch table
 // vouches for, or for the machine its own lookup names as the host's
 // holder while one of its positions holds one of the host's slots; under
-// the larger of the owner's gap and its own, no sooner than one full gap
-// after the batch arrived; and answers once the links found on the
+// the larger of the owner's gap and its own, its first request no sooner
+// than the gap after the host's last request as the owner knew it
+// (since_last_ns, counted from the batch's arrival); and answers once the
+// links found on the
 // batch's pages are settled with their owners.
 //
 // Each node checks this from its own ring state, not the sender's word,
@@ -288,7 +290,7 @@ func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBa
 		WatchPoll: vouchPoll, SettleMax: settleMax, SettlePoll: settlePoll,
 	}
 	hr := route.HelpRequest{
-		From: in.From.String(), Key: b.RingKey, Pages: pages, Gap: b.Gap,
+		From: in.From.String(), Key: b.RingKey, Pages: pages, Gap: b.Gap, SinceLast: b.SinceLast,
 		Received: in.Received, Deadline: in.Received.Add(b.Wait - min(fetchReplyMargin, b.Wait/4)),
 	}
 	var res *crawl.BatchResult

@@ -33,7 +33,7 @@ const testHost = "big.example"
 // testBatch is a batch of n tasks on testHost, the first with metadata.
 func testBatch(n int) *crawl.Batch {
 	b := &crawl.Batch{Host: testHost, RingKey: urls.HostKey(testHost), Gap: 50 * time.Millisecond,
-		Budget: 2 * time.Second, Wait: 3 * time.Second}
+		Budget: 2 * time.Second, Wait: 3 * time.Second, SinceLast: 70 * time.Millisecond}
 	for i := range n {
 		t := crawl.BatchTask{Task: frontier.Task{URL: fmt.Sprintf("http://%s/p/%d", testHost, i), Depth: 3, Attempts: i % 2, Redirects: i % 3, Recrawl: i == 0}}
 		if i == 0 {
@@ -132,6 +132,7 @@ func TestFetchBatchValidation(t *testing.T) {
 		"wait <= budget": func(r *pb.FetchBatchRequest) { r.WaitNs = r.BudgetNs },
 		"no budget":      func(r *pb.FetchBatchRequest) { r.BudgetNs = 0 },
 		"negative gap":   func(r *pb.FetchBatchRequest) { r.GapNs = -1 },
+		"negative since": func(r *pb.FetchBatchRequest) { r.SinceLastNs = -1 },
 		"endless wait":   func(r *pb.FetchBatchRequest) { r.WaitNs = int64(p2p.MaxFetchWait + time.Second) },
 		"meta other url": func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta.Url = "http://big.example/elsewhere" },
 		"meta missing":   func(r *pb.FetchBatchRequest) { r.Tasks[0].Meta = nil },

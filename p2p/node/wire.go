@@ -66,7 +66,8 @@ func encodeBatch(b *crawl.Batch) *pb.FetchBatchRequest {
 	req := &pb.FetchBatchRequest{
 		Host: b.Host, RingKey: b.RingKey,
 		GapNs: int64(b.Gap), BudgetNs: int64(b.Budget), WaitNs: int64(b.Wait),
-		Tasks: make([]*pb.FetchTask, len(b.Tasks)),
+		SinceLastNs: int64(b.SinceLast),
+		Tasks:       make([]*pb.FetchTask, len(b.Tasks)),
 	}
 	for i, t := range b.Tasks {
 		ft := encodeFetchTask(t.Task)
@@ -95,6 +96,7 @@ func decodeBatch(req *pb.FetchBatchRequest) (*crawl.Batch, error) {
 	b := &crawl.Batch{
 		Host: req.Host, RingKey: req.RingKey,
 		Gap: time.Duration(req.GapNs), Budget: time.Duration(req.BudgetNs), Wait: time.Duration(req.WaitNs),
+		SinceLast: time.Duration(req.SinceLastNs),
 	}
 	switch n := len(req.Tasks); {
 	case n == 0 || n > crawl.MaxDelegateTasks:
@@ -105,6 +107,8 @@ func decodeBatch(req *pb.FetchBatchRequest) (*crawl.Batch, error) {
 		return nil, fmt.Errorf("fetch batch: ring key %s is not the key of host %s", ring.ID(b.RingKey), b.Host)
 	case b.Gap < 0 || b.Budget <= 0 || b.Wait <= b.Budget || b.Wait > p2p.MaxFetchWait:
 		return nil, fmt.Errorf("fetch batch: gap %v, budget %v, wait %v: want gap >= 0, 0 < budget < wait <= %v", b.Gap, b.Budget, b.Wait, p2p.MaxFetchWait)
+	case b.SinceLast < 0:
+		return nil, fmt.Errorf("fetch batch: since last request %v: want >= 0", b.SinceLast)
 	}
 	b.Tasks = make([]crawl.BatchTask, len(req.Tasks))
 	for i, ft := range req.Tasks {

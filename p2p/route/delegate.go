@@ -18,10 +18,11 @@ import (
 // the first Config.Helpers machines of the successor list of the ring
 // position that owns the host, in turn (Delegator). One batch of a host is
 // out at a time, whichever helper has it, and a helper starts a batch's
-// first request no sooner than one full gap after the batch reached it:
-// the previous batch had ended before the owner got its answer, so the host
-// never sees two requests closer than the gap, without synchronised
-// clocks. A helper fetches only for an owner that precedes one of its
+// first request no sooner than the gap after the host's last request as
+// the owner knew it when it sent the batch (HelpRequest.SinceLast, counted
+// from the batch's arrival: its transit only lengthens the real pause), so
+// the host never sees two requests closer than the gap, without
+// synchronised clocks. A helper fetches only for an owner that precedes one of its
 // positions within Config.Helpers machines and that its epoch table says
 // holds the host's key (HelperAdmission.Admit); it checks both again while the batch
 // runs (HelperAdmission.Still) and answers once the links found on the batch's
@@ -410,18 +411,30 @@ type HelpRequest struct {
 	// Key is the host's ring key, Pages its pages in order.
 	Key   uint64
 	Pages []string
-	// Gap is the batch's least time between two requests; Received when
-	// the batch arrived; Deadline when the helper must have answered.
-	Gap      time.Duration
-	Received time.Time
-	Deadline time.Time
+	// Gap is the batch's least time between two requests; SinceLast how
+	// long before the owner sent the batch the host's last request ended,
+	// as the owner knew it (zero: unknown, a full gap); Received when the
+	// batch arrived; Deadline when the helper must have answered.
+	Gap       time.Duration
+	SinceLast time.Duration
+	Received  time.Time
+	Deadline  time.Time
+}
+
+// FirstRequest returns when the batch's first request may start at the
+// earliest: the gap less what of it had passed when the owner sent the
+// batch, counted from the batch's arrival. Every owner's batch waits at
+// most a full gap.
+func (r HelpRequest) FirstRequest() time.Time {
+	return r.Received.Add(r.Gap - min(max(r.SinceLast, 0), r.Gap))
 }
 
 // Serve admits req, asks the owner for its lease on the key, waits until
-// one full gap after the batch arrived, then runs fetch under a context
-// that ends at req.Deadline, when the owner answers that it holds the key
-// no more, or as soon as the sender stops being an owner this node helps;
-// meanwhile it asks the owner again before the lease runs out. until
+// the batch's first request may start (FirstRequest), then runs fetch
+// under a context that ends at req.Deadline, when the owner answers that
+// it holds the key no more, or as soon as the sender stops being an owner
+// this node helps; meanwhile it asks the owner again before the lease
+// runs out. until
 // tells fetch when the lease, as last confirmed, ends: fetch starts no
 // request after it (a request running then goes on, as the owner's own
 // last request does). Last it waits for the links found on req.Pages to
@@ -442,8 +455,8 @@ func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx cont
 		return false, err
 	}
 	// The previous batch of this host, at another helper maybe, ended
-	// before its owner sent this one.
-	if d := time.Until(req.Received.Add(req.Gap)); d > 0 {
+	// at least SinceLast before its owner sent this one.
+	if d := time.Until(req.FirstRequest()); d > 0 {
 		if err := sleep(ctx, d); err != nil {
 			return true, fmt.Errorf("fetch batch: waiting the gap: %w", err)
 		}

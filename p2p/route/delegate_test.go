@@ -257,6 +257,35 @@ func TestHelperKeepsTheGapAcrossHelpers(t *testing.T) {
 	}
 }
 
+// TestHelperWaitsTheRestOfTheGap: a batch's first request waits what was
+// left of the gap when its owner sent it, counted from its arrival: the
+// whole gap when the owner says nothing (or lies below zero), none when
+// the host's turn had come, never more than the gap. With the host's turn
+// come, a helper of a host whose gap is an hour fetches at once.
+func TestHelperWaitsTheRestOfTheGap(t *testing.T) {
+	at := time.Unix(1000, 0)
+	const gap = 10 * time.Second
+	for _, c := range []struct {
+		since, wait time.Duration
+	}{{0, gap}, {-time.Hour, gap}, {3 * time.Second, 7 * time.Second}, {gap, 0}, {time.Hour, 0}} {
+		if got := (HelpRequest{Gap: gap, SinceLast: c.since, Received: at}).FirstRequest().Sub(at); got != c.wait {
+			t.Errorf("since last %v: first request %v after arrival, want %v", c.since, got, c.wait)
+		}
+	}
+
+	h := &Helper{Admission: HelperAdmission{View: fakeView{machine: "h", preds: [][]ring.Peer{{peer("o", 0)}}, vouched: map[string]bool{"o": true}}, Machines: 1}, Links: linksNone{}, Lease: leaseAlways}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fetched := false
+	req := HelpRequest{From: "o", Key: 1, Gap: time.Hour, SinceLast: time.Hour, Received: time.Now(), Deadline: time.Now().Add(10 * time.Second)}
+	if _, err := h.Serve(ctx, req, func(context.Context, func() time.Time) error {
+		fetched = true
+		return nil
+	}); err != nil || !fetched {
+		t.Fatalf("batch sent with the host's turn come: fetched %v, %v; want fetched at once", fetched, err)
+	}
+}
+
 // TestHelperServeRefusesBeforeFetching: a refused sender's batch is never
 // fetched.
 func TestHelperServeRefusesBeforeFetching(t *testing.T) {

@@ -186,6 +186,9 @@ type batch struct {
 	// the helper found itself busier.
 	ownerLoad int
 	declined  bool
+	// since is how long before the batch was sent the host's last fetch
+	// ended as the owner knows it (route.HelpRequest.SinceLast).
+	since time.Duration
 }
 
 // delegate hands the next pages of host q to a helper when the routing
@@ -211,7 +214,7 @@ func (a *app) delegate(q *hostQueue) bool {
 	s.delegCur = v
 	s.act = actCrawl
 	// The largest batch the choice allows: each batch costs the host a
-	// gap at the helper and the settling of its links, so a long queue
+	// lease question at the helper and its transits, so a long queue
 	// goes in few batches; a smaller one when the larger would leave the
 	// helper busier than the owner.
 	// The slots' holders are looked up in parallel, as the router's
@@ -234,7 +237,10 @@ func (a *app) delegate(q *hostQueue) bool {
 		dl.End(key)
 		return false
 	}
-	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: own}
+	// The host's turn has come (fetchFrom runs at a.next), or it was
+	// brought forward by a decline: the gap less what is left of it.
+	since := max(s.cfg.Delay-max(a.next[q.h]-s.w.elapsed(), 0), 0)
+	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: own, since: since}
 	for len(b.pages) < size && len(q.pending) > 0 {
 		p := q.pending[0]
 		q.pending = q.pending[1:]
@@ -278,8 +284,9 @@ func (s *Sim) helpAdmission(h *vnode) route.HelperAdmission {
 	return route.HelperAdmission{View: simHelperView{h}, Machines: route.DefaultConfig().Helpers, Slots: simSlots{h}, SlotCount: route.DefaultConfig().HelperSlots}
 }
 
-// helpBatch is the batch's arrival at helper h: admission, one full gap,
-// then the pages a gap apart while the owner still holds the host.
+// helpBatch is the batch's arrival at helper h: admission, the rest of the
+// gap (route.HelpRequest.FirstRequest), then the pages a gap apart while
+// the owner still holds the host.
 func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	d := s.delegation()
 	if !h.alive || s.rnet.Reachable(s.ctx, b.owner.peer.Addr, h.peer.Addr) != nil {
@@ -366,9 +373,10 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		}
 		s.w.after(s.cfg.Delay, func() { step(i + 1) })
 	}
-	// The owner's lease first, then one full gap after the batch arrived
-	// (route.Helper.Serve), the admission's lookup and the lease's round
-	// trip inside it.
+	// The owner's lease first, then the rest of the gap counted from the
+	// batch's arrival (route.Helper.Serve), the admission's lookup and the
+	// lease's round trip inside it.
+	first := route.HelpRequest{Gap: s.cfg.Delay, SinceLast: b.since, Received: epoch0.Add(arrived)}.FirstRequest().Sub(epoch0)
 	b.asked = make([]bool, len(b.pages))
 	s.askLease(h, b, lease, func(revoked bool) {
 		if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
@@ -379,7 +387,7 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 			s.reply(h, b, nil, 0)
 			return
 		}
-		s.w.at(max(arrived+s.cfg.Delay, s.w.elapsed()), func() { step(0) })
+		s.w.at(max(first, s.w.elapsed()), func() { step(0) })
 	})
 }
 

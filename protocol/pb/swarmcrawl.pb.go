@@ -2575,6 +2575,11 @@ func (x *PullReply) GetNextHash() uint64 {
 // owner_load, when set, is the owner's load as it sent the batch (pages
 // queued and in flight, as FetchBatchReply.load): a helper that would be
 // busier than the owner after the batch answers busy (route.Worth).
+// since_last_ns is how long before the owner sent the batch the host's
+// last request ended, as far as the owner knows (gap_ns or more: the
+// host's turn had come): the helper's first request waits gap_ns less
+// since_last_ns after the batch arrived, the batch's transit only adding
+// to the real pause. Unset or 0: a full gap.
 type FetchBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Host          string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
@@ -2585,6 +2590,7 @@ type FetchBatchRequest struct {
 	Tasks         []*FetchTask           `protobuf:"bytes,6,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	LeaseQuery    bool                   `protobuf:"varint,20,opt,name=lease_query,json=leaseQuery,proto3" json:"lease_query,omitempty"`
 	OwnerLoad     *int64                 `protobuf:"varint,21,opt,name=owner_load,json=ownerLoad,proto3,oneof" json:"owner_load,omitempty"`
+	SinceLastNs   int64                  `protobuf:"varint,22,opt,name=since_last_ns,json=sinceLastNs,proto3" json:"since_last_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2671,6 +2677,13 @@ func (x *FetchBatchRequest) GetLeaseQuery() bool {
 func (x *FetchBatchRequest) GetOwnerLoad() int64 {
 	if x != nil && x.OwnerLoad != nil {
 		return *x.OwnerLoad
+	}
+	return 0
+}
+
+func (x *FetchBatchRequest) GetSinceLastNs() int64 {
+	if x != nil {
+		return x.SinceLastNs
 	}
 	return 0
 }
@@ -4643,7 +4656,7 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\x06epochs\x18\x05 \x03(\v2\x14.swarmcrawl.v1.ClaimR\x06epochs\x12\x12\n" +
 	"\x04more\x18\x06 \x01(\bR\x04more\x12\x19\n" +
 	"\bnext_key\x18\a \x01(\x06R\anextKey\x12\x1b\n" +
-	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\x93\x02\n" +
+	"\tnext_hash\x18\b \x01(\x06R\bnextHash\"\xb7\x02\n" +
 	"\x11FetchBatchRequest\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x19\n" +
 	"\bring_key\x18\x02 \x01(\x06R\aringKey\x12\x15\n" +
@@ -4654,7 +4667,8 @@ const file_pb_swarmcrawl_proto_rawDesc = "" +
 	"\vlease_query\x18\x14 \x01(\bR\n" +
 	"leaseQuery\x12\"\n" +
 	"\n" +
-	"owner_load\x18\x15 \x01(\x03H\x00R\townerLoad\x88\x01\x01B\r\n" +
+	"owner_load\x18\x15 \x01(\x03H\x00R\townerLoad\x88\x01\x01\x12\"\n" +
+	"\rsince_last_ns\x18\x16 \x01(\x03R\vsinceLastNsB\r\n" +
 	"\v_owner_load\"\xce\x01\n" +
 	"\tFetchTask\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
