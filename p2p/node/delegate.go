@@ -238,7 +238,8 @@ type helper struct {
 	lease     func(ctx context.Context, owner string, key uint64) (time.Duration, error)
 	load      func() int
 
-	served, refused, busy atomic.Int64
+	// trimmed counts the batches taken in part (route.WorthSize).
+	served, refused, busy, trimmed atomic.Int64
 }
 
 // linkSettler is what the helper needs of the outbox.
@@ -271,12 +272,19 @@ func (s *helper) serveBatch(ctx context.Context, in p2p.Inbound, req *pb.FetchBa
 	}
 	if req.OwnerLoad != nil && s.load != nil {
 		// Many owners may have heard the same low load from this node:
-		// it declines a batch that would leave it busier than the owner
-		// (route.Worth, the rule the owner applied to what it heard).
+		// it takes no more of a batch than leaves it as busy as the
+		// owner (route.WorthSize, the rule the owner applied to what it
+		// heard), the rest unstarted, and declines one it can take
+		// nothing of.
 		owner := int(min(max(req.GetOwnerLoad(), 0), route.MaxLoad))
-		if !route.Worth(owner, s.load(), len(b.Tasks)) {
+		n := route.WorthSize(owner, s.load(), len(b.Tasks))
+		if n == 0 {
 			s.busy.Add(1)
 			return &pb.FetchBatchReply{Busy: true}
+		}
+		if n < len(b.Tasks) {
+			s.trimmed.Add(1)
+			b.Tasks = b.Tasks[:n]
 		}
 	}
 	pages := make([]string, len(b.Tasks))

@@ -70,57 +70,59 @@ func TestLeaseQueryAnswersTheOwnersLease(t *testing.T) {
 	}
 }
 
-// TestHelperDeclinesWhenBusierThanTheOwner: many owners may have heard the
-// same low load from one helper; a batch whose owner tells its own load
-// (owner_load) is declined as busy, unfetched, when the helper would be
-// busier than that owner after it (route.Worth), and goes on to admission
-// otherwise. A batch that tells no load is not declined for load.
-func TestHelperDeclinesWhenBusierThanTheOwner(t *testing.T) {
-	fetched := 0
+// TestHelperTakesTheWorthyPart: many owners may have heard the same low
+// load from one helper; of a batch whose owner tells its own load
+// (owner_load) the helper fetches only the first pages that leave it no
+// busier than that owner (route.WorthSize), the others unstarted for the
+// owner, and declines as busy, unfetched, a batch it can take no page of.
+// A batch that tells no load is taken whole.
+func TestHelperTakesTheWorthyPart(t *testing.T) {
+	var fetched []int
+	owner := newTestHost(t).ID()
 	s := &helper{
 		log:          slog.New(slog.DiscardHandler),
-		predecessors: func() []ring.Peer { return nil },
-		vouch:        func(uint64, string) bool { return false },
-		fetch: func(context.Context, *crawl.Batch) (*crawl.BatchResult, error) {
-			fetched++
-			return &crawl.BatchResult{}, nil
+		predecessors: func() []ring.Peer { return []ring.Peer{{Addr: owner.String()}} },
+		vouch:        func(uint64, string) bool { return true },
+		fetch: func(_ context.Context, b *crawl.Batch) (*crawl.BatchResult, error) {
+			fetched = append(fetched, len(b.Tasks))
+			res := &crawl.BatchResult{}
+			for range b.Tasks {
+				res.Results = append(res.Results, crawl.TaskResult{Finished: true})
+			}
+			return res, nil
 		},
-		load: func() int { return 100 },
+		links: &fakeLinks{pages: map[string][]uint64{}},
+		lease: func(context.Context, string, uint64) (time.Duration, error) { return time.Minute, nil },
+		load:  func() int { return 100 },
 	}
 	host := "hot.example"
 	batch := func(ownerLoad *int64) *pb.FetchBatchRequest {
-		req := &pb.FetchBatchRequest{Host: host, RingKey: urls.HostKey(host), GapNs: int64(time.Second),
+		req := &pb.FetchBatchRequest{Host: host, RingKey: urls.HostKey(host), GapNs: int64(time.Second), SinceLastNs: int64(time.Second),
 			BudgetNs: int64(10 * time.Second), WaitNs: int64(20 * time.Second), OwnerLoad: ownerLoad}
 		for i := range 8 {
 			req.Tasks = append(req.Tasks, &pb.FetchTask{Url: fmt.Sprintf("https://%s/p%d", host, i)})
 		}
 		return req
 	}
-	in := p2p.Inbound{Received: time.Now()}
-	// 100 + 2 x 8 pages > 110: busier than the owner after the batch.
-	if r := s.serve(t.Context(), in, batch(proto.Int64(110))); !r.GetBusy() || r.GetLoad() != 100 {
-		t.Errorf("owner at 110 pages, helper at 100, batch of 8: reply %v, want busy with the helper's load", r)
-	}
-	if s.busy.Load() != 1 {
-		t.Errorf("busy count %d, want 1", s.busy.Load())
-	}
-	// 100 + 16 <= 116, no owner load, or a negative one read as 0 (busy):
-	// only the first two reach admission (refused here: the helper has no
-	// lease source).
+	in := p2p.Inbound{From: owner, Received: time.Now()}
+	// The helper is at 100 pages. An owner at 110 leaves room for 5 (100
+	// + 2 x 5 <= 110), at 116 for all 8, at 101 (or a negative load, read
+	// as 0) for none.
 	for _, tc := range []struct {
 		load *int64
-		busy bool
-	}{{proto.Int64(116), false}, {nil, false}, {proto.Int64(-5), true}} {
+		take int
+	}{{proto.Int64(110), 5}, {proto.Int64(116), 8}, {nil, 8}, {proto.Int64(101), 0}, {proto.Int64(-5), 0}} {
+		fetched = nil
 		r := s.serve(t.Context(), in, batch(tc.load))
-		if r.GetBusy() != tc.busy {
-			t.Errorf("owner load %v: reply %v, want busy %v", tc.load, r, tc.busy)
-		}
-		if !tc.busy && r.GetError() == "" {
-			t.Errorf("owner load %v: reply %v, want it refused by admission", tc.load, r)
+		switch {
+		case tc.take == 0 && (!r.GetBusy() || r.GetLoad() != 100 || fetched != nil):
+			t.Errorf("owner load %v: reply %v, fetched %v; want busy with the helper's load, nothing fetched", tc.load, r, fetched)
+		case tc.take > 0 && (r.GetBusy() || r.GetError() != "" || len(r.GetResults()) != tc.take || len(fetched) != 1 || fetched[0] != tc.take):
+			t.Errorf("owner load %v: reply %v, fetched batches %v; want the first %d pages fetched and answered", tc.load, r, fetched, tc.take)
 		}
 	}
-	if fetched != 0 {
-		t.Errorf("%d batches fetched", fetched)
+	if s.busy.Load() != 2 || s.trimmed.Load() != 1 {
+		t.Errorf("busy %d, trimmed %d; want 2 and 1", s.busy.Load(), s.trimmed.Load())
 	}
 }
 

@@ -213,10 +213,14 @@ type DelegationStatus struct {
 	SendFails   int64 `json:"send_fails"`
 	// BatchesServed counts batches fetched for other owners; Refused
 	// batches refused (malformed, or from a node this one does not know as
-	// the host's owner); Busy batches turned away for lack of a slot.
+	// the host's owner); Busy batches turned away for lack of a slot or
+	// as busier than their owner; Trimmed batches taken in part, the
+	// rest left to the owner as this node would have been busier than it
+	// (route.WorthSize).
 	BatchesServed int64 `json:"batches_served"`
 	Refused       int64 `json:"refused"`
 	Busy          int64 `json:"busy"`
+	Trimmed       int64 `json:"trimmed"`
 }
 
 func (n *Node) delegationStatus(c crawl.Stats) DelegationStatus {
@@ -231,6 +235,7 @@ func (n *Node) delegationStatus(c crawl.Stats) DelegationStatus {
 		d.BatchesServed = n.helper.served.Load()
 		d.Refused = n.helper.refused.Load()
 		d.Busy = n.helper.busy.Load()
+		d.Trimmed = n.helper.trimmed.Load()
 	}
 	return d
 }

@@ -51,6 +51,20 @@ func Worth(owner, helper, size int) bool {
 	return owner < 0 || helper+2*size <= owner
 }
 
+// WorthSize returns how many of a batch's first size pages a machine with
+// work helper should take from an owner with work owner (negative:
+// unknown, all of them): the most that Worth allows, 0 when not even one.
+// A helper takes that part and leaves the rest unstarted, for the owner to
+// fetch or hand on, instead of declining the whole batch: a decline costs
+// the host a round trip with nothing fetched, and owners hear a helper's
+// load only in its replies, after it grew.
+func WorthSize(owner, helper, size int) int {
+	if owner < 0 {
+		return size
+	}
+	return min(max((owner-helper)/2, 0), size)
+}
+
 // UseSlots makes the delegator spread a host's batches over the holders of
 // its n helper slots (SlotKey), which holder finds (Router.Owner), instead
 // of the owning position's successors. Call it before the first Send.

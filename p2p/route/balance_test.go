@@ -176,3 +176,20 @@ func TestCandidatesAreSlotHolders(t *testing.T) {
 		t.Errorf("candidates %v, want %v", addrs, want)
 	}
 }
+
+// TestWorthSize: the part of a batch a helper takes is the most pages that
+// leave it no busier than the owner (Worth), all of them when the owner's
+// load is unknown, none when not one page is worth it.
+func TestWorthSize(t *testing.T) {
+	for _, c := range []struct{ owner, helper, size, want int }{
+		{-1, 1000, 8, 8}, {110, 100, 8, 5}, {116, 100, 8, 8}, {101, 100, 8, 0}, {50, 100, 8, 0}, {0, 0, 8, 0}, {1000, 0, 0, 0},
+	} {
+		got := WorthSize(c.owner, c.helper, c.size)
+		if got != c.want {
+			t.Errorf("WorthSize(%d, %d, %d) = %d, want %d", c.owner, c.helper, c.size, got, c.want)
+		}
+		if got > 0 && !Worth(c.owner, c.helper, got) || got < c.size && c.owner >= 0 && Worth(c.owner, c.helper, got+1) {
+			t.Errorf("WorthSize(%d, %d, %d) = %d is not the most Worth allows", c.owner, c.helper, c.size, got)
+		}
+	}
+}

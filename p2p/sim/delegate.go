@@ -68,10 +68,11 @@ type delegation struct {
 	gaps     int64
 	underGap int64
 	// Batches sent, refused by the helper, declined as not worth it
-	// (route.Worth), lost (no reply before the
-	// owner's deadline), cut short; pages fetched by helpers.
-	batches, refused, busy, lost, cut, pages int64
-	msgs, bytes                              int64
+	// (route.WorthSize: not one page), taken in part (trimmed), lost
+	// (no reply before the owner's deadline), cut short; pages fetched
+	// by helpers.
+	batches, refused, busy, trimmed, lost, cut, pages int64
+	msgs, bytes                                       int64
 	// Lease questions' messages; batches refused for want of a lease,
 	// cut short because the owner's lease would run out.
 	leaseMsgs, noLease, leaseCut int64
@@ -297,7 +298,18 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	adm := s.helpAdmission(h)
 	arrived := s.w.elapsed()
 	owner, err := adm.Admit(s.ctx, b.owner.peer.Machine(), b.key)
-	if err == nil && !route.Worth(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages)) {
+	// The helper takes the part of the batch that leaves it no busier
+	// than the owner (route.WorthSize), the rest left unstarted: the
+	// owner takes those pages back with the reply.
+	take := len(b.pages)
+	if err == nil {
+		take = route.WorthSize(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages))
+		if take > 0 && take < len(b.pages) {
+			d.trimmed++
+			d.pending[h.phys] -= len(b.pages) - take
+		}
+	}
+	if err == nil && take == 0 {
 		d.busy++
 		b.declined = true
 		d.pending[h.phys] -= len(b.pages)
@@ -320,12 +332,12 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	var step func(i int)
 	step = func(i int) {
 		if !h.alive {
-			d.pending[h.phys] -= len(b.pages) - i
+			d.pending[h.phys] -= take - i
 			return
 		}
 		s.act = actCrawl
 		now := clock{&s.w}.Now()
-		if i < len(b.pages) && lease.Due(now, lease.RenewBefore(leaseRenew)) && !b.asked[i] {
+		if i < take && lease.Due(now, lease.RenewBefore(leaseRenew)) && !b.asked[i] {
 			b.asked[i] = true
 			s.askLease(h, b, lease, func(revoked bool) {
 				if revoked {
@@ -341,14 +353,14 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		still := adm.Still(s.ctx, b.key, owner)
 		s.w.charge = charge
 		took := s.cfg.FetchTime/10 + time.Duration(s.rng.Int64N(int64(s.cfg.FetchTime*9/10)+1))
-		if i == len(b.pages) || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !still || !lease.Allows(now, took) {
-			if i < len(b.pages) {
+		if i == take || s.w.elapsed()+s.cfg.FetchTime > deadline-replyMargin || !still || !lease.Allows(now, took) {
+			if i < take {
 				d.cut++
 				if !lease.Allows(now, took) {
 					d.leaseCut++
 				}
 			}
-			d.pending[h.phys] -= len(b.pages) - i
+			d.pending[h.phys] -= take - i
 			s.settleThenReply(run, b, ids, s.w.elapsed()+settleMax)
 			return
 		}
@@ -367,7 +379,7 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		if len(s.g.links(p)) > 0 {
 			s.scheduleRoute(h, 0)
 		}
-		if i+1 == len(b.pages) {
+		if i+1 == take {
 			step(i + 1) // the last: settle the links now
 			return
 		}
@@ -377,12 +389,12 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	// batch's arrival (route.Helper.Serve), the admission's lookup and the
 	// lease's round trip inside it.
 	first := route.HelpRequest{Gap: s.cfg.Delay, SinceLast: b.since, Received: epoch0.Add(arrived)}.FirstRequest().Sub(epoch0)
-	b.asked = make([]bool, len(b.pages))
+	b.asked = make([]bool, take)
 	s.askLease(h, b, lease, func(revoked bool) {
 		if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
 			d.refused++
 			d.noLease++
-			d.pending[h.phys] -= len(b.pages)
+			d.pending[h.phys] -= take
 			s.helpDone(run)
 			s.reply(h, b, nil, 0)
 			return

@@ -210,12 +210,14 @@ type CrawlReport struct {
 	HeldForOwner int64 `json:"held_for_owner,omitempty"`
 	WatchFetches int64 `json:"watch_fetches,omitempty"`
 	// Hot-host delegation (delegate.go): batches handed to helpers, those
-	// refused and lost (no reply by the owner's deadline) and cut short
-	// (the owner lost the host), pages the helpers fetched, and the
-	// batches' and replies' messages per machine.
+	// refused, declined (not one page worth it), taken in part (trimmed),
+	// lost (no reply by the owner's deadline) and cut short (the owner
+	// lost the host), pages the helpers fetched, and the batches' and
+	// replies' messages per machine.
 	DelegBatches     int64   `json:"deleg_batches"`
 	DelegRefused     int64   `json:"deleg_refused"`
 	DelegBusy        int64   `json:"deleg_busy"`
+	DelegTrimmed     int64   `json:"deleg_trimmed"`
 	DelegLost        int64   `json:"deleg_lost"`
 	DelegCut         int64   `json:"deleg_cut"`
 	DelegPages       int64   `json:"deleg_pages"`
@@ -437,7 +439,7 @@ func (s *Sim) crawlReport(r *Report) {
 		WatchFetches: s.watchFetches,
 	}
 	if d := s.deleg; d != nil {
-		c.DelegBusy = d.busy
+		c.DelegBusy, c.DelegTrimmed = d.busy, d.trimmed
 		c.DelegBatches, c.DelegRefused, c.DelegLost, c.DelegCut, c.DelegPages = d.batches, d.refused, d.lost, d.cut, d.pages
 		c.DelegMsgsPerNode = float64(d.msgs) / float64(max(len(s.phys), 1))
 		c.DelegLeaseCut, c.DelegNoLease = d.leaseCut, d.noLease
@@ -599,8 +601,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		} else {
 			b.WriteString("defences: off (no receipts, no watching replicas, lease from the first successor)\n")
 		}
-		fmt.Fprintf(&b, "delegation: %d batches (%d refused, %d declined by a busier helper, %d lost, %d cut short, %d of them by the owner's lease, %d refused without one), %d pages fetched by helpers, %.1f batch messages per machine (%.1f lease questions and answers); politeness: least gap between two fetches of a host %.0f ms, %d of %d gaps under the delay\n",
-			cr.DelegBatches, cr.DelegRefused, cr.DelegBusy, cr.DelegLost, cr.DelegCut, cr.DelegLeaseCut, cr.DelegNoLease, cr.DelegPages, cr.DelegMsgsPerNode, cr.DelegLeaseMsgsPerNode, cr.MinHostGapMs, cr.UnderGap, cr.HostGaps)
+		fmt.Fprintf(&b, "delegation: %d batches (%d refused, %d declined by a busier helper, %d taken in part, %d lost, %d cut short, %d of them by the owner's lease, %d refused without one), %d pages fetched by helpers, %.1f batch messages per machine (%.1f lease questions and answers); politeness: least gap between two fetches of a host %.0f ms, %d of %d gaps under the delay\n",
+			cr.DelegBatches, cr.DelegRefused, cr.DelegBusy, cr.DelegTrimmed, cr.DelegLost, cr.DelegCut, cr.DelegLeaseCut, cr.DelegNoLease, cr.DelegPages, cr.DelegMsgsPerNode, cr.DelegLeaseMsgsPerNode, cr.MinHostGapMs, cr.UnderGap, cr.HostGaps)
 		fmt.Fprintf(&b, "routing: %d tasks handed back as not owned, %d accepts fenced off as stale, %d batches failed; %d tasks still undelivered at the end\n",
 			cr.RefusedNotOwned, cr.RefusedStale, cr.RefusedOther, cr.Undelivered)
 	}
