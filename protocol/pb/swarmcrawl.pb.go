@@ -2573,8 +2573,10 @@ func (x *PullReply) GetNextHash() uint64 {
 // helper's question to the owner of ring_key: how much longer it holds
 // that key (FetchBatchReply.lease_left_ns); host and tasks are empty.
 // owner_load, when set, is the owner's load as it sent the batch (pages
-// queued and in flight, as FetchBatchReply.load): a helper that would be
-// busier than the owner after the batch answers busy (route.Worth).
+// queued and in flight, as FetchBatchReply.load): a helper fetches only
+// the first tasks that leave it no busier than the owner
+// (route.WorthSize), answering for those, and answers busy when that is
+// none.
 // since_last_ns is how long before the owner sent the batch the host's
 // last request ended, as far as the owner knows (gap_ns or more: the
 // host's turn had come): the helper's first request waits gap_ns less
