@@ -67,8 +67,8 @@ type Batch struct {
 	// last request ended, as far as the owner knows: the helper's first
 	// request waits Gap less SinceLast after the batch arrived (zero: a
 	// full gap). The owner sends a batch once the host's turn has come,
-	// so it is at least Gap unless the lease itself contacted the host
-	// (robots.txt).
+	// so it is at least Gap unless the lease contacted the host before
+	// the batch went.
 	SinceLast time.Duration
 	// Tasks are fetched in order.
 	Tasks []BatchTask

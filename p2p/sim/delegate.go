@@ -238,8 +238,8 @@ func (a *app) delegate(q *hostQueue) bool {
 		dl.End(key)
 		return false
 	}
-	// The host's turn has come (fetchFrom runs at a.next), or it was
-	// brought forward by a decline: the gap less what is left of it.
+	// fetchFrom runs once the host's turn has come (a.next), so this is
+	// the whole gap; the gap less what is left of it all the same.
 	since := max(s.cfg.Delay-max(a.next[q.h]-s.w.elapsed(), 0), 0)
 	b := &batch{owner: v, q: q, key: key, helper: to.peer, ownerLoad: own, since: since}
 	for len(b.pages) < size && len(q.pending) > 0 {
