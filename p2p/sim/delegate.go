@@ -23,20 +23,10 @@ import (
 // plus the pages waiting in its queues and in the batches it holds.
 
 const (
-	// delegBatchMax is the most pages of a batch, delegMin the fewest:
-	// where the mean work is about 30 pages a machine, small batches are
-	// what bring the busiest machine near 1.5 times the mean (100
-	// machines x V=16: 1.64 with at least 4, 1.43 with 1; 1,000 x 16
-	// on cnr-2000, seeds 1 to 4: 1.62 to 1.91 with 2 to 32, 1.50 to
-	// 2.48 with 1 to 4). What else keeps them here is what a batch
-	// costs its host whatever its size (a full gap at the helper, a
-	// lease question, the settling): with 1 to 4 pages, hosts of up to
-	// 100 pages end at 98.3% crawled against 99.6% (docs/scale.md,
-	// session 31). Single pages no longer cost duplicates under churn
-	// (5% a minute, seeds 11 to 17: at most 0.95%, mean 0.34%, against
-	// 0.27% with 2).
-	delegBatchMax = 32
-	delegMin      = 2
+	// delegBatchCap is the most pages of a batch whatever its budget,
+	// as a node's crawler caps it (crawl.Config.DelegateBatch's default);
+	// batchPages gives the size a node would send.
+	delegBatchCap = 16
 	// settlePoll and settleMax: how often, and how long at most, a
 	// helper waits for its batch's links to settle before it replies
 	// (route.Helper's defaults).
@@ -197,7 +187,7 @@ type batch struct {
 // then waits for the batch's reply).
 func (a *app) delegate(q *hostQueue) bool {
 	v, s := a.v, a.v.s
-	if noDelegation || q.watch || len(q.pending) < delegMin || s.cfg.Delay <= 0 {
+	if noDelegation || q.watch || len(q.pending) == 0 || s.cfg.Delay <= 0 {
 		return false
 	}
 	if q.declines >= route.DefaultConfig().HelperSlots {
@@ -226,7 +216,12 @@ func (a *app) delegate(q *hostQueue) bool {
 	v.look.parallel = false
 	s.w.charge = v.look.slowest
 	own := s.load(v.phys)
-	cands, size, ok := dl.ChooseSize(all, own, min(delegBatchMax, len(q.pending)), delegMin)
+	// As a node's Send sizes it: a single queued page moves alone (links
+	// trickle in, and a host whose pages are found one at a time never
+	// has two queued), a longer queue in batches of at least
+	// route.MinBatch.
+	most := min(s.batchPages(), len(q.pending))
+	cands, size, ok := dl.ChooseSize(all, own, most, min(route.MinBatch, most))
 	var to *vnode
 	for _, c := range cands {
 		if h := s.byAddr[c.Addr]; h != nil && h.alive && h.phys != v.phys {
@@ -278,6 +273,16 @@ func (a *app) delegate(q *hostQueue) bool {
 		}
 	})
 	return true
+}
+
+// batchPages is the most pages of a batch, sized as a node's crawler sizes
+// one (crawl.Crawler.delegate): no request later than the budget after the
+// batch arrives, the budget being the owner's shard lease (a batch must
+// not outlive the owner's right to the host), so at most 1 + lease/gap
+// pages, and at most delegBatchCap: 4 at the defaults with many positions
+// (a 3.5 s lease, a 1 s gap), 3 with one.
+func (s *Sim) batchPages() int {
+	return max(min(delegBatchCap, 1+int(s.cfg.Shard.Lease/s.cfg.Delay)), 1)
 }
 
 // helpAdmission is helper h's admission, as a node builds it.
