@@ -28,8 +28,7 @@ import (
 // the larger of the owner's gap and its own, its first request no sooner
 // than the gap after the host's last request as the owner knew it
 // (since_last_ns, counted from the batch's arrival); and answers once the
-// links found on the
-// batch's pages are settled with their owners.
+// links found on the batch's pages are settled with their owners.
 //
 // Each node checks this from its own ring state, not the sender's word,
 // so a hostile owner that sends one batch to many nodes at once has it

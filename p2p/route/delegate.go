@@ -22,8 +22,8 @@ import (
 // the owner knew it when it sent the batch (HelpRequest.SinceLast, counted
 // from the batch's arrival: its transit only lengthens the real pause), so
 // the host never sees two requests closer than the gap, without
-// synchronised clocks. A helper fetches only for an owner that precedes one of its
-// positions within Config.Helpers machines and that its epoch table says
+// synchronised clocks. A helper fetches only for an owner that precedes
+// one of its positions within Config.Helpers machines and that its epoch table says
 // holds the host's key (HelperAdmission.Admit); it checks both again while the batch
 // runs (HelperAdmission.Still) and answers once the links found on the batch's
 // pages are settled with their owners (Helper.Serve).
@@ -434,8 +434,8 @@ func (r HelpRequest) FirstRequest() time.Time {
 // under a context that ends at req.Deadline, when the owner answers that
 // it holds the key no more, or as soon as the sender stops being an owner
 // this node helps; meanwhile it asks the owner again before the lease
-// runs out. until
-// tells fetch when the lease, as last confirmed, ends: fetch starts no
+// runs out. until tells fetch when the lease, as last confirmed, ends:
+// fetch starts no
 // request after it (a request running then goes on, as the owner's own
 // last request does). Last it waits for the links found on req.Pages to
 // be settled. It returns fetch's error or the refusal or ErrNoLease
