@@ -208,7 +208,7 @@ func TestMultiProcessSwarm(t *testing.T) {
 	for len(web.Missing(token)) > 0 {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("crawl incomplete: %d of %d pages missing\nnode 0 stderr:\n%s", len(web.Missing(token)), len(truth), tail(nodes[0].stderr.String(), 3000))
+			t.Fatalf("crawl incomplete: %d of %d pages missing\nnode 0 stderr:\n%s", len(web.Missing(token)), len(truth), tail(logOf(nodes[0]), 3000))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -236,7 +236,7 @@ func TestMultiProcessSwarm(t *testing.T) {
 		select {
 		case err := <-n.done:
 			if err != nil {
-				t.Errorf("node %d exit: %v\n%s", i, err, tail(n.stderr.String(), 2000))
+				t.Errorf("node %d exit: %v\n%s", i, err, tail(logOf(n), 2000))
 			}
 		case <-time.After(20 * time.Second):
 			t.Errorf("node %d did not exit after SIGTERM", i)

@@ -142,7 +142,7 @@ func TestLostCapturesFetchedAgain(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d lost pages not fetched again %s after the kill (grace %s)\nsurvivor stderr:\n%s", missing, len(lost), time.Since(killed).Round(time.Second), lostGrace, tail(survivors[0].stderr.String(), 3000))
+			t.Fatalf("%d of %d lost pages not fetched again %s after the kill (grace %s)\nsurvivor stderr:\n%s", missing, len(lost), time.Since(killed).Round(time.Second), lostGrace, tail(logOf(survivors[0]), 3000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

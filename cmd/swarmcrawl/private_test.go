@@ -104,7 +104,7 @@ func TestPrivateSwarm(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(first.status(t, bin).Successors) == 0 || first.status(t, bin).Successors[0].PeerID == first.status(t, bin).PeerID {
 		if time.Now().After(deadline) {
-			t.Fatalf("the member with the key did not join:\n%s", tail(second.stderr.String(), 2000))
+			t.Fatalf("the member with the key did not join:\n%s", tail(logOf(second), 2000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -62,7 +62,7 @@ func TestCorruptStoreRepair(t *testing.T) {
 	for len(web.Missing(token)) > 0 {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("crawl incomplete: %d pages missing\n%s", len(web.Missing(token)), tail(running.stderr.String(), 2000))
+			t.Fatalf("crawl incomplete: %d pages missing\n%s", len(web.Missing(token)), tail(logOf(running), 2000))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -71,7 +71,7 @@ func TestCorruptStoreRepair(t *testing.T) {
 	select {
 	case err := <-running.done:
 		if err != nil {
-			t.Fatalf("node exit: %v\n%s", err, tail(running.stderr.String(), 2000))
+			t.Fatalf("node exit: %v\n%s", err, tail(logOf(running), 2000))
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("node did not exit after SIGTERM")

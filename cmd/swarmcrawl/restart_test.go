@@ -58,7 +58,7 @@ func TestKillAndRestart(t *testing.T) {
 	deadline = time.Now().Add(2 * time.Minute)
 	for len(web.Missing(token)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after restart %d of %d pages still missing\n%s", len(web.Missing(token)), len(truth), tail(restarted.stderr.String(), 3000))
+			t.Fatalf("after restart %d of %d pages still missing\n%s", len(web.Missing(token)), len(truth), tail(logOf(restarted), 3000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -50,7 +50,7 @@ func TestStaticSwarmNoRefetch(t *testing.T) {
 						t.Logf("%s by %s at +%v", r.URL, nodeOf(r), r.Time.Sub(s.start).Round(time.Millisecond))
 					}
 					for _, m := range s.nodes {
-						for _, line := range strings.Split(m.p.stderr.String(), "\n") {
+						for _, line := range strings.Split(logOf(m.p), "\n") {
 							if strings.Contains(line, strings.TrimPrefix(u, "http://")) {
 								t.Logf("%s: %s", m.name, line)
 							}
