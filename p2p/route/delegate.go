@@ -388,10 +388,12 @@ type LinkTaker interface {
 type Helper struct {
 	Admission HelperAdmission
 	Links     LinkTaker
-	// Lease asks owner (a ring position's address) how much longer it
-	// holds key (shard.Ownership.LeaseLeft, over the caller's
-	// transport): the helper fetches only within that (HelperLease).
-	// Required.
+	// Lease asks owner (a ring position's address, or a machine's:
+	// the first question goes to the batch's sender before admission
+	// has named its position) how much longer it holds key
+	// (shard.Ownership.LeaseLeft of whichever of the machine's
+	// positions holds it, over the caller's transport): the helper
+	// fetches only within that (HelperLease). Required.
 	Lease func(ctx context.Context, owner string, key uint64) (time.Duration, error)
 	// LeaseRenew is the least of the lease left when the helper asks
 	// again (default 1 s; HelperLease.RenewBefore: three quarters of the
@@ -429,29 +431,39 @@ func (r HelpRequest) FirstRequest() time.Time {
 	return r.Received.Add(r.Gap - min(max(r.SinceLast, 0), r.Gap))
 }
 
-// Serve admits req, asks the owner for its lease on the key, waits until
-// the batch's first request may start (FirstRequest), then runs fetch
-// under a context that ends at req.Deadline, when the owner answers that
-// it holds the key no more, or as soon as the sender stops being an owner
-// this node helps; meanwhile it asks the owner again before the lease
-// runs out. until tells fetch when the lease, as last confirmed, ends:
-// fetch starts no
-// request after it (a request running then goes on, as the owner's own
-// last request does). Last it waits for the links found on req.Pages to
-// be settled. It returns fetch's error or the refusal or ErrNoLease
-// (before any fetch), and whether the links are settled.
+// Serve admits req while it asks the sender for its lease on the key,
+// waits until the batch's first request may start (FirstRequest), then
+// runs fetch under a context that ends at req.Deadline, when the owner
+// answers that it holds the key no more, or as soon as the sender stops
+// being an owner this node helps; meanwhile it asks the owner again
+// before the lease runs out. until tells fetch when the lease, as last
+// confirmed, ends: fetch starts no request after it (a request running
+// then goes on, as the owner's own last request does). Last it waits for
+// the links found on req.Pages to be settled. It returns fetch's error or
+// the refusal or ErrNoLease (before any fetch), and whether the links are
+// settled.
 func (h *Helper) Serve(ctx context.Context, req HelpRequest, fetch func(ctx context.Context, until func() time.Time) error) (settled bool, err error) {
 	if h.Lease == nil {
 		return false, fmt.Errorf("fetch batch: helper has no lease source: %w", ErrNoLease)
 	}
-	owner, err := h.Admission.Admit(ctx, req.From, req.Key)
-	if err != nil {
-		return false, err
-	}
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
+	// The owner's lease is asked of the sender's machine (every position
+	// of a node answers for all of them) while the admission looks the
+	// key's holder up: the batch waits for the slower of the two, not
+	// both. A sender refused admission was only asked a question.
 	lease := &guardedLease{}
-	if err := h.renew(ctx, lease, owner, req.Key); err != nil {
+	qctx, qcancel := context.WithCancel(ctx)
+	defer qcancel()
+	asked := make(chan error, 1)
+	go func() { asked <- h.renew(qctx, lease, req.From, req.Key) }()
+	owner, err := h.Admission.Admit(ctx, req.From, req.Key)
+	if err != nil {
+		qcancel()
+		<-asked
+		return false, err
+	}
+	if err := <-asked; err != nil {
 		return false, err
 	}
 	// The previous batch of this host, at another helper maybe, ended

@@ -286,6 +286,66 @@ func TestHelperWaitsTheRestOfTheGap(t *testing.T) {
 	}
 }
 
+// slowLookup is a slot view whose lookup of a host's holder answers only
+// once the owner's lease was asked (or after 5 s, not found).
+type slowLookup struct {
+	asked chan struct{}
+	owner ring.Peer
+}
+
+func (v slowLookup) Holds(uint64) bool { return true }
+func (v slowLookup) Owner(ctx context.Context, _ uint64) (ring.Peer, error) {
+	select {
+	case <-v.asked:
+		return v.owner, nil
+	case <-time.After(5 * time.Second):
+		return ring.Peer{}, ring.ErrUnreachable
+	case <-ctx.Done():
+		return ring.Peer{}, ctx.Err()
+	}
+}
+
+// TestHelperAsksTheLeaseBesideAdmission: the helper asks the sender's
+// machine for its lease while the slot admission's lookup runs, so a
+// batch waits for the slower of the two round trips, not both; a sender
+// refused admission gets no fetch.
+func TestHelperAsksTheLeaseBesideAdmission(t *testing.T) {
+	asked := make(chan struct{})
+	var once sync.Once
+	var askedOf string
+	lease := func(_ context.Context, owner string, _ uint64) (time.Duration, error) {
+		once.Do(func() { askedOf = owner; close(asked) })
+		return time.Minute, nil
+	}
+	lookup := slowLookup{asked: asked, owner: peer("o/3", 7)}
+	h := &Helper{Admission: HelperAdmission{View: fakeView{machine: "h"}, Machines: 1, Slots: lookup, SlotCount: 1}, Links: linksNone{}, Lease: lease}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fetched := false
+	req := HelpRequest{From: "o", Key: 1, Gap: time.Second, SinceLast: time.Second, Received: time.Now(), Deadline: time.Now().Add(10 * time.Second)}
+	if _, err := h.Serve(ctx, req, func(context.Context, func() time.Time) error {
+		fetched = true
+		return nil
+	}); err != nil || !fetched {
+		t.Fatalf("admission's lookup answering only after the lease question: fetched %v, %v; want the question asked beside the lookup and the batch fetched", fetched, err)
+	}
+	if askedOf != "o" {
+		t.Errorf("lease asked of %q, want the sender's machine %q", askedOf, "o")
+	}
+
+	// The lookup finds another machine holding the key: refused, not
+	// fetched, whatever the lease answer.
+	h.Admission.Slots = slowLookup{asked: asked, owner: peer("x/1", 9)}
+	fetched = false
+	_, err := h.Serve(ctx, req, func(context.Context, func() time.Time) error {
+		fetched = true
+		return nil
+	})
+	if !errors.Is(err, ErrNotVouched) || fetched {
+		t.Fatalf("sender not holding the key: err %v, fetched %v; want ErrNotVouched, nothing fetched", err, fetched)
+	}
+}
+
 // TestHelperServeRefusesBeforeFetching: a refused sender's batch is never
 // fetched.
 func TestHelperServeRefusesBeforeFetching(t *testing.T) {

@@ -302,31 +302,37 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	s.act = actCrawl
 	adm := s.helpAdmission(h)
 	arrived := s.w.elapsed()
-	owner, err := adm.Admit(s.ctx, b.owner.peer.Machine(), b.key)
 	// The helper takes the part of the batch that leaves it no busier
 	// than the owner (route.WorthSize), the rest left unstarted: the
-	// owner takes those pages back with the reply.
-	take := len(b.pages)
-	if err == nil {
-		take = route.WorthSize(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages))
-		if take > 0 && take < len(b.pages) {
-			d.trimmed++
-			d.pending[h.phys] -= len(b.pages) - take
-		}
-	}
-	if err == nil && take == 0 {
+	// owner takes those pages back with the reply. As a node's helper
+	// (serveBatch), it weighs its load before admission: a batch it
+	// declines costs no lookup.
+	take := route.WorthSize(b.ownerLoad, s.load(h.phys)-len(b.pages), len(b.pages))
+	if take == 0 {
 		d.busy++
 		b.declined = true
 		d.pending[h.phys] -= len(b.pages)
 		s.reply(h, b, nil, 0)
 		return
 	}
+	if take < len(b.pages) {
+		d.trimmed++
+		d.pending[h.phys] -= len(b.pages) - take
+	}
+	// The owner's lease is asked at the batch's arrival, beside the
+	// admission's lookup (route.Helper.Serve): the batch waits for the
+	// slower of the two.
+	charge := s.w.charge
+	owner, err := adm.Admit(s.ctx, b.owner.peer.Machine(), b.key)
+	admitted := s.w.elapsed()
 	if err != nil {
 		d.refused++
-		d.pending[h.phys] -= len(b.pages)
+		s.countLeaseQuestion() // asked all the same
+		d.pending[h.phys] -= take
 		s.reply(h, b, nil, 0)
 		return
 	}
+	s.w.charge = charge
 	run := &helpRun{h: h, b: b}
 	d.running[h.phys] = append(d.running[h.phys], run)
 	var ids []uint64
@@ -390,22 +396,36 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		}
 		s.w.after(s.cfg.Delay, func() { step(i + 1) })
 	}
-	// The owner's lease first, then the rest of the gap counted from the
-	// batch's arrival (route.Helper.Serve), the admission's lookup and the
-	// lease's round trip inside it.
+	// The owner's lease and the admission first, then the rest of the
+	// gap counted from the batch's arrival (route.Helper.Serve), the
+	// lookup and the lease's round trip inside it.
 	first := route.HelpRequest{Gap: s.cfg.Delay, SinceLast: b.since, Received: epoch0.Add(arrived)}.FirstRequest().Sub(epoch0)
 	b.asked = make([]bool, take)
 	s.askLease(h, b, lease, func(revoked bool) {
-		if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
-			d.refused++
-			d.noLease++
-			d.pending[h.phys] -= take
-			s.helpDone(run)
-			s.reply(h, b, nil, 0)
-			return
-		}
-		s.w.at(max(first, s.w.elapsed()), func() { step(0) })
+		s.w.at(max(admitted, s.w.elapsed()), func() {
+			if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
+				d.refused++
+				d.noLease++
+				d.pending[h.phys] -= take
+				s.helpDone(run)
+				s.reply(h, b, nil, 0)
+				return
+			}
+			s.w.at(max(first, s.w.elapsed()), func() { step(0) })
+		})
 	})
+}
+
+// countLeaseQuestion counts a lease question and its answer.
+func (s *Sim) countLeaseQuestion() {
+	d := s.delegation()
+	for range 2 {
+		d.msgs++
+		d.leaseMsgs++
+		d.bytes += frameBytes + 16
+		s.traffic[actCrawl].msgs++
+		s.traffic[actCrawl].bytes += frameBytes + 16
+	}
 }
 
 // askLease is helper h's question to batch b's owner (route.Helper.Lease):
@@ -416,7 +436,6 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 // (revoked: the owner answered it holds no lease) or, without one, when
 // the lease h held runs out (at once if none is left).
 func (s *Sim) askLease(h *vnode, b *batch, lease *route.HelperLease, then func(revoked bool)) {
-	d := s.delegation()
 	asked := clock{&s.w}.Now()
 	answered := false
 	fired := false
@@ -426,13 +445,7 @@ func (s *Sim) askLease(h *vnode, b *batch, lease *route.HelperLease, then func(r
 			then(revoked)
 		}
 	}
-	for range 2 {
-		d.msgs++
-		d.leaseMsgs++
-		d.bytes += frameBytes + 16
-		s.traffic[actCrawl].msgs++
-		s.traffic[actCrawl].bytes += frameBytes + 16
-	}
+	s.countLeaseQuestion()
 	o := b.owner
 	there := s.oneWay(h, o.peer.Addr)
 	s.w.after(there, func() {
