@@ -402,8 +402,12 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 	first := route.HelpRequest{Gap: s.cfg.Delay, SinceLast: b.since, Received: epoch0.Add(arrived)}.FirstRequest().Sub(epoch0)
 	b.asked = make([]bool, take)
 	s.askLease(h, b, lease, func(revoked bool) {
+		// Judged when the answer comes; a lease that has run short by
+		// the time the admission's lookup ends is asked again before the
+		// first fetch (step), as a node's helper does.
+		refused := revoked || !lease.Allows(clock{&s.w}.Now(), 0)
 		s.w.at(max(admitted, s.w.elapsed()), func() {
-			if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
+			if refused {
 				d.refused++
 				d.noLease++
 				d.pending[h.phys] -= take
