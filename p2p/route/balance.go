@@ -211,7 +211,8 @@ func (d *Delegator[Req, Rep]) ChooseSize(cands []ring.Peer, own, most, least int
 }
 
 // Choose orders cands (Candidates) for a batch of size pages whose owner
-// has own work (pages fetched and waiting; negative: unknown): two
+// has own work (as the caller measures it: a node its backlog, the
+// simulator its pages fetched and held; negative: unknown): two
 // candidates drawn in turn, the one with less reported work first, then
 // the others by reported work. It reports false, and the owner fetches the
 // batch itself, when its own work is known and not above both the mean of

@@ -20,7 +20,7 @@ import (
 // link's one-way latency apart, lost when either end is down or cut off;
 // the helper's fetches count as its machine's work and send their links
 // through its own outbox and router. A machine's load is its work so far
-// plus the pages waiting in its queues and in the batches it holds.
+// plus the pages of the batches it holds (load).
 
 const (
 	// delegBatchCap is the most pages of a batch whatever its budget,
@@ -133,16 +133,15 @@ func (s *Sim) hostFetch(h int32, start, end time.Duration) {
 	d.lastEnd[h] = max(d.lastEnd[h], end)
 }
 
-// load is machine ph's work as it reports it: pages fetched, pages waiting
-// in its positions' queues, pages of the batches it holds.
+// load is machine ph's work as it reports it: pages fetched and pages of
+// the batches it holds as a helper. Its positions' queues do not count: a
+// simulated machine fetches any number of hosts at once, so a queue costs
+// it no time, and the pages in it are not its work yet: their owner hands
+// most of a long queue out. Counted, they let helpers rise to a level the
+// owner itself never reached, and a machine's fetches only grow (a
+// node's backlog drains instead: crawlLoad).
 func (s *Sim) load(ph *physNode) int {
-	n := int(ph.work) + s.delegation().pending[ph]
-	for _, v := range ph.vnodes {
-		if v.app != nil {
-			n += len(v.app.queued)
-		}
-	}
-	return n
+	return int(ph.work) + s.delegation().pending[ph]
 }
 
 // delegator returns machine ph's delegator: the helper slots' holders
