@@ -404,18 +404,18 @@ func (s *Sim) helpBatch(h *vnode, b *batch, deadline time.Duration) {
 		// Judged when the answer comes; a lease that has run short by
 		// the time the admission's lookup ends is asked again before the
 		// first fetch (step), as a node's helper does.
-		refused := revoked || !lease.Allows(clock{&s.w}.Now(), 0)
-		s.w.at(max(admitted, s.w.elapsed()), func() {
-			if refused {
+		at := max(admitted, s.w.elapsed())
+		if revoked || !lease.Allows(clock{&s.w}.Now(), 0) {
+			s.w.at(at, func() {
 				d.refused++
 				d.noLease++
 				d.pending[h.phys] -= take
 				s.helpDone(run)
 				s.reply(h, b, nil, 0)
-				return
-			}
-			s.w.at(max(first, s.w.elapsed()), func() { step(0) })
-		})
+			})
+			return
+		}
+		s.w.at(max(first, at), func() { step(0) })
 	})
 }
 
